@@ -1,0 +1,174 @@
+"""The one error tree of GitOfThoughts.
+
+Every exception the library raises on purpose derives from :class:`GotError`.
+Two families sit under it: mistakes of the caller (:class:`GotUserError`,
+also a :class:`ValueError`) and failures of the environment or the data
+(:class:`GotRuntimeError`). Each message says what to do next.
+
+::
+
+    GotError
+    ├── GotUserError (ValueError)            the caller can fix it
+    │   ├── InvalidNameError                 a ref, key, namespace or id git must not see raw
+    │   ├── InvalidInputError                empty, non-UTF-8 or malformed payloads
+    │   │   └── PayloadTooLargeError         over a configured size limit
+    │   ├── UnknownRefError (KeyError)       no such SHA, branch, tag or node
+    │   ├── ConfigError                      a bad option, a missing optional extra
+    │   │   ├── MissingExtraError (ImportError)
+    │   │   └── UnknownBackendError
+    │   └── RepositoryNotFoundError          no repository at the path
+    └── GotRuntimeError (RuntimeError)       the world got in the way
+        ├── CorruptRepositoryError           missing or damaged objects
+        ├── ConcurrentUpdateError            a compare-and-swap on a ref kept losing
+        ├── MergeConflictError               a merge needs a decision (conflicts as data)
+        ├── SigningError                     the signing key or tool failed
+        ├── RemoteError                      a fetch/push failed (credentials are never prompted)
+        ├── StorageError                     the disk refused a write
+        ├── ModelError                       a chat model call failed
+        │   ├── ModelTimeoutError
+        │   └── ModelResponseError           malformed or truncated responses
+        └── ToolError                        a solver tool refused or failed
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "GotError",
+    "GotUserError",
+    "GotRuntimeError",
+    "InvalidNameError",
+    "InvalidInputError",
+    "PayloadTooLargeError",
+    "UnknownRefError",
+    "ConfigError",
+    "MissingExtraError",
+    "UnknownBackendError",
+    "RepositoryNotFoundError",
+    "CorruptRepositoryError",
+    "ConcurrentUpdateError",
+    "MergeConflictError",
+    "SigningError",
+    "RemoteError",
+    "StorageError",
+    "ModelError",
+    "ModelTimeoutError",
+    "ModelResponseError",
+    "ToolError",
+]
+
+
+class GotError(Exception):
+    """Root of every error GitOfThoughts raises on purpose."""
+
+
+class GotUserError(GotError, ValueError):
+    """The caller passed something the library cannot use; fix the input."""
+
+
+class GotRuntimeError(GotError, RuntimeError):
+    """The repository, the disk, the network or a model failed; the input was fine."""
+
+
+class InvalidNameError(GotUserError):
+    """A name (ref, key, namespace, id) that cannot be used safely.
+
+    Raised for empty names, names over the length limit, and strings that are
+    not valid Unicode. Other hostile characters are percent-encoded instead.
+    """
+
+
+class InvalidInputError(GotUserError):
+    """A payload that is empty, not UTF-8 text, or not of the expected shape."""
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A payload over the configured size limit."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"{what} is {size} bytes, over the limit of {limit} bytes; "
+            "store less, or raise the limit explicitly"
+        )
+
+
+class UnknownRefError(GotUserError, KeyError):
+    """No commit, branch, tag, node or session by that name."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "unknown ref"
+
+
+class ConfigError(GotUserError):
+    """A bad option or configuration value."""
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """An optional dependency is not installed; the message names the extra."""
+
+    def __init__(self, feature: str, extra: str, cause: BaseException | None = None) -> None:
+        self.extra = extra
+        detail = f" ({cause})" if cause else ""
+        super().__init__(
+            f"{feature} needs the optional extra '{extra}': "
+            f"pip install 'gitofthoughts[{extra}]'{detail}"
+        )
+
+
+class UnknownBackendError(ConfigError):
+    """A memory backend name that is not registered."""
+
+
+class RepositoryNotFoundError(GotUserError):
+    """No git repository at the given path (and creation was not asked for)."""
+
+
+class CorruptRepositoryError(GotRuntimeError):
+    """Objects are missing or damaged, or the data is not what we wrote."""
+
+
+class ConcurrentUpdateError(GotRuntimeError):
+    """A ref moved under us more times than the retry budget allows."""
+
+
+class MergeConflictError(GotRuntimeError):
+    """A merge produced conflicts that need a decision.
+
+    Attributes:
+        conflicts: the :class:`got_core.types.Conflict` records (path, base, ours, theirs).
+    """
+
+    def __init__(self, message: str, conflicts: list[Any] | None = None) -> None:
+        self.conflicts = list(conflicts or [])
+        super().__init__(message)
+
+
+class SigningError(GotRuntimeError):
+    """Signing or verification could not run (missing key, tool failure)."""
+
+
+class RemoteError(GotRuntimeError):
+    """Talking to another repository failed (unreachable, or it wanted credentials)."""
+
+
+class StorageError(GotRuntimeError):
+    """The filesystem refused a write (read-only, full, permissions)."""
+
+
+class ModelError(GotRuntimeError):
+    """A chat-model call failed after its retries."""
+
+
+class ModelTimeoutError(ModelError):
+    """A chat-model call did not answer within its timeout."""
+
+
+class ModelResponseError(ModelError):
+    """A chat-model answer was malformed, truncated or empty."""
+
+
+class ToolError(GotRuntimeError):
+    """A solver tool refused its input or could not finish within its limits."""
