@@ -1,0 +1,503 @@
+"""The one module that talks to pygit2 (STYLE practice 4).
+
+Everything above speaks hex SHAs, bytes and our own types. Objects are written
+straight into the object database (blob → tree → commit) and refs are moved with
+compare-and-swap; there is no working tree, no index file and no repository-wide
+lock on the hot path (DESIGN §2, §5).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping
+
+import pygit2
+from pygit2 import GitError
+from pygit2.enums import MergeFavor, SortMode
+
+from got_core.errors import (
+    CorruptRepositoryError,
+    InvalidNameError,
+    RemoteError,
+    RepositoryNotFoundError,
+    StorageError,
+    UnknownRefError,
+)
+from got_core.types import Identity
+
+__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
+
+_BLOB = pygit2.GIT_FILEMODE_BLOB
+_TREE = pygit2.GIT_FILEMODE_TREE
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class RefRace(Exception):
+    """Internal: a compare-and-swap on a ref lost (moved, created, or locked by another writer)."""
+
+
+class BlobId(str):
+    """A change value meaning "this existing blob", so unchanged content is reused, not rewritten."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitData:
+    """A commit as plain data."""
+
+    oid: str
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+    author_name: str
+    author_email: str
+    time: int
+
+
+def _commit_data(c: pygit2.Commit) -> CommitData:
+    return CommitData(
+        str(c.id), str(c.tree_id), tuple(str(p) for p in c.parent_ids),
+        c.message, c.author.name, c.author.email, c.commit_time,
+    )
+
+
+def _check_component(part: str, path: str) -> None:
+    if part in ("", ".", "..") or "\x00" in part or "/" in part or part == ".git":
+        raise InvalidNameError(f"path {path!r} has an unsafe component {part!r}; encode ids with names.encode_component")
+
+
+class GitRepo:
+    """A bare (or existing) git repository, driven through libgit2.
+
+    Args:
+        path: the repository (a bare ``*.git`` directory, or a work tree / its ``.git``).
+        create: initialise a bare repository when none exists.
+        initial_branch: HEAD's branch for a new repository.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 initial_branch: str = "master") -> None:
+        path = Path(path)
+        try:
+            self._r = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except (GitError, KeyError):
+            if not create:
+                raise RepositoryNotFoundError(
+                    f"no git repository at {path}; create one with ReasoningRepo.init({str(path)!r})"
+                ) from None
+            if path.exists() and path.is_file():
+                raise StorageError(f"{path} is a file, not a directory; choose another repository path") from None
+            try:
+                self._r = pygit2.init_repository(str(path), bare=True, initial_head=initial_branch)
+            except (GitError, OSError) as exc:
+                raise StorageError(f"cannot create a repository at {path}: {exc}") from None
+        self.gitdir = Path(self._r.path)
+        self.workdir = Path(self._r.workdir) if self._r.workdir else None
+
+    # ------------------------------------------------------------------ objects
+    def write_blob(self, data: bytes) -> str:
+        """Store bytes; returns the blob SHA (existing content costs a hash, not a write)."""
+        try:
+            return str(self._r.create_blob(data))
+        except (GitError, OSError) as exc:
+            raise StorageError(f"cannot write to {self.gitdir}: {exc}") from None
+
+    def read_blob(self, oid: str) -> bytes:
+        """Bytes of a blob.
+
+        Raises:
+            CorruptRepositoryError: missing, damaged, or not a blob.
+        """
+        obj = self._get(oid)
+        if obj.type != pygit2.GIT_OBJECT_BLOB:
+            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
+        return obj.data
+
+    def has_object(self, oid: str) -> bool:
+        """Whether the object database holds ``oid``."""
+        try:
+            return oid in self._r
+        except (GitError, ValueError):
+            return False
+
+    def _get(self, oid: str) -> pygit2.Object:
+        try:
+            obj = self._r.get(oid)
+        except (GitError, ValueError) as exc:
+            raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
+        if obj is None:
+            raise CorruptRepositoryError(f"object {oid} is missing from {self.gitdir}; run `got fsck`")
+        return obj
+
+    def build_tree(self, base_tree: str | None, changes: Mapping[str, bytes | BlobId | None]) -> str:
+        """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
+
+        Unchanged subtrees and blobs are reused by SHA, so a change costs only the
+        objects on its path (DESIGN §5).
+        """
+        nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
+        for path, value in changes.items():
+            parts = tuple(path.split("/"))
+            for part in parts:
+                _check_component(part, path)
+            nested[parts] = value
+        base = self._get(base_tree) if base_tree else None
+        try:
+            new = self._build(base, nested)
+        except (GitError, OSError) as exc:
+            raise StorageError(f"cannot write a tree in {self.gitdir}: {exc}") from None
+        return new or self._empty_tree()
+
+    def _empty_tree(self) -> str:
+        return str(self._r.TreeBuilder().write())
+
+    def _build(self, base: pygit2.Object | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
+        tb = self._r.TreeBuilder(base) if base is not None else self._r.TreeBuilder()
+        groups: dict[str, dict[tuple[str, ...], bytes | BlobId | None]] = {}
+        for parts, value in changes.items():
+            if len(parts) == 1:
+                name = parts[0]
+                if value is None:
+                    if tb.get(name) is not None:
+                        tb.remove(name)
+                elif isinstance(value, BlobId):
+                    tb.insert(name, value, _BLOB)
+                else:
+                    tb.insert(name, self._r.create_blob(value), _BLOB)
+            else:
+                groups.setdefault(parts[0], {})[parts[1:]] = value
+        for name, sub in groups.items():
+            existing = tb.get(name)
+            sub_base = existing if existing is not None and existing.type == pygit2.GIT_OBJECT_TREE else None
+            new_sub = self._build(sub_base, sub)
+            if new_sub is None:
+                if existing is not None:
+                    tb.remove(name)
+            else:
+                tb.insert(name, new_sub, _TREE)
+        if len(tb) == 0:
+            return None
+        return str(tb.write())
+
+    def tree_files(self, tree: str, prefix: str = "") -> dict[str, str]:
+        """Every blob under ``tree`` (or under ``prefix`` inside it): path -> blob SHA."""
+        root = self._get(tree)
+        if prefix:
+            try:
+                root = root[prefix.strip("/")]
+            except KeyError:
+                return {}
+            if root.type != pygit2.GIT_OBJECT_TREE:
+                return {}
+        out: dict[str, str] = {}
+        stack: list[tuple[str, pygit2.Tree]] = [(prefix.strip("/"), root)]
+        while stack:
+            base, t = stack.pop()
+            for entry in t:
+                path = f"{base}/{entry.name}" if base else entry.name
+                if entry.type == pygit2.GIT_OBJECT_TREE:
+                    stack.append((path, self._get(str(entry.id))))
+                elif entry.type == pygit2.GIT_OBJECT_BLOB:
+                    out[path] = str(entry.id)
+        return out
+
+    def tree_entry(self, tree: str, path: str) -> str | None:
+        """Blob SHA at ``path`` in ``tree``, or None."""
+        try:
+            entry = self._get(tree)[path]
+        except KeyError:
+            return None
+        return str(entry.id) if entry.type == pygit2.GIT_OBJECT_BLOB else None
+
+    def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
+        """Entries directly under ``path``: (name, is_tree)."""
+        t = self._get(tree)
+        if path:
+            try:
+                t = t[path.strip("/")]
+            except KeyError:
+                return []
+            if t.type != pygit2.GIT_OBJECT_TREE:
+                return []
+        return [(e.name, e.type == pygit2.GIT_OBJECT_TREE) for e in t]
+
+    # ------------------------------------------------------------------ commits
+    def write_commit(self, tree: str, parents: Iterable[str], message: str, author: Identity,
+                     committer: Identity, when: tuple[int, int],
+                     sign: Callable[[str], str] | None = None) -> str:
+        """Create a commit object (no ref moves); ``sign(payload) -> armored signature``."""
+        a = pygit2.Signature(author.name, author.email, when[0], when[1])
+        c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
+        parents = list(parents)
+        try:
+            if sign is None:
+                return str(self._r.create_commit(None, a, c, message, tree, parents))
+            payload = self._r.create_commit_string(a, c, message, tree, parents)
+            return str(self._r.create_commit_with_signature(payload, sign(payload)))
+        except (GitError, OSError) as exc:
+            raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
+
+    def read_commit(self, oid: str) -> CommitData:
+        """A commit as :class:`CommitData`.
+
+        Raises:
+            CorruptRepositoryError: missing or not a commit.
+        """
+        obj = self._get(oid)
+        if obj.type != pygit2.GIT_OBJECT_COMMIT:
+            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a commit")
+        return _commit_data(obj)
+
+    def commit_signature(self, oid: str) -> tuple[bytes | None, bytes | None]:
+        """(armored signature, signed payload) of a commit; (None, None) when unsigned."""
+        obj = self._get(oid)
+        sig, payload = obj.gpg_signature
+        return sig, payload
+
+    def resolve(self, rev: str) -> str:
+        """A commit SHA for any revision (SHA or prefix, branch, tag, ``refs/...``, ``x~1``).
+
+        Raises:
+            UnknownRefError: nothing by that name.
+        """
+        if not isinstance(rev, str) or not rev or "\x00" in rev or len(rev) > 1024:
+            raise UnknownRefError(f"{str(rev)[:80]!r} is not a revision; give a SHA, branch or tag")
+        try:
+            obj = self._r.revparse_single(rev)
+            return str(obj.peel(pygit2.Commit).id)
+        except (KeyError, GitError, ValueError, pygit2.InvalidSpecError):
+            raise UnknownRefError(
+                f"no commit, branch or tag named {rev[:80]!r}; `got log` and `got tags` list them"
+            ) from None
+
+    def walk(self, tips: Iterable[str], hide: Iterable[str] = (), topo: bool = False) -> Iterator[CommitData]:
+        """Commits reachable from ``tips`` but not from ``hide``, newest first."""
+        tips = list(tips)
+        if not tips:
+            return
+        mode = SortMode.TOPOLOGICAL | SortMode.TIME if topo else SortMode.TIME
+        try:
+            walker = self._r.walk(tips[0], mode)
+            for t in tips[1:]:
+                walker.push(t)
+            for h in hide:
+                walker.hide(h)
+            for c in walker:
+                yield _commit_data(c)
+        except GitError as exc:
+            raise CorruptRepositoryError(f"history walk failed in {self.gitdir}: {exc}; run `got fsck`") from None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """True when ``ancestor`` is reachable from ``descendant`` (or equal)."""
+        return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """Best common ancestor of two commits, or None for unrelated histories."""
+        base = self._r.merge_base(a, b)
+        return str(base) if base else None
+
+    def changed_paths(self, commit: CommitData) -> list[tuple[str, str | None, str | None]]:
+        """(path, old blob, new blob) for every file the commit changed vs its first parent."""
+        old_tree = self.read_commit(commit.parents[0]).tree if commit.parents else None
+        return self.changed_tree_paths(old_tree, commit.tree)
+
+    def changed_tree_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None, str | None]]:
+        """(path, old blob, new blob) for every file that differs between two trees (None: empty)."""
+        new = self._get(new_tree)
+        diff = self._get(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
+        zero = "0" * 40
+        out = []
+        for delta in diff.deltas:
+            old_id, new_id = str(delta.old_file.id), str(delta.new_file.id)
+            out.append((delta.new_file.path or delta.old_file.path,
+                        None if old_id == zero else old_id, None if new_id == zero else new_id))
+        return out
+
+    def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None,
+                   context: int = 3) -> str:
+        """Unified, git-style patch text between two trees (optionally only some paths)."""
+        ta, tb = self._get(a_tree), self._get(b_tree)
+        diff = ta.diff_to_tree(tb, context_lines=context)
+        wanted = set(paths) if paths is not None else None
+        parts = []
+        for patch in diff:
+            path = patch.delta.new_file.path or patch.delta.old_file.path
+            if wanted is None or path in wanted:
+                parts.append(patch.text or "")
+        return "".join(parts)
+
+    # ------------------------------------------------------------------ refs
+    def ref_target(self, name: str) -> str | None:
+        """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
+        try:
+            ref = self._r.references.get(name)
+        except (GitError, ValueError):
+            return None
+        if ref is None:
+            return None
+        try:
+            if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
+                ref = ref.resolve()
+            return str(ref.target)
+        except (GitError, KeyError):
+            return None
+
+    def peel_to_commit(self, oid: str) -> str | None:
+        """The commit an object (annotated tag or commit) points to, or None."""
+        try:
+            return str(self._r.get(oid).peel(pygit2.Commit).id)
+        except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
+            return None
+
+    def list_refs(self, prefix: str = "refs/") -> dict[str, str]:
+        """All direct refs under ``prefix``: name -> target SHA (tags not peeled)."""
+        out = {}
+        for ref in self._r.references.iterator():
+            name = ref.name
+            if not name.startswith(prefix):
+                continue
+            target = ref.target
+            if isinstance(target, str):  # symbolic
+                continue
+            out[name] = str(target)
+        return out
+
+    def cas_ref(self, name: str, new: str, expected: str | None) -> None:
+        """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
+
+        Raises:
+            RefRace: the ref did not hold ``expected`` or another writer held its lock.
+        """
+        try:
+            if expected is None:
+                self._r.references.create(name, new, force=False)
+                return
+            ref = self._r.references.get(name)
+            if ref is None or str(ref.target) != expected:
+                raise RefRace(name)
+            ref.set_target(new)
+        except (pygit2.AlreadyExistsError, GitError, OSError, ValueError) as exc:
+            if isinstance(exc, (GitError, OSError)) and not self._is_race(exc):
+                raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
+            raise RefRace(name) from None
+
+    def delete_ref(self, name: str, expected: str | None = None) -> bool:
+        """Delete a ref (only if it still points at ``expected`` when given); False when absent."""
+        try:
+            ref = self._r.references.get(name)
+            if ref is None:
+                return False
+            if expected is not None and str(ref.target) != expected:
+                raise RefRace(name)
+            ref.delete()
+            return True
+        except (GitError, OSError) as exc:
+            if self._is_race(exc):
+                raise RefRace(name) from None
+            raise StorageError(f"cannot delete {name}: {exc}") from None
+
+    @staticmethod
+    def _is_race(exc: BaseException) -> bool:
+        text = str(exc).lower()
+        return any(s in text for s in ("lock", "exists", "does not match", "modified", "changed"))
+
+    def break_stale_lock(self, name: str, max_age: float) -> bool:
+        """Remove ``<ref>.lock`` left by a killed writer when older than ``max_age`` seconds."""
+        for lock in (self.gitdir / (name + ".lock"), self.gitdir / "packed-refs.lock"):
+            try:
+                if time.time() - lock.stat().st_mtime > max_age:
+                    lock.unlink()
+                    return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        return False
+
+    def compress_refs(self) -> None:
+        """Pack loose refs into ``packed-refs`` (fast listing at 10k tags)."""
+        try:
+            self._r.compress_references()
+        except GitError:
+            pass  # another writer holds packed-refs.lock; packing is an optimisation
+
+    # ------------------------------------------------------------------ merge
+    def merge_trees(self, base: str | None, ours: str, theirs: str) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], object]:
+        """Three-way merge of commit trees in memory.
+
+        Returns:
+            (tree SHA or None when conflicted, conflicts as (path, base, ours, theirs) blob SHAs,
+            an opaque merge state for :meth:`resolve_merge`).
+        """
+        base_tree = self._get(self._get(base).tree_id) if base else self._get(self._empty_tree())
+        idx = self._r.merge_trees(base_tree, self._get(self._get(ours).tree_id),
+                                  self._get(self._get(theirs).tree_id), favor=MergeFavor.NORMAL)
+        conflicts = []
+        if idx.conflicts is not None:
+            for anc, our, their in idx.conflicts:
+                entry = our or their or anc
+                conflicts.append((entry.path,
+                                  str(anc.id) if anc else None,
+                                  str(our.id) if our else None,
+                                  str(their.id) if their else None))
+        if conflicts:
+            return None, sorted(conflicts), idx
+        return str(idx.write_tree(self._r)), [], idx
+
+    def resolve_merge(self, state: object, decisions: Mapping[str, bytes | None]) -> str:
+        """Write the merged tree after deciding each conflicted path (bytes, or None to delete)."""
+        idx = state  # a pygit2.Index from merge_trees
+        for path, content in decisions.items():
+            if idx.conflicts is not None and path in idx.conflicts:
+                del idx.conflicts[path]
+            if content is None:
+                try:
+                    idx.remove(path)
+                except (GitError, OSError, KeyError):
+                    pass
+            else:
+                idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), _BLOB))
+        if idx.conflicts is not None and len(list(idx.conflicts)):
+            raise CorruptRepositoryError("merge still has undecided conflicts")
+        return str(idx.write_tree(self._r))
+
+    # ------------------------------------------------------------------ remotes
+    def fetch(self, url: str, refspecs: list[str]) -> None:
+        """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials."""
+        try:
+            remote = self._r.remotes.create_anonymous(url)
+            remote.fetch(refspecs, callbacks=_NoPrompt(url))
+        except RemoteError:
+            raise
+        except (GitError, OSError, KeyError) as exc:
+            raise RemoteError(f"fetch from {url} failed: {exc}") from None
+
+    def push(self, url: str, refspecs: list[str]) -> None:
+        """Push ``refspecs`` to ``url``; never prompts for credentials."""
+        try:
+            remote = self._r.remotes.create_anonymous(url)
+            remote.push(refspecs, callbacks=_NoPrompt(url))
+        except RemoteError:
+            raise
+        except (GitError, OSError, KeyError) as exc:
+            raise RemoteError(f"push to {url} failed: {exc}") from None
+
+
+class _NoPrompt(pygit2.RemoteCallbacks):
+    """Remote callbacks that refuse to ask for credentials and reject failed ref updates."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self._url = url
+
+    def credentials(self, url, username_from_url, allowed_types):  # noqa: D401 - libgit2 callback
+        raise RemoteError(
+            f"{self._url} asks for credentials; GitOfThoughts never prompts. "
+            "Use a local path, a URL that needs none, or configure access outside the agent"
+        )
+
+    def push_update_reference(self, refname, message):  # noqa: D401 - libgit2 callback
+        if message:
+            raise RemoteError(f"push of {refname} to {self._url} was rejected: {message}")

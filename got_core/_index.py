@@ -1,0 +1,468 @@
+"""A derived SQLite index over the repository, so history search is not O(history).
+
+Git stays the source of truth (DESIGN §5): the index holds nothing that cannot be
+rebuilt from the repository, and every query first *syncs* it:
+
+* the ref fingerprint (``packed-refs`` plus the mtime of every directory under
+  ``refs/``) is compared with the one stored at the last sync; ref updates rename
+  a lock file into place, so any change touches a directory. A fingerprint taken
+  within :data:`RACY_NS` of a directory's mtime is not trusted (the "racy git"
+  rule: the clock may not have ticked), so the next query re-lists refs;
+* when refs changed, each indexed ref is caught up by walking only the commits
+  between its old and new tip; a rewound or deleted ref drops its memberships;
+* the notes ref is caught up by a tree diff between its old and new notes commit.
+
+Indexed per commit: the message (FTS5 words for keyword search, FTS5 trigrams for
+``--grep`` substrings), trailer fields, which refs reach it, and the blobs it
+changed (trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly).
+The index file lives inside the git directory (``got/index.sqlite3``); delete it
+at any time, or call :meth:`DerivedIndex.rebuild`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from got_core._git import CommitData, GitRepo
+
+__all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
+
+RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
+MAX_INDEXED_BLOB = 1 << 20
+SCHEMA_VERSION = "3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS refs(name TEXT PRIMARY KEY, oid TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commits(
+    rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, time INTEGER, message TEXT,
+    parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL);
+CREATE INDEX IF NOT EXISTS commits_node ON commits(node_id);
+CREATE TABLE IF NOT EXISTS member(ref TEXT NOT NULL, crow INTEGER NOT NULL, PRIMARY KEY(ref, crow)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS member_crow ON member(crow);
+CREATE TABLE IF NOT EXISTS changes(crow INTEGER NOT NULL, path TEXT, old TEXT, new TEXT);
+CREATE INDEX IF NOT EXISTS changes_crow ON changes(crow);
+CREATE INDEX IF NOT EXISTS changes_old ON changes(old);
+CREATE INDEX IF NOT EXISTS changes_new ON changes(new);
+CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, text TEXT);
+CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
+CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
+    PRIMARY KEY(ref, target)) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+"""
+
+Row = tuple  # (oid, message, time, parents, score, node_id, problem_id)
+
+
+def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, float | None]:
+    node = problem = outcome = None
+    score = None
+    for line in message.splitlines():
+        if not line.startswith("Got-"):
+            continue
+        key, _, value = line.partition(": ")
+        value = value.strip()
+        if key == "Got-Node":
+            node = value
+        elif key == "Got-Problem":
+            problem = value
+        elif key == "Got-Outcome":
+            outcome = value
+        elif key == "Got-Score":
+            try:
+                score = float(value)
+            except ValueError:
+                pass
+    return node, problem, outcome, score
+
+
+def _fts_phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+class DerivedIndex:
+    """SQLite index kept consistent with a :class:`GitRepo` (see module docstring).
+
+    Args:
+        git: the repository.
+        notes_ref: the notes ref whose scores are indexed.
+        path: database file; default ``<gitdir>/got/index.sqlite3`` (in memory when
+            the git directory is read-only).
+    """
+
+    def __init__(self, git: GitRepo, notes_ref: str, path: Path | None = None) -> None:
+        self.git = git
+        self.notes_ref = notes_ref
+        self._lock = threading.RLock()
+        if path is None:
+            path = git.gitdir / "got" / "index.sqlite3"
+        self.path = path
+        self.db = self._connect(path)
+        self._fp_dirs: list[str] = []
+
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+        except (sqlite3.Error, OSError):
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
+        db.execute("PRAGMA busy_timeout=60000")
+        db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
+        try:
+            try:
+                version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            except sqlite3.DatabaseError:
+                version = None
+            if version is None or version[0] != SCHEMA_VERSION:
+                self._reset(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return db
+
+    @staticmethod
+    def _reset(db: sqlite3.Connection) -> None:
+        tables = [r[0] for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()]
+        for name in tables:
+            if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_")):
+                db.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+
+    def rebuild(self) -> None:
+        """Drop everything and re-index from the repository."""
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            self._reset(self.db)
+            self.db.execute("COMMIT")
+            self._fp_dirs = []
+            self.sync()
+
+    # ------------------------------------------------------------------ sync
+    def _fingerprint(self) -> str | None:
+        now = time.time_ns()
+        gitdir = self.git.gitdir
+        parts = []
+        racy = False
+        for rel in ["packed-refs", *(self._fp_dirs or ["refs"])]:
+            try:
+                st = os.stat(gitdir / rel)
+            except FileNotFoundError:
+                parts.append(f"{rel}:-")
+                continue
+            if now - st.st_mtime_ns < RACY_NS:
+                racy = True
+            parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}")
+        return None if racy else "|".join(parts)
+
+    def _ref_dirs(self) -> list[str]:
+        gitdir = self.git.gitdir
+        dirs = []
+        stack = ["refs"]
+        while stack:
+            rel = stack.pop()
+            dirs.append(rel)
+            try:
+                with os.scandir(gitdir / rel) as it:
+                    for entry in it:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(f"{rel}/{entry.name}")
+            except OSError:
+                continue
+        return sorted(dirs)
+
+    def sync(self) -> None:
+        """Bring the index up to date with the repository (cheap when nothing changed)."""
+        with self._lock:
+            if self._fp_dirs:
+                fp = self._fingerprint()
+                stored = self.db.execute("SELECT value FROM meta WHERE key='fp'").fetchone()
+                if fp is not None and stored is not None and stored[0] == fp:
+                    return
+            db = self.db
+            db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes
+            try:
+                self._fp_dirs = self._ref_dirs()
+                fp = self._fingerprint()
+                refs = self.git.list_refs("refs/")
+                self._sync_refs(refs)
+                self._sync_tags(refs)
+                self._sync_notes(refs.get(self.notes_ref))
+                db.execute("INSERT OR REPLACE INTO meta VALUES('fp', ?)", (fp or "",))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _commit_row(self, oid: str) -> int | None:
+        row = self.db.execute("SELECT rowid FROM commits WHERE oid=?", (oid,)).fetchone()
+        return row[0] if row else None
+
+    def _add_commit(self, c: CommitData) -> int:
+        db = self.db
+        node, problem, outcome, score = _parse_trailers(c.message)
+        cur = db.execute(
+            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
+            " VALUES(?,?,?,?,?,?,?,?)",
+            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score))
+        crow = cur.lastrowid
+        db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
+        db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
+        for path, old, new in self.git.changed_paths(c):
+            db.execute("INSERT INTO changes VALUES(?,?,?,?)", (crow, path, old, new))
+            for blob in (old, new):
+                if blob:
+                    self._add_blob(blob)
+        return crow
+
+    def _add_blob(self, oid: str) -> None:
+        db = self.db
+        if db.execute("SELECT 1 FROM blobs WHERE oid=?", (oid,)).fetchone():
+            return
+        data = self.git.read_blob(oid)
+        text = None
+        if len(data) <= MAX_INDEXED_BLOB:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+        cur = db.execute("INSERT INTO blobs(oid, text) VALUES(?,?)", (oid, text))
+        if text is not None:
+            db.execute("INSERT INTO blob_tri(rowid, text) VALUES(?,?)", (cur.lastrowid, text))
+
+    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str]) -> None:
+        db = self.db
+        for c in self.git.walk(tips, hide):
+            crow = self._commit_row(c.oid)
+            if crow is None:
+                crow = self._add_commit(c)
+            elif ref is None:
+                continue
+            if ref is not None:
+                db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (ref, crow))
+
+    def _sync_refs(self, refs: dict[str, str]) -> None:
+        db = self.db
+        indexed = {n: o for n, o in refs.items()
+                   if not n.startswith(("refs/tags/", "refs/notes/"))}
+        old = dict(db.execute("SELECT name, oid FROM refs").fetchall())
+        for name in old.keys() - indexed.keys():
+            db.execute("DELETE FROM member WHERE ref=?", (name,))
+            db.execute("DELETE FROM refs WHERE name=?", (name,))
+        for name, oid in indexed.items():
+            prev = old.get(name)
+            if prev == oid:
+                continue
+            tip = self.git.peel_to_commit(oid)
+            if tip is None:
+                continue
+            if prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip):
+                self._walk_into(name, [tip], [prev])
+            else:
+                db.execute("DELETE FROM member WHERE ref=?", (name,))
+                self._walk_into(name, [tip], [])
+            db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, oid))
+
+    def _sync_tags(self, refs: dict[str, str]) -> None:
+        db = self.db
+        tags = {}
+        for name, oid in refs.items():
+            if name.startswith("refs/tags/"):
+                target = self.git.peel_to_commit(oid)
+                if target:
+                    tags[name[len("refs/tags/"):]] = target
+        old = dict(db.execute("SELECT name, target FROM tags").fetchall())
+        if old == tags:
+            return
+        db.execute("DELETE FROM tags")
+        db.executemany("INSERT INTO tags VALUES(?,?)", tags.items())
+        missing = [t for t in set(tags.values()) if self._commit_row(t) is None]
+        if missing:
+            self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)])
+
+    def git_tips(self) -> list[str]:
+        """Commit tips of every indexed ref."""
+        return [r[0] for r in self.db.execute("SELECT oid FROM refs").fetchall()]
+
+    def _sync_notes(self, tip: str | None) -> None:
+        db = self.db
+        key = "notes:" + self.notes_ref
+        row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        prev = row[0] if row else None
+        if prev == (tip or ""):
+            return
+        if not tip:
+            db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
+        else:
+            new_tree = self.git.read_commit(tip).tree
+            old_tree = None
+            if prev and self.git.has_object(prev):
+                old_tree = self.git.read_commit(prev).tree
+            else:
+                db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
+            for path, _old, new in self.git.changed_tree_paths(old_tree, new_tree):
+                target = path.replace("/", "")
+                if new is None:
+                    db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))
+                    continue
+                body = self.git.read_blob(new).decode("utf-8", "replace")
+                score = None
+                try:
+                    data = json.loads(body)
+                    if isinstance(data, dict) and isinstance(data.get("s_comb"), (int, float)):
+                        score = float(data["s_comb"])
+                except ValueError:
+                    pass
+                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)",
+                           (self.notes_ref, target, body, score))
+        db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
+
+    # ------------------------------------------------------------------ queries
+    _SELECT = ("SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
+               "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
+               "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid ")
+
+    def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
+        if refs is None:
+            return "", []
+        marks = ",".join("?" * len(refs))
+        return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
+
+    def rows(self, where: str = "1", params: Iterable[object] = (), refs: Sequence[str] | None = None,
+             order: str = "c.time DESC, c.rowid DESC", limit: int | None = None) -> list[tuple]:
+        """Commit rows (rowid, oid, message, time, parents, score, node_id, problem_id)."""
+        scope, sparams = self._scope_sql(refs)
+        sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return self.db.execute(sql, [self.notes_ref, *params, *sparams]).fetchall()
+
+    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool,
+             refs: Sequence[str] | None) -> list[tuple]:
+        """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
+        flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+        rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
+        literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
+        if literal is not None and len(literal) >= 3 and not ignore_case:
+            where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
+            rows = self.rows(where, [_fts_phrase(literal)], refs)
+        else:
+            rows = self.rows("1", (), refs)
+        return [r for r in rows if rx.search(r[2])]
+
+    def words(self, words: Sequence[str], refs: Sequence[str] | None, limit: int = 200) -> list[tuple]:
+        """Commits whose message contains any of ``words`` (FTS5), best bm25 first."""
+        if not words:
+            return []
+        query = " OR ".join(_fts_phrase(w) for w in words)
+        scope, sparams = self._scope_sql(refs)
+        sql = (self._SELECT + "JOIN (SELECT rowid AS r, bm25(msg_words) AS rank FROM msg_words "
+               "WHERE msg_words MATCH ?) m ON m.r = c.rowid WHERE 1" + scope +
+               f" ORDER BY m.rank LIMIT {int(limit)}")
+        with self._lock:
+            return self.db.execute(sql, [self.notes_ref, query, *sparams]).fetchall()
+
+    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[tuple]:
+        """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
+
+        With ``added_only``, only commits where the count grows (the one that introduced it).
+        """
+        with self._lock:
+            db = self.db
+            if len(needle) >= 3:
+                cand = db.execute(
+                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
+                    (_fts_phrase(needle),)).fetchall()
+            else:
+                cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
+            texts = {oid: text for oid, text in cand}
+            raw_needle = needle.encode("utf-8")
+            for oid, in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
+                if raw_needle in self.git.read_blob(oid):
+                    texts[oid] = None  # counted from bytes below
+            if not texts:
+                return []
+            marks = ",".join("?" * len(texts))
+            changes = db.execute(
+                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})",
+                [*texts, *texts]).fetchall()
+
+        def count(blob: str | None) -> int:
+            if blob is None:
+                return 0
+            if blob in texts:
+                text = texts[blob]
+                return text.count(needle) if text is not None else self.git.read_blob(blob).count(raw_needle)
+            return 0  # blobs outside the candidate set do not contain the needle
+
+        if added_only:
+            crows = {crow for crow, old, new in changes if count(new) > count(old)}
+        else:
+            crows = {crow for crow, old, new in changes if count(old) != count(new)}
+        if not crows:
+            return []
+        rows = self.rows("c.rowid IN (%s)" % ",".join(str(c) for c in crows), (), refs)
+        return [r for r in rows if " " not in (r[4] or "")]  # git log -S skips merge diffs
+
+    def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
+        """Tag names per commit SHA."""
+        oids = list(oids)
+        out: dict[str, list[str]] = {}
+        if not oids:
+            return out
+        with self._lock:
+            for i in range(0, len(oids), 500):
+                chunk = oids[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                for name, target in self.db.execute(
+                        f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk):
+                    out.setdefault(target, []).append(name)
+        return out
+
+    def tagged(self, prefix: str) -> list[tuple]:
+        """Commits carrying a tag that starts with ``prefix``."""
+        with self._lock:
+            targets = [r[0] for r in self.db.execute(
+                "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix))]
+        if not targets:
+            return []
+        marks = ",".join("?" * len(targets))
+        return self.rows(f"c.oid IN ({marks})", targets)
+
+    def frontier(self, base: str, tip: str) -> list[tuple]:
+        """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
+        return self.rows("c.rowid IN (SELECT crow FROM member WHERE ref=?) AND "
+                         "c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)", [tip, base])
+
+    def by_node_id(self, node_id: str) -> list[tuple]:
+        """Commits whose ``Got-Node`` trailer is ``node_id``."""
+        return self.rows("c.node_id = ?", [node_id])
+
+    def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
+        """(oldest, newest) commit time in scope."""
+        scope, sparams = self._scope_sql(refs)
+        with self._lock:
+            row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams).fetchone()
+        return (row[0] or 0, row[1] or 0)
+
+    def close(self) -> None:
+        """Close the database handle."""
+        with self._lock:
+            self.db.close()

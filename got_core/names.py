@@ -1,0 +1,187 @@
+"""Safe names: every id that reaches a ref or a tree path passes through here.
+
+Two kinds of names meet git:
+
+* **ids** (thread ids, session ids, node ids, topic keys, namespace labels) are
+  arbitrary user strings. :func:`encode_component` turns one into a single ref or
+  path component that git accepts and that can never escape its directory
+  (``/``, ``..``, NUL, control characters, leading ``-`` or ``.`` are
+  percent-encoded); :func:`decode_component` reverses it exactly.
+* **branch names** given by people (``memory``, ``alice/draft``) must already be
+  valid git names; :func:`branch_ref` checks them with git's own rules
+  (``git check-ref-format``) and raises :class:`InvalidNameError` otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+
+from got_core.errors import InvalidNameError
+
+__all__ = [
+    "MAX_NAME_BYTES",
+    "encode_component",
+    "decode_component",
+    "check_ref_name",
+    "branch_ref",
+    "tag_ref",
+    "short_ref",
+]
+
+#: Longest encoded component; git allows more, filesystems (255 bytes) do not.
+MAX_NAME_BYTES = 200
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+_HEX = "0123456789ABCDEF"
+
+
+def _as_text(value: object, what: str) -> str:
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidNameError(f"{what} is not valid UTF-8; pass text") from None
+    if not isinstance(value, str):
+        raise InvalidNameError(f"{what} must be a string, not {type(value).__name__}")
+    if value == "":
+        raise InvalidNameError(f"{what} is empty; give it a name")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidNameError(f"{what} holds characters that are not valid Unicode") from None
+    return value
+
+
+def encode_component(value: str | bytes, what: str = "name") -> str:
+    """Encode an arbitrary id as one safe ref/path component (reversible).
+
+    Letters, digits, ``_``, ``-`` and ``.`` pass through; everything else is
+    percent-encoded byte by byte (UTF-8). A leading ``-`` or ``.``, a ``..``
+    sequence, a trailing ``.`` and a ``.lock`` suffix are encoded too, so the
+    result is always a valid git ref component and a harmless file name.
+
+    Args:
+        value: the id.
+        what: how to call it in error messages.
+
+    Returns:
+        The encoded component.
+
+    Raises:
+        InvalidNameError: empty, not valid Unicode, or longer than
+            :data:`MAX_NAME_BYTES` once encoded.
+    """
+    text = _as_text(value, what)
+    out: list[str] = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            for byte in ch.encode("utf-8"):
+                out.append("%" + _HEX[byte >> 4] + _HEX[byte & 15])
+    encoded = "".join(out)
+    # Dots are only dangerous in some positions; encode exactly those.
+    if encoded.startswith((".", "-")):
+        encoded = ("%2E" if encoded[0] == "." else "%2D") + encoded[1:]
+    while ".." in encoded:
+        encoded = encoded.replace("..", ".%2E")
+    if encoded.endswith("."):
+        encoded = encoded[:-1] + "%2E"
+    if encoded.endswith(".lock"):
+        encoded = encoded[:-5] + "%2Elock"
+    if len(encoded) > MAX_NAME_BYTES:
+        raise InvalidNameError(
+            f"{what} is too long ({len(encoded)} bytes encoded, limit {MAX_NAME_BYTES}); "
+            "use a shorter id or a hash of it"
+        )
+    return encoded
+
+
+_PCT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def decode_component(encoded: str) -> str:
+    """Reverse :func:`encode_component`.
+
+    Raises:
+        InvalidNameError: ``encoded`` is not something :func:`encode_component` produced.
+    """
+    def _unquote(match: re.Match[str]) -> str:
+        raw = bytes(int(match.group(0)[i + 1:i + 3], 16) for i in range(0, len(match.group(0)), 3))
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidNameError(f"{encoded!r} is not an encoded name") from None
+
+    return _PCT.sub(_unquote, encoded)
+
+
+_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def check_ref_name(name: str, what: str = "ref name") -> str:
+    """Validate a full ref name (``refs/...``) with git's check-ref-format rules.
+
+    Raises:
+        InvalidNameError: the name breaks a rule; the message says which.
+    """
+    name = _as_text(name, what)
+    problems = []
+    if len(name.encode("utf-8")) > 1024:
+        problems.append("longer than 1024 bytes")
+    if _BAD_REF_CHARS.search(name):
+        problems.append("control characters, spaces or one of ~^:?*[\\")
+    if ".." in name or "@{" in name or name == "@" or "//" in name:
+        problems.append("'..', '@{', '//' or a bare '@'")
+    if name.startswith("/") or name.endswith(("/", ".")):
+        problems.append("a leading '/' or a trailing '/' or '.'")
+    for part in name.split("/"):
+        if part.startswith(".") or part.endswith(".lock"):
+            problems.append(f"component {part!r} starts with '.' or ends with '.lock'")
+        if len(part.encode("utf-8")) > 255:
+            problems.append("a component longer than 255 bytes")
+    if problems:
+        raise InvalidNameError(
+            f"{what} {name[:80]!r} is not a valid git name: {'; '.join(problems)}"
+        )
+    return name
+
+
+def branch_ref(name: str) -> str:
+    """Full ref for a branch given as ``memory``, ``heads/memory`` or ``refs/...``.
+
+    A name already under ``refs/`` is validated and returned unchanged.
+
+    Raises:
+        InvalidNameError: not a valid branch name (git's rules, and no leading ``-``).
+    """
+    name = _as_text(name, "branch name")
+    if name.startswith("refs/"):
+        return check_ref_name(name)
+    if name.startswith("heads/"):
+        name = name[len("heads/"):]
+    if name.startswith("-") or name == "@" or name == "HEAD":
+        raise InvalidNameError(f"branch name {name[:80]!r} is reserved or starts with '-' (git reads it as an option)")
+    return check_ref_name("refs/heads/" + name, "branch name")
+
+
+def tag_ref(name: str) -> str:
+    """Full ref for a tag given as ``success_ab12`` or ``refs/tags/...``.
+
+    Raises:
+        InvalidNameError: not a valid tag name.
+    """
+    name = _as_text(name, "tag name")
+    if name.startswith("refs/"):
+        return check_ref_name(name)
+    if name.startswith("-"):
+        raise InvalidNameError(f"tag name {name[:80]!r} starts with '-'")
+    return check_ref_name("refs/tags/" + name, "tag name")
+
+
+def short_ref(ref: str) -> str:
+    """``refs/heads/x`` -> ``x``, ``refs/tags/t`` -> ``t``; other refs unchanged."""
+    for prefix in ("refs/heads/", "refs/tags/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref

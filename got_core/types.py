@@ -1,0 +1,219 @@
+"""Plain data types of the substrate: nodes, commits, conflicts, hits, verdicts.
+
+These are what the rest of the code (and users) speak; nothing here touches git.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Identity",
+    "Clock",
+    "WallClock",
+    "DeterministicClock",
+    "Node",
+    "CommitInfo",
+    "Conflict",
+    "MergeResult",
+    "VerifyResult",
+    "Hit",
+    "NODE_FILES",
+    "canonical_json",
+]
+
+#: The four files of a reasoning node (DESIGN §1).
+NODE_FILES = ("thought.md", "scores.json", "trace.jsonl", "metadata.json")
+
+
+def canonical_json(data: Any) -> str:
+    """Stable, diff-friendly JSON: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Author/committer identity, always explicit (never the user's git config)."""
+
+    name: str = "GitOfThoughts"
+    email: str = "got@localhost"
+
+
+class Clock:
+    """Source of commit timestamps: ``now() -> (seconds since epoch, utc offset minutes)``."""
+
+    def now(self) -> tuple[int, int]:  # pragma: no cover - interface
+        """Return the timestamp for the next commit."""
+        raise NotImplementedError
+
+
+class WallClock(Clock):
+    """The real time, in UTC."""
+
+    def now(self) -> tuple[int, int]:
+        """Current time in whole seconds, offset 0."""
+        return int(time.time()), 0
+
+
+class DeterministicClock(Clock):
+    """A clock that starts at ``start`` and advances ``step`` seconds per commit.
+
+    Seeded runs use it so that a re-run writes bit-identical commits (§5 audit).
+    """
+
+    def __init__(self, start: int = 1_700_000_000, step: int = 1) -> None:
+        self._next = int(start)
+        self._step = int(step)
+
+    def now(self) -> tuple[int, int]:
+        """The next timestamp in the sequence."""
+        value = self._next
+        self._next += self._step
+        return value, 0
+
+
+@dataclass
+class Node:
+    """A scored reasoning node; committed as one commit of four files.
+
+    Attributes:
+        thought: the reasoning text (``thought.md``).
+        scores: numeric scores (``scores.json``); ``s_comb`` is the combined score.
+        trace: ReAct steps and tool calls, one JSON object per line (``trace.jsonl``).
+        metadata: anything else (``metadata.json``); node id, problem, depth and
+            outcome are stored there too.
+        problem_id: the problem this node works on.
+        depth: depth in the reasoning tree (root = 0).
+        outcome: ``success``, ``failed``, ``timeout``, ``pending``… or empty.
+        node_id: stable id; derived from the content when left empty.
+        oid: commit SHA once committed / read back.
+        parents: parent commit SHAs once committed / read back.
+        note: the score note read back from the notes ref, if any.
+        tags: tag names pointing at this commit, when read back.
+    """
+
+    thought: str
+    scores: dict[str, float] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    problem_id: str = ""
+    depth: int = 0
+    outcome: str = ""
+    node_id: str = ""
+    oid: str | None = None
+    parents: tuple[str, ...] = ()
+    note: dict[str, Any] | None = None
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float | None:
+        """The combined score: the note's ``s_comb`` if re-scored, else ``scores['s_comb']``."""
+        for source in (self.note or {}, self.scores):
+            value = source.get("s_comb")
+            if isinstance(value, (int, float)):
+                return float(value)
+        return None
+
+    def derive_id(self, parents: tuple[str, ...] | list[str] = ()) -> str:
+        """Content hash id: the same thought under the same parents gets the same id."""
+        h = hashlib.sha256()
+        for part in (self.problem_id, str(self.depth), self.thought, *parents):
+            h.update(part.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+        return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit as seen in logs and search results."""
+
+    oid: str
+    message: str
+    parents: tuple[str, ...]
+    time: int
+    author: str = ""
+    refs: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    score: float | None = None
+
+    @property
+    def summary(self) -> str:
+        """First line of the message."""
+        return self.message.split("\n", 1)[0]
+
+    def trailers(self) -> dict[str, str]:
+        """``Got-*`` trailers of the message as a dict (``{'Node': '…', 'Score': '…'}``)."""
+        out = {}
+        for line in self.message.splitlines():
+            if line.startswith("Got-") and ": " in line:
+                key, _, value = line.partition(": ")
+                out[key[4:]] = value.strip()
+        return out
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A path both sides changed differently; contents as text (None = absent on that side)."""
+
+    path: str
+    base: str | None
+    ours: str | None
+    theirs: str | None
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge did.
+
+    Attributes:
+        status: ``up-to-date``, ``fast-forward``, ``merged``, ``resolved`` (conflicts
+            decided by a strategy) or ``conflicted`` (nothing committed; see ``conflicts``).
+        commit: the new tip of the target branch (None when conflicted).
+        conflicts: conflicts found (also kept when a strategy resolved them).
+        ours, theirs, base: the commits involved.
+    """
+
+    status: Literal["up-to-date", "fast-forward", "merged", "resolved", "conflicted"]
+    commit: str | None
+    conflicts: tuple[Conflict, ...] = ()
+    ours: str | None = None
+    theirs: str | None = None
+    base: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Signature verdict for one commit.
+
+    ``status`` is ``good``, ``bad`` (signature does not match the content: tampered),
+    ``unknown-key`` (signed, but by no trusted key) or ``unsigned``.
+    """
+
+    oid: str
+    status: Literal["good", "bad", "unknown-key", "unsigned"]
+    signer: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True only for a good signature by a trusted key."""
+        return self.status == "good"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A ranked retrieval result (DESIGN §2: ρ = 0.7·s_comb + 0.2·tag + 0.1·recency)."""
+
+    oid: str
+    summary: str
+    rho: float
+    score: float | None
+    tag: str | None
+    recency: float
+    match: float
+    node_id: str = ""
+    problem_id: str = ""

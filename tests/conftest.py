@@ -1,0 +1,38 @@
+"""Shared fixtures: every test runs with an isolated HOME and no user git config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def isolated_git_config(tmp_path_factory, monkeypatch):
+    """Point HOME and every git config level at an empty directory (STYLE practice 11)."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    levels = [pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM]
+    saved = {lvl: pygit2.settings.search_path[lvl] for lvl in levels}
+    for lvl in levels:
+        pygit2.settings.search_path[lvl] = str(home)
+    yield home
+    for lvl, value in saved.items():
+        pygit2.settings.search_path[lvl] = value
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The project-written sample data under tests/data."""
+    return DATA

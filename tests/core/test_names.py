@@ -1,0 +1,56 @@
+"""Hostile names are encoded or rejected, never passed raw into refs or paths."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from got_core.errors import InvalidNameError
+from got_core.names import branch_ref, check_ref_name, decode_component, encode_component, tag_ref
+
+HOSTILE = ["..", "../../etc/passwd", "a/b", "-rf", ".hidden", "x.lock", "nul\x00byte", "ctl\x01\x1f",
+           "space here", "tilde~1", "caret^", "colon:", "q?", "star*", "[br", "back\\slash", "@{u}", "@",
+           "trailing.", "ünïcødé", "emoji🙂", "a" * 60]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_encoded_component_is_a_valid_single_ref_component(name):
+    enc = encode_component(name)
+    assert "/" not in enc and "\x00" not in enc and not enc.startswith((".", "-"))
+    assert decode_component(enc) == name
+    # the real git accepts it as a ref component
+    assert subprocess.run(["git", "check-ref-format", f"refs/heads/x/{enc}"]).returncode == 0, enc
+
+
+@given(st.text(min_size=1, max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_encode_roundtrip_property(name):
+    try:
+        enc = encode_component(name)
+    except InvalidNameError:
+        return  # lone surrogates or too long: refused, which is allowed
+    assert decode_component(enc) == name
+    check_ref_name("refs/heads/t/" + enc)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 10_000, "\udcff"])
+def test_unusable_names_are_refused(bad):
+    with pytest.raises(InvalidNameError):
+        encode_component(bad)
+
+
+@pytest.mark.parametrize("bad", ["a..b", "-x", "a b", "x.lock", "a//b", "@", "a@{1}", "refs/heads/.x", "tab\t"])
+def test_branch_names_follow_git_rules(bad):
+    with pytest.raises(InvalidNameError):
+        branch_ref(bad)
+
+
+def test_good_branch_and_tag_names():
+    assert branch_ref("memory") == "refs/heads/memory"
+    assert branch_ref("alice/draft") == "refs/heads/alice/draft"
+    assert tag_ref("success_ab12") == "refs/tags/success_ab12"
+    with pytest.raises(InvalidNameError):
+        tag_ref("-oops")

@@ -1,0 +1,163 @@
+"""Fetch, merge with conflicts as data, selective push, bundles — checked with real git."""
+
+from __future__ import annotations
+
+import pytest
+
+from got_core import Identity, InvalidInputError, MergeConflictError, Node, ReasoningRepo, RemoteError
+from got_core.errors import CorruptRepositoryError
+from got_core.sharing import verify_bundle
+from gitcli import fsck_clean, git
+
+
+def make(tmp_path, name):
+    return ReasoningRepo.init(tmp_path / f"{name}.git", identity=Identity(name, f"{name}@example.org"))
+
+
+def lesson(repo, key, text):
+    return repo.commit_files("memory", {f"lessons/{key}.md": text + "\n"}, f"lesson: {key}\n\n{text}\n")
+
+
+@pytest.fixture
+def pair(tmp_path):
+    a, b = make(tmp_path, "alice"), make(tmp_path, "bob")
+    base = lesson(a, "units", "Check units first.")
+    b.fetch(a.gitdir, name="alice")
+    b.set_ref("memory", "refs/remotes/alice/memory")
+    assert b.tip("memory") == base
+    return a, b
+
+
+def test_disjoint_topics_merge_cleanly(pair):
+    a, b = pair
+    lesson(a, "algebra", "Isolate the variable.")
+    lesson(b, "geometry", "Draw the figure.")
+    b.fetch(a.gitdir, name="alice")
+    result = b.merge("refs/remotes/alice/memory", into="memory")
+    assert result.status == "merged" and result.conflicts == ()
+    assert sorted(b.files("memory", "lessons")) == ["lessons/algebra.md", "lessons/geometry.md", "lessons/units.md"]
+    parents = git(b.gitdir, "log", "-1", "--format=%P", "memory").split()
+    assert parents == [result.ours, result.theirs]
+    assert fsck_clean(b.gitdir)[0]
+
+
+def test_contradictions_on_one_key_surface_as_conflicts(pair):
+    a, b = pair
+    lesson(a, "units", "Always convert to SI units first.")
+    lesson(b, "units", "Never convert units; keep the given ones.")
+    b.fetch(a.gitdir, name="alice")
+    before = b.tip("memory")
+    result = b.merge("refs/remotes/alice/memory", into="memory")
+    assert result.status == "conflicted" and result.commit is None
+    (c,) = result.conflicts
+    assert c.path == "lessons/units.md"
+    assert "Never convert" in c.ours and "Always convert" in c.theirs and "Check units first" in c.base
+    assert b.tip("memory") == before  # nothing committed silently
+
+
+@pytest.mark.parametrize("strategy,expect", [("ours", "Never"), ("theirs", "Always")])
+def test_ours_theirs_strategies_commit_a_merge(pair, strategy, expect):
+    a, b = pair
+    lesson(a, "units", "Always convert to SI units first.")
+    lesson(b, "units", "Never convert units; keep the given ones.")
+    b.fetch(a.gitdir, name="alice")
+    result = b.merge("refs/remotes/alice/memory", into="memory", strategy=strategy)
+    assert result.status == "resolved" and len(result.conflicts) == 1
+    assert expect in b.read_file("memory", "lessons/units.md").decode()
+    msg = git(b.gitdir, "log", "-1", "--format=%B", "memory")
+    assert f"Conflicts resolved ({strategy})" in msg and "lessons/units.md" in msg
+
+
+def test_resolver_decides_and_can_abstain(pair):
+    a, b = pair
+    lesson(a, "units", "Always convert.")
+    lesson(b, "units", "Never convert.")
+    b.fetch(a.gitdir, name="alice")
+    seen = []
+
+    def adjudicate(conflict):
+        seen.append(conflict.path)
+        return "Convert when the formula mixes systems.\n"
+
+    result = b.merge("refs/remotes/alice/memory", into="memory", strategy=adjudicate)
+    assert seen == ["lessons/units.md"] and result.status == "resolved"
+    assert b.read_file("memory", "lessons/units.md") == b"Convert when the formula mixes systems.\n"
+
+    def abstain(conflict):
+        raise MergeConflictError("needs a human", [conflict])
+
+    lesson(a, "units", "Sometimes convert.")
+    lesson(b, "units", "Rarely convert.")
+    b.fetch(a.gitdir, name="alice")
+    tip = b.tip("memory")
+    with pytest.raises(MergeConflictError):
+        b.merge("refs/remotes/alice/memory", into="memory", strategy=abstain)
+    assert b.tip("memory") == tip
+    with pytest.raises(InvalidInputError):
+        b.merge("refs/remotes/alice/memory", into="memory", strategy="coin-flip")
+
+
+def test_fast_forward_and_up_to_date(pair):
+    a, b = pair
+    new = lesson(a, "extra", "More.")
+    b.fetch(a.gitdir, name="alice")
+    assert b.merge("refs/remotes/alice/memory", into="memory").status == "fast-forward"
+    assert b.tip("memory") == new
+    assert b.merge("refs/remotes/alice/memory", into="memory").status == "up-to-date"
+
+
+def test_fetch_brings_tags_and_notes_but_never_moves_our_tags(tmp_path):
+    a, b = make(tmp_path, "alice"), make(tmp_path, "bob")
+    na = a.commit_node(Node("alice's win", scores={"s_comb": 0.8}, outcome="success"))
+    nb = b.commit_node(Node("bob's own", scores={"s_comb": 0.1}))
+    b.tag("shared", nb.oid)
+    a.tag("shared", na.oid)
+    b.fetch(a.gitdir, name="alice")
+    assert b.resolve(f"success_{na.node_id}") == na.oid
+    assert b.resolve("shared") == nb.oid  # ours kept
+    assert b.git.ref_target("refs/notes/remotes/alice/got")
+
+
+def test_bad_remotes_fail_clearly(tmp_path):
+    b = make(tmp_path, "bob")
+    with pytest.raises(RemoteError):
+        b.fetch(tmp_path / "nowhere.git")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(RemoteError):
+        b.fetch(tmp_path / "plain")
+
+
+def test_selective_push_shares_memory_and_success_tags_only(tmp_path):
+    a = make(tmp_path, "alice")
+    win = a.commit_node(Node("a win", scores={"s_comb": 0.9}, outcome="success"))
+    lose = a.commit_node(Node("a loss", scores={"s_comb": 0.1}, outcome="failed"))
+    lesson(a, "units", "Check units.")
+    central = tmp_path / "central.git"
+    git(central, "init", "-q", "--bare", str(central))
+    specs = a.push(central)
+    assert any("refs/heads/memory" in s for s in specs)
+    heads = git(central, "for-each-ref", "--format=%(refname)").split()
+    assert "refs/heads/memory" in heads and f"refs/tags/success_{win.node_id}" in heads
+    assert "refs/heads/master" not in heads and f"refs/tags/failed_{lose.node_id}" not in heads
+
+
+def test_bundle_roundtrip_is_bit_identical(tmp_path):
+    a = make(tmp_path, "alice")
+    n = a.commit_node(Node("bundled", scores={"s_comb": 0.7}, outcome="success"))
+    lesson(a, "units", "Check units.")
+    out = a.bundle(tmp_path / "session.bundle")
+    heads = verify_bundle(out)
+    assert heads["refs/heads/master"] == n.oid and "refs/notes/got" in heads
+    scratch = tmp_path / "scratch.git"
+    git(scratch, "init", "-q", "--bare", str(scratch))
+    git(scratch, "bundle", "verify", str(out))  # stock git accepts it (raises otherwise)
+    c = make(tmp_path, "copy")
+    c.unbundle(out)
+    for ref in ("refs/heads/master", "refs/heads/memory", "refs/notes/got", f"refs/tags/success_{n.node_id}"):
+        assert c.git.ref_target(ref) == a.git.ref_target(ref)
+    assert c.read_node(n.oid).note == {"s_comb": 0.7}
+    assert fsck_clean(c.gitdir)[0]
+    broken = tmp_path / "broken.bundle"
+    broken.write_bytes(out.read_bytes()[:200])
+    with pytest.raises(CorruptRepositoryError):
+        verify_bundle(broken)

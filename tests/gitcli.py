@@ -1,0 +1,26 @@
+"""Run the real git binary in tests (compat checks on what we wrote)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def git(gitdir: Path | str, *args: str, check: bool = True, input: bytes | None = None) -> str:
+    """``git --git-dir=<gitdir> args...`` with no user config; returns stdout as text."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"})
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=env, input=input)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr.decode()}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def fsck_clean(gitdir: Path | str) -> tuple[bool, str]:
+    """(clean, output) of ``git fsck --strict``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling"],
+                          capture_output=True, env=env)
+    return proc.returncode == 0, (proc.stdout + proc.stderr).decode()
