@@ -36,7 +36,7 @@ __all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
 
 RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
 MAX_INDEXED_BLOB = 1 << 20
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "5"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -57,6 +57,7 @@ CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
     PRIMARY KEY(ref, target)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', tokenize='trigram case_sensitive 1');
 CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
 """
@@ -109,6 +110,7 @@ class DerivedIndex:
         self.path = path
         self.db = self._connect(path)
         self._fp_dirs: list[str] = []
+        self._cache: dict[object, object] = {}  # per-sync memo (time ranges, counts)
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -138,7 +140,7 @@ class DerivedIndex:
         tables = [r[0] for r in db.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()]
         for name in tables:
-            if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_")):
+            if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
                 db.execute(f'DROP TABLE IF EXISTS "{name}"')
         for statement in _SCHEMA.split(";"):
             if statement.strip():
@@ -206,6 +208,7 @@ class DerivedIndex:
                 self._sync_notes(refs.get(self.notes_ref))
                 db.execute("INSERT OR REPLACE INTO meta VALUES('fp', ?)", (fp or "",))
                 db.execute("COMMIT")
+                self._cache.clear()
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -367,17 +370,70 @@ class DerivedIndex:
             rows = self.rows("1", (), refs)
         return [r for r in rows if rx.search(r[2])]
 
-    def words(self, words: Sequence[str], refs: Sequence[str] | None, limit: int = 200) -> list[tuple]:
-        """Commits whose message contains any of ``words`` (FTS5), best bm25 first."""
-        if not words:
-            return []
-        query = " OR ".join(_fts_phrase(w) for w in words)
-        scope, sparams = self._scope_sql(refs)
-        sql = (self._SELECT + "JOIN (SELECT rowid AS r, bm25(msg_words) AS rank FROM msg_words "
-               "WHERE msg_words MATCH ?) m ON m.r = c.rowid WHERE 1" + scope +
-               f" ORDER BY m.rank LIMIT {int(limit)}")
+    def doc_freq(self, stem: str) -> int:
+        """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
+        row = self.db.execute("SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?",
+                              (stem, stem + "\U0010ffff")).fetchone()
+        return int(row[0])
+
+    def commit_count(self) -> int:
+        """Number of indexed commits (memoised until the next sync)."""
+        key = ("count",)
+        if key not in self._cache:
+            self._cache[key] = self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0]
+        return int(self._cache[key])  # type: ignore[call-overload]
+
+    def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
+               extra: Sequence[int] = (), max_df: float = 0.1) -> list[tuple]:
+        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.retrieval`), best first.
+
+        Each stem matches words that start with it. Stems found in more than ``max_df``
+        of all messages are dropped (they select everything and discriminate nothing),
+        keeping at least the rarest one — an IDF cut that keeps queries fast at 10k+.
+        ``extra`` adds candidate rowids (pickaxe hits).
+
+        Returns rows (rowid, oid, message, time, parents, score, node_id, problem_id,
+        tag value, match fraction, recency, rho).
+        """
         with self._lock:
-            return self.db.execute(sql, [self.notes_ref, query, *sparams]).fetchall()
+            n = max(self.commit_count(), 1)
+            dfs = sorted((self.doc_freq(s), s) for s in dict.fromkeys(stems))
+            kept = [s for df, s in dfs if df and df <= max(max_df * n, 50)]
+            if not kept and dfs and dfs[0][0]:
+                kept = [dfs[0][1]]
+            if not kept and not extra:
+                return []
+            tmin, tmax = self.time_range(refs)
+            span = max(tmax - tmin, 1)
+            terms = [_fts_phrase(s) + "*" for s in kept]
+            conds, params = [], []
+            if terms:
+                conds.append("c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?)")
+                params.append(" OR ".join(terms))
+            if extra:
+                conds.append("c.rowid IN (%s)" % ",".join(str(int(r)) for r in extra))
+            match_sql = " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))"
+                                   for _ in terms) or "0"
+            match_params = list(terms)
+            scope, sparams = self._scope_sql(refs)
+            tag_sql = ("(CASE WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND "
+                       "(t.name GLOB 'success_*' OR t.name = 'best' OR t.name GLOB 'best_*')) THEN 1.0 "
+                       "WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND t.name GLOB 'failed_*') "
+                       "THEN 0.0 ELSE 0.5 END)")
+            sql = (
+                "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
+                "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
+                "SELECT c.rowid AS rowid, c.oid AS oid, c.message AS message, c.time AS time, "
+                "c.parents AS parents, COALESCE(n.score, c.score) AS sc, c.node_id AS node_id, "
+                f"c.problem_id AS problem_id, {tag_sql} AS tg, "
+                f"(({match_sql}) * 1.0 / ?) AS m, ((c.time - ?) * 1.0 / ?) AS rec "
+                "FROM commits c LEFT JOIN notes n ON n.ref = ? AND n.target = c.oid "
+                f"WHERE ({' OR '.join(conds)}){scope}) "
+                "ORDER BY rho DESC, m DESC, time DESC, oid LIMIT ?"
+            )
+            args = [weights["score"], weights["tag"], weights["recency"], weights["match"],
+                    *match_params, max(len(terms), 1), tmin, span, self.notes_ref, *params, *sparams, int(k)]
+            return self.db.execute(sql, args).fetchall()
 
     def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[tuple]:
         """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
@@ -456,11 +512,15 @@ class DerivedIndex:
         return self.rows("c.node_id = ?", [node_id])
 
     def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
-        """(oldest, newest) commit time in scope."""
-        scope, sparams = self._scope_sql(refs)
+        """(oldest, newest) commit time in scope (memoised until the next sync)."""
+        key = ("time", tuple(refs) if refs is not None else None)
         with self._lock:
-            row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams).fetchone()
-        return (row[0] or 0, row[1] or 0)
+            if key not in self._cache:
+                scope, sparams = self._scope_sql(refs)
+                row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}",
+                                      sparams).fetchone()
+                self._cache[key] = (row[0] or 0, row[1] or 0)
+            return self._cache[key]  # type: ignore[return-value]
 
     def close(self) -> None:
         """Close the database handle."""

@@ -16,12 +16,13 @@ The weights are configurable per call.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Mapping, Sequence
 
 from got_core._index import DerivedIndex
 from got_core.types import CommitInfo, Hit
 
-__all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value"]
+__all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value", "stem", "terms"]
 
 DEFAULT_WEIGHTS: Mapping[str, float] = {"score": 0.7, "tag": 0.2, "recency": 0.1, "match": 0.0}
 
@@ -34,10 +35,28 @@ use using used about above below over under again further once only own same bot
 after while until up down out off""".split())
 
 
+def stem(word: str) -> str:
+    """A light suffix stripper so "distances" matches "distance" (the index uses Porter)."""
+    for suffix in ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def terms(text: str) -> set[str]:
+    """Stemmed content words of ``text``."""
+    return {stem(w) for w in _WORD.findall(text.lower())}
+
+
+def _fold(text: str) -> str:
+    # the index's tokenizer folds diacritics (unicode61 remove_diacritics 2); so do we
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(ch))
+
+
 def keywords(query: str, limit: int = 32) -> list[str]:
     """Distinct lowercase content words of ``query`` (stop words and 1-letter words dropped)."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
+    for word in _WORD.findall(_fold(query)):
         if (len(word) > 1 or word.isdigit()) and word not in _STOP:
             seen.setdefault(word, None)
         if len(seen) >= limit:
@@ -67,9 +86,14 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
            weights: Mapping[str, float] | None = None) -> list[Hit]:
     """The ``k`` best hits for ``query`` by ρ (see the module docstring).
 
+    Candidates are commits whose message holds a query keyword (``--grep``; words
+    that start with the keyword's stem, after an IDF cut of words that occur nearly
+    everywhere) plus, for a one-token query such as an identifier or a number, the
+    commits that added it to a file (``-S``).
+
     Args:
         index: a synced derived index.
-        query: free text; its keywords select candidates.
+        query: free text.
         k: how many hits; ``k <= 0`` gives ``[]``.
         refs: restrict to commits reachable from these full refs.
         weights: override any of ``score``, ``tag``, ``recency``, ``match``.
@@ -79,27 +103,17 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
     w = dict(DEFAULT_WEIGHTS)
     if weights:
         w.update(weights)
-    words = keywords(query)
-    rows = {r[0]: r for r in index.words(words, refs, limit=max(100, 20 * k))}
+    stems = [stem(word) for word in keywords(query)]
     phrase = query.strip()
-    if 3 <= len(phrase) <= 200:
-        for r in index.pickaxe(phrase, refs, added_only=True):
-            rows.setdefault(r[0], r)
-    if not rows:
-        return []
-    tmin, tmax = index.time_range(refs)
-    span = max(tmax - tmin, 1)
-    tags = index.tags_for(r[1] for r in rows.values())
+    extra: list[int] = []
+    if 3 <= len(phrase) <= 64 and not any(ch.isspace() for ch in phrase):
+        extra = [r[0] for r in index.pickaxe(phrase, refs, added_only=True)]
+    rows = index.ranked(stems, refs, w, k, extra)
+    tags = index.tags_for(r[1] for r in rows)
     hits = []
-    wordset = set(words)
-    for r in rows.values():
-        _crow, oid, message, ctime, _parents, score, node_id, problem_id = r
-        tag, which = tag_value(tags.get(oid, ()))
-        recency = (ctime - tmin) / span if tmax > tmin else 1.0
-        present = set(_WORD.findall(message.lower())) & wordset
-        match = len(present) / len(wordset) if wordset else 1.0
-        rho = (w["score"] * (score or 0.0) + w["tag"] * tag + w["recency"] * recency + w["match"] * match)
-        hits.append(Hit(oid, message.split("\n", 1)[0], rho, score, which, recency, match,
-                        node_id or "", problem_id or ""))
-    hits.sort(key=lambda h: (-h.rho, -h.match, -h.recency, h.oid))
-    return hits[:k]
+    for r in rows:
+        _crow, oid, message, _ctime, _parents, score, node_id, problem_id, _tg, match, recency, rho = r
+        _value, which = tag_value(tags.get(oid, ()))
+        hits.append(Hit(oid, message.split("\n", 1)[0], float(rho), score, which, float(recency),
+                        float(match), node_id or "", problem_id or "", message))
+    return hits

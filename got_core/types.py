@@ -217,3 +217,13 @@ class Hit:
     match: float
     node_id: str = ""
     problem_id: str = ""
+    message: str = ""
+
+    def trailers(self) -> dict[str, str]:
+        """``Got-*`` trailers of the hit's commit message (``{'Node': '…', 'Score': '…'}``)."""
+        out = {}
+        for line in self.message.splitlines():
+            if line.startswith("Got-") and ": " in line:
+                key, _, value = line.partition(": ")
+                out[key[4:]] = value.strip()
+        return out

@@ -27,7 +27,9 @@ for _module in ("repo_cmds", "share_cmds", "demo"):
 
 #: Command groups of the core itself: name -> "module:attr" (a Typer app, or a
 #: ``register(app)`` function). Their modules import heavy libraries lazily.
-_CORE_GROUPS: dict[str, str] = {}
+_CORE_GROUPS: dict[str, str] = {
+    "memory": "got_core.cli.memory:app",
+}
 
 
 def _attach(name: str, target: str) -> None:

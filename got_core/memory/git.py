@@ -1,0 +1,199 @@
+"""``GitMemory``: lessons as commits on the long-lived ``memory`` branch (§3.4, backend "git").
+
+Layout (one file per topic key, so two agents' contradictory lessons on one topic
+conflict when their memory branches are merged)::
+
+    memory branch
+    └── lessons/<hh>/<topic key>.md     hh = first two hex digits of sha1(key): a fan-out
+                                         that keeps every tree small at 10k+ topics
+
+A topic file holds the lessons on that topic, oldest first, each behind a one-line
+JSON header (``<!-- got-lesson {...} -->``). Each ``add_*`` is one commit whose
+message carries the lesson text and ``Got-*`` trailers, so retrieval is git's own
+search over the branch (``--grep`` keywords and ``-S`` pickaxe through the derived
+index), ranked by ρ with a keyword-match term (see :mod:`got_core.retrieval`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from got_core.errors import ConcurrentUpdateError, ConfigError
+from got_core.memory.base import BaseMemory, Lesson
+from got_core.names import decode_component, encode_component
+from got_core.repo import ReasoningRepo
+
+__all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
+
+MEMORY_BRANCH = "memory"
+#: ρ weights for lessons: the paper's 0.7/0.2/0.1 plus a keyword-match term, so the
+#: lesson that shares the query's words outranks a confident but unrelated one.
+LESSON_WEIGHTS = {"score": 0.7, "tag": 0.2, "recency": 0.1, "match": 1.0}
+
+_HEADER = re.compile(r"^<!-- got-lesson (\{.*\}) -->$")
+
+
+def lesson_path(topic_key: str) -> str:
+    """Path of a topic's file on the memory branch: ``lessons/<hh>/<encoded key>.md``."""
+    fan = hashlib.sha1(topic_key.encode("utf-8")).hexdigest()[:2]
+    return f"lessons/{fan}/{encode_component(topic_key, 'topic key')}.md"
+
+
+def _lesson_id(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def render_topic_file(lessons: list[Lesson]) -> str:
+    """Serialise a topic's lessons (human-readable markdown with JSON headers)."""
+    blocks = []
+    for lesson in lessons:
+        header = {"id": _lesson_id(lesson.text), "topic_key": lesson.topic_key,
+                  "outcome": lesson.outcome, "score": lesson.score,
+                  "source_problem": lesson.source_problem, "created": lesson.created, "meta": lesson.meta}
+        # a line that looks like a header inside the text would split the lesson: indent it
+        body = "\n".join((" " + line) if line.startswith("<!-- got-lesson") else line
+                         for line in lesson.text.splitlines())
+        blocks.append(f"<!-- got-lesson {json.dumps(header, sort_keys=True, ensure_ascii=False)} -->\n{body}\n")
+    return "\n".join(blocks)
+
+
+def parse_topic_file(text: str) -> list[Lesson]:
+    """Read the lessons of a topic file written by :func:`render_topic_file` (or by a merge)."""
+    lessons: list[Lesson] = []
+    header: dict[str, Any] | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if header is not None and "\n".join(body).strip():
+            lessons.append(Lesson(
+                text="\n".join(body).strip(), topic_key=header.get("topic_key", ""),
+                source_problem=header.get("source_problem", ""), outcome=header.get("outcome", "insight"),
+                score=float(header.get("score", 0.5)), created=float(header.get("created", 0.0)),
+                meta=header.get("meta") or {}))
+
+    for line in text.splitlines():
+        m = _HEADER.match(line)
+        if m:
+            flush()
+            try:
+                header = json.loads(m.group(1))
+            except ValueError:
+                header = {}
+            body = []
+        else:
+            body.append(line)
+    flush()
+    return lessons
+
+
+class GitMemory(BaseMemory):
+    """Lessons on the ``memory`` branch of a reasoning repository.
+
+    Args:
+        path: the repository (created as a bare repo when missing); or pass ``repo``.
+        read_only: refuse writes silently (frozen-memory protocol arms).
+        repo: share an open :class:`ReasoningRepo` (e.g. the solver's own).
+        branch: the branch that holds lessons.
+    """
+
+    name = "git"
+
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
+                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH) -> None:
+        if repo is None:
+            if path is None:
+                raise ConfigError("the git memory backend needs a path (or repo=)")
+            repo = ReasoningRepo.open(path)
+        super().__init__(repo.gitdir, read_only=read_only)
+        self.repo = repo
+        self.branch = branch
+        self.ref = repo.ref(branch)
+
+    # -- storage ---------------------------------------------------------------------
+    def _topic(self, rev: str | None, key: str) -> list[Lesson]:
+        if rev is None:
+            return []
+        try:
+            raw = self.repo.read_file(rev, lesson_path(key))
+        except KeyError:
+            return []
+        return parse_topic_file(raw.decode("utf-8", "replace"))
+
+    def _store(self, lesson: Lesson) -> Lesson:
+        path = lesson_path(lesson.topic_key)
+        for _ in self.repo.attempts(self.ref):
+            tip = self.repo.tip(self.ref)
+            current = self._topic(tip, lesson.topic_key)
+            same = [i for i, old in enumerate(current) if old.text == lesson.text]
+            if same:  # deduplicate: the same advice again raises confidence, not the count
+                old = current[same[0]]
+                stored = Lesson(old.text, old.topic_key, old.source_problem or lesson.source_problem,
+                                lesson.outcome, max(old.score, lesson.score), old.created, old.meta)
+                current[same[0]] = stored
+            else:
+                stored = lesson
+                current.append(lesson)
+            first = lesson.text.splitlines()[0][:60]
+            message = (f"lesson({lesson.outcome}): {first}\n\n{lesson.text}\n\n"
+                       f"Got-Topic: {encode_component(lesson.topic_key, 'topic key')}\n"
+                       f"Got-Lesson: {_lesson_id(lesson.text)}\n"
+                       f"Got-Outcome: {lesson.outcome}\n"
+                       f"Got-Score: {stored.score:.6f}\n")
+            if lesson.source_problem:
+                message += f"Got-Problem: {encode_component(lesson.source_problem, 'problem id')}\n"
+            try:
+                self.repo.commit_files(self.ref, {path: render_topic_file(current)}, message,
+                                       parents=[tip] if tip else [], expected=tip)
+                return stored
+            except ConcurrentUpdateError:
+                continue  # another writer moved the branch: re-read the topic and retry
+        raise AssertionError("unreachable")
+
+    def _query(self, query: str, k: int) -> list[Lesson]:
+        tip = self.repo.tip(self.ref)
+        if tip is None:
+            return []
+        hits = self.repo.search(query, k=2 * k + 2, refs=[self.ref], weights=LESSON_WEIGHTS)
+        out: list[Lesson] = []
+        seen: set[str] = set()
+        files: dict[str, list[Lesson]] = {}
+        for hit in hits:
+            trailers = hit.trailers()
+            lesson_id = trailers.get("Lesson")
+            topic = trailers.get("Topic")
+            if not lesson_id or topic is None or lesson_id in seen:
+                continue
+            key = decode_component(topic)
+            if key not in files:
+                files[key] = self._topic(tip, key)
+            for lesson in files[key]:
+                if _lesson_id(lesson.text) == lesson_id:
+                    seen.add(lesson_id)
+                    out.append(Lesson(lesson.text, lesson.topic_key, lesson.source_problem, lesson.outcome,
+                                      lesson.score, lesson.created, lesson.meta, relevance=round(hit.rho, 6)))
+                    break
+            if len(out) >= k:
+                break
+        return out
+
+    def _all(self) -> list[Lesson]:
+        tip = self.repo.tip(self.ref)
+        if tip is None:
+            return []
+        out = []
+        for path, data in sorted(self.repo.files(tip, "lessons").items()):
+            if path.endswith(".md"):
+                out.extend(parse_topic_file(data.decode("utf-8", "replace")))
+        return out
+
+    def storage_bytes(self) -> int:
+        """Bytes of the repository directory (objects, refs and the derived index)."""
+        return sum(p.stat().st_size for p in Path(self.repo.gitdir).rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        """Release the repository's index handle."""
+        self.repo.close()
