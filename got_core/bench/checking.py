@@ -1,0 +1,328 @@
+"""Answer checking, the same checker for every arm (§4 of arXiv 2606.14470).
+
+Multiple choice — :func:`extract_choice` reads the letter a response commits to.
+Rules, in order:
+
+1. **Explicit answers** win: ``\\boxed{C}`` (also ``\\boxed{\\text{(C)}}``), and a
+   letter right after an answer phrase — ``Answer: C``, ``the answer is **C**``,
+   ``final answer: (c)``, ``the correct choice is option C``. If there are several,
+   the **last** one wins (a model that corrects itself is scored on its correction).
+2. Otherwise **marked letters**: ``(C)``, ``C)``, ``**C**``, or a line holding only
+   the letter (``C`` / ``C.``). Again the last one wins.
+3. Otherwise ``None``: no guess is made from bare letters in prose.
+
+Only the first ``n_choices`` letters count, case-insensitively. A bare letter
+after an answer phrase must stand alone: ``Answer: A good approach is …`` is
+prose (the article "A", or "I"), and a lowercase letter followed by a word
+(``the answer is a bit subtle``) is not an answer either.
+
+Free-form MATH answers — :func:`check_math` uses ``math_verify`` (``parse`` /
+``verify``): boxed extraction, LaTeX and numeric equivalence. The last
+``\\boxed{}`` of a response is its answer (as for letters, the last one wins).
+
+Timeouts: math-verify's own are ``signal.alarm`` based. They raise outside the
+main thread, and in the main thread they cancel any alarm the caller had set
+(pytest-timeout's, a solver's). So we always pass ``parsing_timeout=None`` /
+``timeout_seconds=None`` and run the check in a daemon watchdog thread joined
+with ``timeout_s``: the same behaviour from every thread; on a timeout the
+caller gets ``False`` at once and the abandoned check finishes in the
+background. No timeout of either kind can interrupt one long C-level big-integer
+operation (``10^{10^{10}}`` holds the GIL), so numeric power towers and
+factorials whose value would exceed 100 000 digits are refused up front as
+wrong answers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from got_core.errors import InvalidInputError, MissingExtraError
+
+if TYPE_CHECKING:
+    from got_core.bench.datasets import Problem
+
+__all__ = [
+    "extract_choice",
+    "check_choice",
+    "check_math",
+    "check_answer",
+    "MAX_MATH_CHARS",
+]
+
+#: Only the tail of a response is handed to math-verify: final answers come last,
+#: and parsing a whole transcript is slow and invites pathological input.
+MAX_MATH_CHARS = 4000
+
+# Words that may follow a letter answer in prose ("Answer: B because ...").
+_FOLLOWERS = frozenset({"is", "because", "since", "as", "which", "was", "would", "seems", "and"})
+# Capital letters that are also English words; after them a word means prose ("A good ...").
+_WORDLIKE = frozenset({"A", "I"})
+
+_ANSWER_PHRASE = re.compile(
+    r"(?:\b(?:final|correct|best|right)\s+)?\b(?:answer|choice|option)\b\**"
+    r"(?:\s+(?:is|would\s+be|should\s+be|must\s+be|will\s+be)\b"
+    r"(?:\s+(?:therefore|thus|clearly|definitely|likely|probably))?\s*:?|\s*[:=])"
+    r"\s*\**\s*(?:(?:option|choice|letter)\b\s*)?",
+    re.IGNORECASE,
+)
+_LETTER_AFTER = re.compile(
+    r"(?P<open>(?:[\s*_(\[{$]|\\\(|\\textbf\{|\\text\{|\\mathrm\{)*)(?P<l>[A-Za-z])(?![A-Za-z0-9])"
+)
+_BOXED = re.compile(
+    r"\\boxed\s*\{\s*(?:\\(?:text|textbf|mathrm|mathbf)\s*\{\s*)?\(?\s*(?P<l>[A-Za-z])\s*\)?\s*\}?\s*\}"
+)
+# Marked letters. "(c)" but not "f(c)"; "C)" after a space or colon, or at a line start.
+_PAREN = re.compile(r"(?<![A-Za-z0-9\\_^])\(\s*(?P<l>[A-Za-z])\s*\)")
+_CLOSE_UPPER = re.compile(r"(?<![^\s:])(?P<l>[A-Z])\)")
+_CLOSE_LINE = re.compile(r"^[\s*_>#-]*(?P<l>[A-Za-z])\)", re.MULTILINE)
+_BOLD = re.compile(r"\*\*\s*\(?(?P<l>[A-Za-z])\)?\s*\*\*")
+_ALONE = re.compile(r"^[\s*_>#-]*\(?(?P<l>[A-Za-z])\)?[.:]?[\s*_]*$", re.MULTILINE)
+
+
+def _valid_letters(n_choices: int) -> str:
+    if isinstance(n_choices, bool) or not isinstance(n_choices, int) or not 2 <= n_choices <= 26:
+        raise InvalidInputError(f"n_choices must be an integer from 2 to 26, not {n_choices!r}")
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:n_choices]
+
+
+def _explicit(text: str, letters: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for m in _BOXED.finditer(text):
+        if m.group("l").upper() in letters:
+            found.append((m.start(), m.group("l").upper()))
+    for phrase in _ANSWER_PHRASE.finditer(text):
+        m = _LETTER_AFTER.match(text, phrase.end())
+        if not m:
+            continue
+        raw = m.group("l")
+        if raw.upper() not in letters:
+            continue
+        enclosed = bool(m.group("open").strip())
+        follow = re.match(r"\s+([A-Za-z]+)", text[m.end():])
+        if not enclosed and follow:
+            word = follow.group(1)
+            # "Answer: A good approach" / "the answer is a bit subtle": prose, not a letter.
+            if (raw in _WORDLIKE or raw.islower()) and word.lower() not in _FOLLOWERS:
+                continue
+        found.append((m.start("l"), raw.upper()))
+    return found
+
+
+def _marked(text: str, letters: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for pattern in (_PAREN, _CLOSE_UPPER, _CLOSE_LINE, _BOLD, _ALONE):
+        for m in pattern.finditer(text):
+            if m.group("l").upper() in letters:
+                found.append((m.start("l"), m.group("l").upper()))
+    return found
+
+
+def extract_choice(text: str, n_choices: int = 4) -> str | None:
+    """The option letter a response commits to, or ``None`` (rules in the module docstring).
+
+    Args:
+        text: the model's response.
+        n_choices: how many options the question has (letters ``A`` onwards).
+
+    Returns:
+        An upper-case letter among the first ``n_choices``, or ``None`` when the
+        response names none.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string, or ``n_choices`` is out of range.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"response must be str, not {type(text).__name__}")
+    letters = _valid_letters(n_choices)
+    for tier in (_explicit, _marked):
+        hits = tier(text, letters)
+        if hits:
+            return max(hits)[1]  # last position wins
+    return None
+
+
+def check_choice(text: str, gold_letter: str, n_choices: int = 4) -> bool:
+    """Whether a response picks the gold option.
+
+    Args:
+        text: the model's response.
+        gold_letter: the correct letter in display order (case-insensitive).
+        n_choices: how many options the question has.
+
+    Returns:
+        ``True`` when :func:`extract_choice` returns ``gold_letter``.
+
+    Raises:
+        InvalidInputError: ``gold_letter`` is not one of the first ``n_choices``
+            letters, or ``text`` is not a string.
+    """
+    letters = _valid_letters(n_choices)
+    gold = gold_letter.strip().upper() if isinstance(gold_letter, str) else ""
+    if len(gold) != 1 or gold not in letters:
+        raise InvalidInputError(f"gold letter must be one of {', '.join(letters)}, not {gold_letter!r}")
+    return extract_choice(text, n_choices) == gold
+
+
+# --- MATH ------------------------------------------------------------------------------------
+
+# Integer arithmetic that no timeout can interrupt (see the module docstring): numeric
+# power towers ("10^{10^{10}}", "(10)^(10**10)") and factorials are sized before parsing.
+_TOWER = re.compile(r"\d+(?:\s*[)}]*\s*(?:\^|\*\*)\s*[{(]*\s*\d+)+")
+_TOWER_NUM = re.compile(r"\d+")
+_FACTORIAL = re.compile(r"(\d+)\s*!")
+#: Integer results above this many decimal digits are refused as answers.
+_MAX_DIGITS = 100_000
+
+
+def _tower_too_big(numbers: list[str]) -> bool:
+    """Whether the right-associative tower ``n0^(n1^(...))`` has over ``_MAX_DIGITS`` digits."""
+    if any(len(n) > 50 for n in numbers[:-1]) or len(numbers[-1]) > 50:
+        # Literals this long only appear in towers meant to blow up (and int() of a
+        # 4300+ digit string raises anyway).
+        return any(int(n[:50]) > 1 for n in numbers[:-1])
+    exponent = int(numbers[-1])
+    for raw in reversed(numbers[:-1]):
+        base = int(raw)
+        if base <= 1:
+            exponent = base if exponent > 0 else 1
+            continue
+        if exponent * math.log10(base) > _MAX_DIGITS:
+            return True
+        exponent = base**exponent
+    return False
+
+
+def _is_explosive(text: str) -> bool:
+    for m in _TOWER.finditer(text):
+        if _tower_too_big(_TOWER_NUM.findall(m.group(0))):
+            return True
+    return any(len(f) > 5 for f in _FACTORIAL.findall(text))
+
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (balanced braces), or ``None``."""
+    starts = [m.end() for m in _BOX_OPEN.finditer(text)]
+    for start in reversed(starts):
+        depth = 1
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:i]
+    return None
+
+
+def _candidate(text: str) -> str:
+    """What math-verify reads: the last boxed answer when there is one, else the tail.
+
+    The last box is the answer a response commits to (a model that corrects itself
+    is scored on its correction, as for multiple choice), and reading only it keeps
+    power towers in the reasoning from tripping the pre-screen.
+    """
+    tail = text[-MAX_MATH_CHARS:]
+    boxed = _last_boxed(tail)
+    return "\\boxed{" + boxed + "}" if boxed is not None and boxed.strip() else tail
+
+
+def _math_verify() -> Any:
+    try:
+        import math_verify
+    except ImportError as exc:
+        raise MissingExtraError("MATH answer checking", "solver", exc) from None
+    return math_verify
+
+
+@lru_cache(maxsize=4096)
+def _parse_gold(gold: str) -> tuple[Any, ...]:
+    mv = _math_verify()
+    # Gold answers are bare LaTeX ("\\frac{1}{2}"); boxing them selects LaTeX extraction.
+    return tuple(mv.parse("\\boxed{" + gold + "}", parsing_timeout=None))
+
+
+def _verify(text: str, gold: str) -> bool:
+    mv = _math_verify()
+    try:
+        gold_parsed = list(_parse_gold(gold))
+        pred = mv.parse(text, parsing_timeout=None)
+        if not gold_parsed or not pred:
+            return False
+        return bool(mv.verify(gold_parsed, pred, timeout_seconds=None))
+    except Exception:
+        # math-verify and sympy raise on odd input; a response the checker cannot
+        # read is a wrong answer, never a crashed run.
+        return False
+
+
+def check_math(text: str, gold_answer: str, timeout_s: float = 5.0) -> bool:
+    """Whether a response's final answer equals the gold MATH answer (math-verify).
+
+    ``\\boxed{}`` answers are preferred; LaTeX and numeric forms compare by value
+    (``0.5`` equals ``\\frac{1}{2}``; ``\\sqrt{2}/2`` equals ``\\frac{\\sqrt2}{2}``).
+    Safe from any thread (see the module docstring for how timeouts work there).
+
+    Args:
+        text: the model's response. Its last ``\\boxed{}`` is the answer; without
+            one, the last :data:`MAX_MATH_CHARS` characters are read.
+        gold_answer: the gold answer as LaTeX, as MATH-500's ``answer`` field stores it.
+        timeout_s: seconds allowed for parsing and comparison before ``False`` is returned.
+
+    Returns:
+        ``True`` when math-verify finds the answers equivalent; ``False`` when they
+        differ, the response has no readable answer, or checking failed or timed out.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string, ``gold_answer`` is empty, or ``timeout_s`` <= 0.
+        MissingExtraError: math-verify is not installed (extra ``solver``).
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"response must be str, not {type(text).__name__}")
+    if not isinstance(gold_answer, str) or not gold_answer.strip():
+        raise InvalidInputError("gold answer must be a non-empty string")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        raise InvalidInputError(f"timeout_s must be a positive number, not {timeout_s!r}")
+    _math_verify()  # fail loudly on a missing extra, not as a silent False
+    tail = _candidate(text)
+    if not tail.strip() or _is_explosive(tail):
+        return False
+    gold = gold_answer.strip()
+    result: list[bool] = []
+    # A watchdog thread rather than math-verify's signal alarms (module docstring).
+    worker = threading.Thread(
+        target=lambda: result.append(_verify(tail, gold)), name="got-math-verify", daemon=True
+    )
+    worker.start()
+    worker.join(timeout_s)
+    return bool(result and result[0])
+
+
+def check_answer(problem: Problem, text: str) -> bool:
+    """Score a response against a problem, dispatching on ``problem.kind``.
+
+    Args:
+        problem: a :class:`~got_core.bench.datasets.Problem`.
+        text: the model's response.
+
+    Returns:
+        ``True`` when the response is correct.
+
+    Raises:
+        InvalidInputError: unknown kind, or an MCQ problem without a gold letter.
+    """
+    if problem.kind == "mcq":
+        if not problem.gold_letter:
+            raise InvalidInputError(f"problem {problem.id!r} is multiple choice but has no gold letter")
+        return check_choice(text, problem.gold_letter, n_choices=len(problem.choices) or 4)
+    if problem.kind == "math":
+        return check_math(text, problem.answer)
+    raise InvalidInputError(
+        f"problem {problem.id!r} has unknown kind {problem.kind!r}; expected 'math' or 'mcq'"
+    )
