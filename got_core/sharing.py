@@ -111,7 +111,14 @@ def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory
         if repo.git.ref_target(ref):
             specs.append(f"{plus}{ref}:{ref}")
     if specs:
-        repo.git.push(dest, specs)
+        for _ in repo.attempts(f"push to {dest}"):
+            try:
+                repo.git.push(dest, specs)
+                break
+            except RemoteError as exc:
+                # another pusher holds one of the same ref locks on the peer: retry
+                if "lock" not in str(exc).lower() and "exists" not in str(exc).lower():
+                    raise
     return specs
 
 

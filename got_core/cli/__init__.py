@@ -29,6 +29,7 @@ for _module in ("repo_cmds", "share_cmds", "demo"):
 #: ``register(app)`` function). Their modules import heavy libraries lazily.
 _CORE_GROUPS: dict[str, str] = {
     "memory": "got_core.cli.memory:app",
+    "gcc": "got_core.cli.gcc_cmds:app",
 }
 
 

@@ -48,45 +48,43 @@ def _lesson_id(text: str) -> str:
 
 
 def render_topic_file(lessons: list[Lesson]) -> str:
-    """Serialise a topic's lessons (human-readable markdown with JSON headers)."""
+    """Serialise a topic's lessons (human-readable markdown, one JSON header per lesson).
+
+    The header records how many lines the lesson text has, so any text — even lines
+    that look like headers — round-trips verbatim.
+    """
     blocks = []
     for lesson in lessons:
-        header = {"id": _lesson_id(lesson.text), "topic_key": lesson.topic_key,
+        header = {"id": _lesson_id(lesson.text), "topic_key": lesson.topic_key, "lines": lesson.text.count("\n") + 1,
                   "outcome": lesson.outcome, "score": lesson.score,
                   "source_problem": lesson.source_problem, "created": lesson.created, "meta": lesson.meta}
-        # a line that looks like a header inside the text would split the lesson: indent it
-        body = "\n".join((" " + line) if line.startswith("<!-- got-lesson") else line
-                         for line in lesson.text.splitlines())
-        blocks.append(f"<!-- got-lesson {json.dumps(header, sort_keys=True, ensure_ascii=False)} -->\n{body}\n")
+        blocks.append(f"<!-- got-lesson {json.dumps(header, sort_keys=True, ensure_ascii=False)} -->\n{lesson.text}\n")
     return "\n".join(blocks)
 
 
 def parse_topic_file(text: str) -> list[Lesson]:
     """Read the lessons of a topic file written by :func:`render_topic_file` (or by a merge)."""
     lessons: list[Lesson] = []
-    header: dict[str, Any] | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if header is not None and "\n".join(body).strip():
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _HEADER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        try:
+            header = json.loads(m.group(1))
+        except ValueError:
+            continue
+        n = int(header.get("lines", 1)) if isinstance(header.get("lines", 1), int) else 1
+        body = "\n".join(lines[i:i + n])
+        i += n
+        if body.strip():
             lessons.append(Lesson(
-                text="\n".join(body).strip(), topic_key=header.get("topic_key", ""),
+                text=body, topic_key=header.get("topic_key", ""),
                 source_problem=header.get("source_problem", ""), outcome=header.get("outcome", "insight"),
                 score=float(header.get("score", 0.5)), created=float(header.get("created", 0.0)),
                 meta=header.get("meta") or {}))
-
-    for line in text.splitlines():
-        m = _HEADER.match(line)
-        if m:
-            flush()
-            try:
-                header = json.loads(m.group(1))
-            except ValueError:
-                header = {}
-            body = []
-        else:
-            body.append(line)
-    flush()
     return lessons
 
 

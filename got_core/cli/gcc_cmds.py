@@ -1,0 +1,138 @@
+"""``got gcc``: the GCC context tools from the shell (log, commit, branch, merge, context, export, import).
+
+Register with ``_CORE_GROUPS["gcc"] = "got_core.cli.gcc_cmds:app"``. The current
+branch is remembered per repository and namespace (``got gcc branch`` and
+``got gcc switch`` move it), so a shell session reads like an agent's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo
+from got_core.contexa import export_gcc, import_gcc
+from got_core.gcc import GCCWorkspace
+
+__all__ = ["app"]
+
+app = typer.Typer(name="gcc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="GCC context tools (arXiv 2508.00031): log OTA steps, commit milestones, branch, "
+                       "merge, read context; export/import Contexa's .GCC/ layout.")
+
+NamespaceOption = typer.Option("gcc", "--namespace", "-n", help="Workspace name inside the repository.")
+BranchOption = typer.Option(None, "--branch", "-b", help="GCC branch (default: the current one).")
+
+
+def _workspace(repo: Optional[Path], namespace: str, branch: Optional[str], *, create: bool = False) -> GCCWorkspace:
+    r = open_repo(repo, create=create)
+    if branch is not None:
+        return GCCWorkspace(r, branch, namespace=namespace)
+    return GCCWorkspace.resume(r, namespace=namespace)
+
+
+@app.command()
+def init(roadmap: str = typer.Argument("", help="The project roadmap (main.md)."),
+         namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Create a workspace (and the repository if needed) with a roadmap."""
+    ws = GCCWorkspace(open_repo(repo, create=True), namespace=namespace)
+    ws.init(roadmap)
+    console.print(f"initialised GCC workspace {escape(namespace)} on branch main")
+
+
+@app.command("log")
+def log_step(observation: str = typer.Option("", "--observation", "-o", help="What you observed."),
+             thought: str = typer.Option("", "--thought", "-t", help="What you concluded."),
+             action: str = typer.Option("", "--action", "-a", help="What you did next."),
+             branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
+             repo: Optional[Path] = RepoOption) -> None:
+    """Log one Observation-Thought-Action step."""
+    ws = _workspace(repo, namespace, branch, create=True)
+    rec = ws.log_ota(observation, thought, action)
+    console.print(f"step {rec.step} on {escape(ws.current_branch)}")
+
+
+@app.command()
+def commit(summary: str = typer.Argument(..., help="What the steps since the last commit achieved."),
+           roadmap: Optional[str] = typer.Option(None, "--roadmap", help="Append an update to main.md."),
+           branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
+           repo: Optional[Path] = RepoOption) -> None:
+    """Commit a milestone that compresses the OTA steps since the last one."""
+    ws = _workspace(repo, namespace, branch, create=True)
+    rec = ws.commit(summary, update_roadmap=roadmap)
+    console.print(f"commit {rec.commit_id} on {escape(ws.current_branch)} (compressed {rec.ota_steps} steps)")
+
+
+@app.command()
+def branch(name: str = typer.Argument(..., help="New branch name."),
+           purpose: str = typer.Argument(..., help="Why this branch exists."),
+           namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Create a branch from the current one and switch to it."""
+    ws = _workspace(repo, namespace, None)
+    ws.branch(name, purpose)
+    console.print(f"on new branch {escape(name)}")
+
+
+@app.command()
+def switch(name: str = typer.Argument(..., help="Branch to make current."),
+           namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Make another branch current."""
+    ws = _workspace(repo, namespace, None)
+    ws.switch(name)
+    console.print(f"on branch {escape(name)}")
+
+
+@app.command()
+def merge(source: str = typer.Argument(..., help="Branch to merge."),
+          summary: Optional[str] = typer.Option(None, "--summary", help="The merge milestone's summary."),
+          into: Optional[str] = typer.Option(None, "--into", help="Target (default: current, or the parent)."),
+          namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Merge a branch (a real git merge) and record the merge milestone."""
+    ws = _workspace(repo, namespace, None)
+    rec = ws.merge(source, summary=summary, target=into)
+    console.print(f"merged {escape(source)} into {escape(ws.current_branch)} (milestone {rec.commit_id})")
+
+
+@app.command()
+def context(k: int = typer.Option(1, "-k", help="How many milestone summaries to show."),
+            branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
+            repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+    """Print the roadmap, the last k milestones and the steps since the last one."""
+    ws = _workspace(repo, namespace, branch)
+    if json:
+        emit_json(ws.snapshot(k))
+    else:
+        typer.echo(ws.context(k))
+
+
+@app.command()
+def branches(namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+    """List the workspace's branches with purpose and status."""
+    ws = _workspace(repo, namespace, None)
+    metas = ws.branches()
+    if json:
+        emit_json(metas)
+        return
+    for name, meta in metas.items():
+        mark = "*" if name == ws.current_branch else " "
+        console.print(f"{mark} {escape(name)} [{escape(meta.status)}] {escape(meta.purpose)}")
+
+
+@app.command("export")
+def export_cmd(directory: Path = typer.Argument(..., help="Project directory to write .GCC/ into."),
+               overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing .GCC/."),
+               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Export the workspace as a .GCC/ directory Contexa can read."""
+    root = export_gcc(_workspace(repo, namespace, None), directory, overwrite=overwrite)
+    console.print(f"wrote {escape(str(root))}")
+
+
+@app.command("import")
+def import_cmd(directory: Path = typer.Argument(..., help="Directory holding .GCC/ (or the .GCC/ itself)."),
+               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+    """Import a .GCC/ directory (Contexa's or ours) into a new workspace."""
+    ws = import_gcc(directory, open_repo(repo, create=True), namespace=namespace)
+    console.print(f"imported {len(ws.branches())} branch(es) into workspace {escape(namespace)}")

@@ -1,0 +1,227 @@
+"""The ``vector`` backend: a persistent chromadb collection, MiniLM embeddings, cosine k-NN.
+
+§3.4 of the paper (arXiv 2606.14470): lessons are embedded with
+all-MiniLM-L6-v2 and retrieved by cosine nearest neighbour. Embeddings are
+computed by *our* embedder (:mod:`got_core.memory.embeddings`) and handed to
+chromadb explicitly on every add and query: the collection is created with
+``embedding_function=None``, because chromadb's default embedding function
+downloads a model at run time. Telemetry is off, so opening, writing and
+querying never touch the network.
+
+The embedder's name and dimension are stored in the collection metadata; a
+store written with one embedder refuses to be read with another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
+from got_core.memory.base import BaseMemory, Lesson
+from got_core.memory.embeddings import Embedder, get_embedder
+
+__all__ = ["VectorMemory", "COLLECTION", "lesson_id"]
+
+#: The default collection name inside the backend directory.
+COLLECTION = "got_lessons"
+_CHROMA_FILE = "chroma.sqlite3"
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+
+
+def _chromadb() -> Any:
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as exc:
+        raise MissingExtraError("the vector memory", "vector", exc) from None
+    return chromadb, Settings
+
+
+def lesson_id(lesson: Lesson) -> str:
+    """A content hash of outcome, topic and text: re-adding the same lesson updates it."""
+    key = "\x1f".join((lesson.outcome, lesson.topic_key, lesson.text))
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+class VectorMemory(BaseMemory):
+    """Lessons in a persistent chromadb collection, retrieved by cosine similarity.
+
+    ``relevance`` on returned lessons is the cosine similarity between the
+    query and the lesson embeddings.
+
+    Args:
+        path: the backend directory (chromadb's files live in it; created if missing).
+        read_only: refuse writes silently; a missing store reads as empty and
+            nothing is created on disk.
+        embedder: an :class:`~got_core.memory.embeddings.Embedder`; the shared
+            MiniLM embedder by default. Tests of *other* modules may pass
+            :class:`got_core.testing.HashEmbedder`.
+        collection: the collection name.
+
+    Raises:
+        ConfigError: no path, a collection name chromadb rejects, or the store
+            was written with a different embedder.
+        StorageError: the directory cannot be created or opened.
+        MissingExtraError: chromadb / sentence-transformers are not installed.
+    """
+
+    name = "vector"
+    supports_semantic_search = True
+
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
+                 embedder: Embedder | None = None, collection: str = COLLECTION) -> None:
+        if path is None:
+            raise ConfigError("the vector memory needs a directory path, e.g. path='runs/memory'")
+        if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
+            raise ConfigError(f"collection name {collection!r} must be 3-512 characters from "
+                              "[A-Za-z0-9._-], starting and ending with a letter or digit")
+        super().__init__(path, read_only=read_only)
+        self.embedder: Embedder = embedder if embedder is not None else get_embedder()
+        self.embedder_name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
+        self.collection_name = collection
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._col: Any = None
+        self._closed = False
+        if self.path.exists() and not self.path.is_dir():
+            raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
+                               "pass the directory that should hold the chromadb store")
+        if read_only and not (self.path / _CHROMA_FILE).exists():
+            return  # nothing stored yet, and a read-only memory must not create a store
+        self._open(create=not read_only)
+
+    def _open(self, create: bool) -> None:
+        chromadb, Settings = _chromadb()
+        if create:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create vector memory at {self.path}: {exc}; "
+                                   "pick a writable directory") from None
+        settings = Settings(anonymized_telemetry=False, allow_reset=False)
+        try:
+            self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            if create:
+                self._col = self._client.get_or_create_collection(
+                    self.collection_name,
+                    embedding_function=None,  # never chromadb's downloading default
+                    configuration={"hnsw": {"space": "cosine"}},
+                    metadata={"got_embedder": self.embedder_name,
+                              "got_dims": int(self.embedder.dims)},
+                )
+            else:
+                self._col = self._client.get_collection(self.collection_name,
+                                                        embedding_function=None)
+        except Exception as exc:  # chromadb raises ValueError/NotFoundError/sqlite errors
+            if not create and type(exc).__name__ == "NotFoundError":
+                self._col = None
+                return
+            raise StorageError(f"cannot open the chromadb store at {self.path}: {exc}") from None
+        meta = self._col.metadata or {}
+        stored = (meta.get("got_embedder"), meta.get("got_dims"))
+        if stored != (self.embedder_name, int(self.embedder.dims)):
+            raise ConfigError(
+                f"the vector memory at {self.path} was written with embedder {stored[0]!r} "
+                f"({stored[1]} dims), not {self.embedder_name!r} ({self.embedder.dims} dims); "
+                "open it with the same embedder or use a new directory"
+            )
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        vecs = self.embedder.embed(texts)
+        if len(vecs) != len(texts) or (len(vecs) and len(vecs[0]) != self.embedder.dims):
+            raise ConfigError(f"embedder {self.embedder_name!r} returned vectors of the wrong "
+                              f"shape (expected {len(texts)} x {self.embedder.dims})")
+        return [[float(x) for x in row] for row in vecs]
+
+    # -- BaseMemory hooks --------------------------------------------------------------
+    def _store(self, lesson: Lesson) -> Lesson:
+        vec = self._embed([lesson.text])
+        metadata = {
+            "topic_key": lesson.topic_key,
+            "source_problem": lesson.source_problem,
+            "outcome": lesson.outcome,
+            "score": float(lesson.score),
+            "created": float(lesson.created),
+            "meta_json": json.dumps(lesson.meta, sort_keys=True, default=str),
+        }
+        with self._lock:
+            self._check_open()
+            try:
+                self._col.upsert(ids=[lesson_id(lesson)], embeddings=vec,
+                                 documents=[lesson.text], metadatas=[metadata])
+            except Exception as exc:
+                raise StorageError(f"chromadb refused the write at {self.path}: {exc}") from None
+        return lesson
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the vector memory at {self.path} is closed; reopen it")
+
+    def _query(self, query: str, k: int) -> list[Lesson]:
+        self._check_open()
+        if self._col is None:
+            return []
+        with self._lock:
+            n = self._col.count()
+        if n == 0:
+            return []  # without loading the embedding model
+        qvec = self._embed([query])
+        with self._lock:
+            self._check_open()
+            res = self._col.query(query_embeddings=qvec, n_results=min(k, n),
+                                  include=["documents", "metadatas", "distances"])
+        out = []
+        for doc, meta, dist in zip(res["documents"][0], res["metadatas"][0], res["distances"][0]):
+            # chromadb's cosine space reports distance = 1 - cosine similarity.
+            out.append(_to_lesson(doc, meta, relevance=round(1.0 - float(dist), 6)))
+        return out
+
+    def _all(self) -> list[Lesson]:
+        self._check_open()
+        if self._col is None:
+            return []
+        with self._lock:
+            res = self._col.get(include=["documents", "metadatas"])
+        lessons = [_to_lesson(d, m) for d, m in zip(res["documents"], res["metadatas"])]
+        return sorted(lessons, key=lambda l: l.created)
+
+    def __len__(self) -> int:
+        self._check_open()
+        if self._col is None:
+            return 0
+        with self._lock:
+            return int(self._col.count())
+
+    def close(self) -> None:
+        """Drop the handles (chromadb persists on every write; nothing to flush).
+
+        Later reads and writes on this object raise :class:`StorageError`.
+        """
+        with self._lock:
+            self._closed = True
+            self._col = None
+            self._client = None
+
+
+def _to_lesson(doc: str, meta: dict[str, Any] | None, relevance: float = 0.0) -> Lesson:
+    meta = meta or {}
+    try:
+        extra = json.loads(meta.get("meta_json") or "{}")
+        return Lesson(
+            text=doc,
+            topic_key=str(meta.get("topic_key", "")),
+            source_problem=str(meta.get("source_problem", "")),
+            outcome=meta.get("outcome", "insight"),
+            score=float(meta.get("score", 0.5)),
+            created=float(meta.get("created", 0.0)),
+            meta=extra if isinstance(extra, dict) else {},
+            relevance=relevance,
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptRepositoryError(f"a stored vector-memory record is damaged ({exc}); "
+                                     "rebuild the store from its source lessons") from None
