@@ -20,6 +20,7 @@ import unicodedata
 from typing import Mapping, Sequence
 
 from got_core._index import DerivedIndex
+from got_core._text import STOP_WORDS
 from got_core.types import CommitInfo, Hit
 
 __all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value", "stem", "terms"]
@@ -27,12 +28,7 @@ __all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value"
 DEFAULT_WEIGHTS: Mapping[str, float] = {"score": 0.7, "tag": 0.2, "recency": 0.1, "match": 0.0}
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STOP = frozenset("""a an the and or but if then else of to in on at by for with from into onto is are was were be
-been being it its this that these those what which who whom whose how why when where there here as so such not no
-do does did done can could should would will shall may might must have has had i you he she we they them our your
-their his her my me us than too very just also any all each every some most more less much many few one two get got
-use using used about above below over under again further once only own same both between through during before
-after while until up down out off""".split())
+_STOP = STOP_WORDS
 
 
 def stem(word: str) -> str:

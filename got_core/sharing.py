@@ -17,7 +17,6 @@ from got_core._gitcli import GitCommandError, run_git
 from got_core.errors import (
     CorruptRepositoryError,
     InvalidInputError,
-    MergeConflictError,
     RemoteError,
 )
 from got_core.names import encode_component, short_ref

@@ -20,7 +20,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from got_core.errors import ConcurrentUpdateError, ConfigError
 from got_core.memory.base import BaseMemory, Lesson

@@ -11,7 +11,7 @@ Graph (networkx, undirected):
 
 * ``lesson:<hash>`` nodes carry the lesson fields;
 * ``concept:<token>`` nodes are content words (stop words dropped, lightly
-  stemmed, see :func:`got_core.memory.markdown.tokenize`) and bigrams of
+  stemmed, see :func:`got_core._text.tokenize`) and bigrams of
   adjacent content words;
 * lesson–concept edges weigh how often the lesson mentions the concept;
   concept–concept edges count co-occurrence within a small window.
@@ -38,7 +38,8 @@ from typing import Any
 
 from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
-from got_core.memory.markdown import atomic_write_bytes, locked, tokenize
+from got_core._fileio import atomic_write_bytes, locked
+from got_core._text import tokenize
 
 __all__ = ["GraphMemory", "concepts_of", "GRAPH_FILE"]
 

@@ -19,8 +19,8 @@ comment above it holds its metadata, one JSON line)::
     <!-- got-lesson {"lines": 1, "outcome": "insight", "score": 0.62, ...} -->
     > Check the discriminant before solving for real roots.
 
-The tokeniser here (:func:`tokenize`, :data:`STOP_WORDS`) is shared with the
-``graph`` backend.
+The tokeniser (:mod:`got_core._text`) and the file lock / atomic write
+(:mod:`got_core._fileio`) are shared with the ``graph`` backend.
 """
 
 from __future__ import annotations
@@ -28,31 +28,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
-import uuid
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
+from got_core._fileio import atomic_write_bytes, locked
+from got_core._text import normalize_text, tokenize
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
 
-try:  # POSIX advisory locks; elsewhere only the in-process lock applies
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
-
-__all__ = [
-    "MarkdownMemory",
-    "MEMORY_FILE",
-    "STOP_WORDS",
-    "tokenize",
-    "normalize_text",
-    "locked",
-    "atomic_write_bytes",
-]
+__all__ = ["MarkdownMemory", "MEMORY_FILE"]
 
 #: The file name inside the backend directory.
 MEMORY_FILE = "memory.md"
@@ -67,114 +52,6 @@ NEAR_DUPLICATE = 0.8
 REINFORCE = 0.5
 _BM25_K1 = 1.2
 _BM25_B = 0.75
-
-#: Function words that carry no topic; negations are kept on purpose
-#: ("do not divide by zero" must not merge with "divide by zero").
-STOP_WORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just let me more most my myself of off on once only or other our ours ourselves out over own
-same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves one get got use used using make first
-""".split())
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def _stem(word: str) -> str:
-    # A deliberately tiny suffix stripper: enough that "roots"/"root" and
-    # "solving"/"solve" meet, without a stemming dependency.
-    w = word
-    if len(w) > 5 and w.endswith("ing"):
-        w = w[:-3]
-    elif len(w) > 4 and w.endswith(("ies", "ied")):
-        w = w[:-3] + "y"
-    elif len(w) > 4 and w.endswith("ed"):
-        w = w[:-2]
-    elif len(w) > 4 and w.endswith(("ches", "shes", "sses", "xes", "zes")):
-        w = w[:-2]
-    elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    if len(w) > 4 and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
-def tokenize(text: str) -> list[str]:
-    """Content tokens of ``text``: lowercased, stop words dropped, lightly stemmed.
-
-    Args:
-        text: any string.
-
-    Returns:
-        The tokens in order (repeats kept).
-    """
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        out.append(_stem(word))
-    return out
-
-
-def normalize_text(text: str) -> str:
-    """``text`` lowercased with punctuation and spacing collapsed (exact-duplicate key)."""
-    return " ".join(_WORD.findall(text.lower()))
-
-
-@contextmanager
-def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
-    """Hold ``thread_lock`` and an exclusive ``flock`` on ``lock_path``.
-
-    ``flock`` locks belong to the open file description, so a fresh ``open``
-    per critical section excludes other threads' sections as well as other
-    processes'.
-
-    Raises:
-        StorageError: the lock file cannot be created or locked.
-    """
-    with thread_lock:
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot create lock file {lock_path}: {exc}; "
-                               "check the directory exists and is writable") from None
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-
-def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Replace ``target`` with ``data`` atomically (temp file in the same directory + ``os.replace``).
-
-    Readers see the old or the new content, never a mix; a crash leaves the
-    old file intact.
-
-    Raises:
-        StorageError: the disk refused the write.
-    """
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise StorageError(f"cannot write {target}: {exc}; check free space and permissions") from None
-
 
 class MarkdownMemory(BaseMemory):
     """Lessons in a human-readable ``memory.md``, keyword retrieval by BM25 × confidence.

@@ -1,0 +1,71 @@
+"""Shared file helpers for the file-based memory backends: a process+thread lock and atomic replace."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX
+    fcntl = None  # type: ignore[assignment]
+
+from got_core.errors import StorageError
+
+__all__ = ["locked", "atomic_write_bytes"]
+
+
+@contextmanager
+def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
+    """Hold ``thread_lock`` and an exclusive ``flock`` on ``lock_path``.
+
+    ``flock`` locks belong to the open file description, so a fresh ``open``
+    per critical section excludes other threads' sections as well as other
+    processes'.
+
+    Raises:
+        StorageError: the lock file cannot be created or locked.
+    """
+    with thread_lock:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create lock file {lock_path}: {exc}; "
+                               "check the directory exists and is writable") from None
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Replace ``target`` with ``data`` atomically (temp file in the same directory + ``os.replace``).
+
+    Readers see the old or the new content, never a mix; a crash leaves the
+    old file intact.
+
+    Raises:
+        StorageError: the disk refused the write.
+    """
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise StorageError(f"cannot write {target}: {exc}; check free space and permissions") from None
