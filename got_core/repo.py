@@ -627,9 +627,17 @@ class ReasoningRepo:
                         pass
         return CommitInfo(c.oid, c.message, c.parents, c.time, c.author_name, (), tuple(tags), score)
 
-    def log(self, rev: str | None = None, *, limit: int | None = None, all_refs: bool = False) -> list[CommitInfo]:
-        """Commits reachable from ``rev`` (default: the session branch), newest first,
-        with tags and scores."""
+    def log(self, rev: str | None = None, *, limit: int | None = None, all_refs: bool = False,
+            decorate: bool = True) -> list[CommitInfo]:
+        """Commits reachable from ``rev`` (default: the session branch), newest first.
+
+        Args:
+            rev: where to start.
+            limit: at most this many commits.
+            all_refs: start from every branch and tag instead.
+            decorate: add tags and note scores (this syncs the search index; pass False
+                for a plain walk of messages and parents).
+        """
         if all_refs:
             tips = [t for n, o in self.git.list_refs().items()
                     if not n.startswith("refs/notes/") and (t := self.git.peel_to_commit(o))]
@@ -644,6 +652,8 @@ class ReasoningRepo:
             out.append(c)
             if limit is not None and len(out) >= limit:
                 break
+        if not decorate:
+            return [self._info(c) for c in out]
         idx = self._idx()
         tags = idx.tags_for(c.oid for c in out)
         notes = {r[1]: r[5] for r in idx.rows("c.oid IN (%s)" % ",".join("?" * len(out)), [c.oid for c in out])} if out else {}

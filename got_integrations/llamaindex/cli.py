@@ -1,0 +1,146 @@
+"""``got session``: the LlamaIndex memory's sessions, seen through git.
+
+Registered by the ``got.cli`` entry point (``session = got_integrations.llamaindex.cli:app``)::
+
+    got session list                       sessions, message counts, last write
+    got session log alice                  every write (commit) with the messages it added
+    got session show alice                 the stored conversation with message ids
+    got session diff alice 2 4             git diff between writes #2 and #4 (or two commits)
+
+Works on the repository alone (it does not import llama-index).
+"""
+
+from __future__ import annotations
+
+import json as _json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo, when
+from got_core.errors import InvalidInputError, UnknownRefError
+from got_core.repo import ReasoningRepo
+from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Chat sessions of the LlamaIndex memory (GitMemory): list, log, show, diff.",
+                  no_args_is_help=True, add_completion=False)
+
+
+def _preview(data: dict[str, Any], width: int = 70) -> str:
+    parts = []
+    for block in data.get("blocks") or []:
+        if block.get("block_type") == "text" and block.get("text"):
+            parts.append(str(block["text"]))
+        elif block.get("block_type") == "tool_call":
+            args = _json.dumps(block.get("tool_kwargs", {}), ensure_ascii=False, sort_keys=True)
+            parts.append(f"→ {block.get('tool_name')}({args})")
+    text = " ".join(" ".join(parts).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _added(repo: ReasoningRepo, write: Write) -> list[dict[str, Any]]:
+    out = []
+    for seq in write.added:
+        try:
+            data = _json.loads(repo.read_file(write.commit, message_path(seq)))
+        except (UnknownRefError, ValueError):
+            continue  # deleted again by the same write (never happens) or not ours
+        out.append({"seq": seq, "id": f"{write.commit}:{message_path(seq)}",
+                    "role": data.get("role", "?"), "preview": _preview(data)})
+    return out
+
+
+def _resolve(log: SessionLog, writes: list[Write], turn: str) -> str:
+    if turn.isdigit() and len(turn) < 7:  # a write number from `got session log`
+        number = int(turn)
+        if not 1 <= number <= len(writes):
+            raise InvalidInputError(f"session {log.session_id!r} has writes 1..{len(writes)}, not {number}; "
+                                    f"see `got session log {log.session_id}`")
+        return writes[number - 1].commit
+    return log.repo.resolve(turn)
+
+
+@app.command("list")
+def list_cmd(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+    """Every session in the repository with its message count and last write."""
+    r = open_repo(repo)
+    rows = []
+    for session_id, tip in list_sessions(r).items():
+        state = SessionLog(r, session_id).state(tip)
+        active = sum(1 for s in state.seqs if not state.is_archived(s))
+        rows.append({"session": session_id, "messages": len(state.blobs), "window": active,
+                     "head": tip, "time": r.commit_info(tip).time})
+    if json:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print(f"no sessions in {r.gitdir}")
+        return
+    table = Table(title=f"sessions in {r.gitdir}")
+    for col in ("session", "messages", "in window", "head", "updated"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(escape(row["session"]), str(row["messages"]), str(row["window"]), row["head"][:10],
+                      when(row["time"]))
+    console.print(table)
+
+
+@app.command()
+def log(session_id: str = typer.Argument(..., help="The session id."),
+        repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+    """Every write of a session, oldest first, with commit ids and the messages each added."""
+    r = open_repo(repo)
+    session = SessionLog(r, session_id)
+    writes = session.history()
+    if json:
+        emit_json([{"number": w.number, "commit": w.commit, "time": w.time, "op": w.op,
+                    "window_start": w.window_start, "subject": w.subject, "messages": _added(r, w)}
+                   for w in writes])
+        return
+    console.print(f"[bold]session {escape(session_id)}[/]  ({session.ref})")
+    for w in writes:
+        console.print(f"[bold]#{w.number}[/] [yellow]{w.commit[:10]}[/] {when(w.time)}  "
+                      f"{escape(w.subject)}")
+        for m in _added(r, w):
+            console.print(f"    {m['seq']:>4} {m['role']:<9} {escape(m['preview'])}")
+
+
+@app.command()
+def show(session_id: str = typer.Argument(..., help="The session id."),
+         repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+    """The stored conversation (archived messages marked) with each message's id."""
+    r = open_repo(repo)
+    session = SessionLog(r, session_id)
+    session.require()
+    ids = session.message_ids()
+    rows = [{"seq": m.seq, "id": ids.get(m.seq, ""), "role": m.role, "archived": m.archived,
+             "message": m.data} for m in session.messages()]
+    if json:
+        emit_json(rows)
+        return
+    for row in rows:
+        mark = "[dim]archived[/] " if row["archived"] else ""
+        console.print(f"{row['seq']:>4} {mark}[bold]{row['role']}[/] {escape(_preview(row['message'], 200))}")
+        console.print(f"     [dim]{row['id']}[/]")
+
+
+@app.command()
+def diff(session_id: str = typer.Argument(..., help="The session id."),
+         turn_a: str = typer.Argument(..., help="Old side: a write number from `got session log`, or a commit."),
+         turn_b: str = typer.Argument(..., help="New side: a write number, or a commit."),
+         repo: Optional[Path] = RepoOption) -> None:
+    """``git diff`` between two writes of a session (new message files, window moves)."""
+    r = open_repo(repo)
+    session = SessionLog(r, session_id)
+    writes = session.history()
+    text = r.diff(_resolve(session, writes, turn_a), _resolve(session, writes, turn_b))
+    if not text:
+        console.print("(no differences)")
+        return
+    console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
