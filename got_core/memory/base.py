@@ -217,14 +217,21 @@ class BaseMemory:
         return self._add(text, "success", topic_key, source_problem, score, meta)
 
     def add_lessons(self, lessons: Iterable[Lesson]) -> list[Lesson]:
-        """Store many lessons (used to make every backend ingest the same set)."""
-        stored = []
-        for lesson in lessons:
-            out = self._add(lesson.text, lesson.outcome, lesson.topic_key,
-                            lesson.source_problem, lesson.score, lesson.meta)
-            if out is not None:
-                stored.append(out)
-        return stored
+        """Store many lessons at once (every backend ingests the same set, §4.2).
+
+        All are validated before any is stored; backends may batch the write
+        (the vector backend embeds and upserts them in one call).
+        """
+        prepared = [self._prepare(l.text, l.outcome, l.topic_key, l.source_problem, l.score, l.meta)
+                    for l in lessons]
+        if self.read_only or not prepared:
+            return []
+        t0 = time.perf_counter()
+        try:
+            return self._store_many(prepared)
+        finally:
+            self.meter.writes += len(prepared)
+            self.meter.write_ms_total += (time.perf_counter() - t0) * 1000
 
     def get_relevant(self, query: str, k: int = 3) -> list[Lesson]:
         """The ``k`` most relevant lessons, best first; ``k <= 0`` gives ``[]``.
@@ -300,6 +307,10 @@ class BaseMemory:
         """Persist one validated lesson and return it as stored."""
         return lesson
 
+    def _store_many(self, lessons: list[Lesson]) -> list[Lesson]:
+        """Persist several validated lessons; override to batch."""
+        return [self._store(lesson) for lesson in lessons]
+
     def _query(self, query: str, k: int) -> list[Lesson]:
         """Rank stored lessons for ``query`` (``k >= 1``)."""
         return []
@@ -308,9 +319,12 @@ class BaseMemory:
         """Every stored lesson."""
         return []
 
-    def _add(self, text: str, outcome: Outcome, topic_key: str, source_problem: str,
-             score: float, meta: dict[str, Any] | None) -> Lesson | None:
+    def _prepare(self, text: str, outcome: Outcome, topic_key: str, source_problem: str,
+                 score: float, meta: dict[str, Any] | None) -> Lesson:
+        """Validate the fields of a new lesson and build it (raises typed errors)."""
         text = validate_text(text)
+        if outcome not in ("insight", "success", "failure"):
+            raise InvalidInputError(f"outcome must be insight, success or failure, not {outcome!r}")
         if not isinstance(score, (int, float)) or not 0.0 <= float(score) <= 1.0:
             raise InvalidInputError(f"score must be a number in [0, 1], got {score!r}")
         if topic_key:
@@ -324,6 +338,11 @@ class BaseMemory:
             created=time.time(),
             meta=dict(meta or {}),
         )
+        return lesson
+
+    def _add(self, text: str, outcome: Outcome, topic_key: str, source_problem: str,
+             score: float, meta: dict[str, Any] | None) -> Lesson | None:
+        lesson = self._prepare(text, outcome, topic_key, source_problem, score, meta)
         if self.read_only:
             return None
         t0 = time.perf_counter()

@@ -140,23 +140,31 @@ class VectorMemory(BaseMemory):
 
     # -- BaseMemory hooks --------------------------------------------------------------
     def _store(self, lesson: Lesson) -> Lesson:
-        vec = self._embed([lesson.text])
-        metadata = {
+        return self._store_many([lesson])[0]
+
+    def _store_many(self, lessons: list[Lesson]) -> list[Lesson]:
+        # One embedding batch and one upsert: chromadb's per-call cost dominates small writes.
+        vecs = self._embed([lesson.text for lesson in lessons])
+        metadatas = [{
             "topic_key": lesson.topic_key,
             "source_problem": lesson.source_problem,
             "outcome": lesson.outcome,
             "score": float(lesson.score),
             "created": float(lesson.created),
             "meta_json": json.dumps(lesson.meta, sort_keys=True, default=str),
-        }
+        } for lesson in lessons]
+        ids = [lesson_id(lesson) for lesson in lessons]
+        unique = {i: n for n, i in enumerate(ids)}  # chromadb refuses duplicate ids in one call
+        keep = sorted(unique.values())
         with self._lock:
             self._check_open()
             try:
-                self._col.upsert(ids=[lesson_id(lesson)], embeddings=vec,
-                                 documents=[lesson.text], metadatas=[metadata])
+                self._col.upsert(ids=[ids[n] for n in keep], embeddings=[vecs[n] for n in keep],
+                                 documents=[lessons[n].text for n in keep],
+                                 metadatas=[metadatas[n] for n in keep])
             except Exception as exc:
                 raise StorageError(f"chromadb refused the write at {self.path}: {exc}") from None
-        return lesson
+        return lessons
 
     def _check_open(self) -> None:
         if self._closed:

@@ -340,3 +340,21 @@ def test_text_round_trips_verbatim(open_memory):
         assert tricky.topic_key == "tricky/topic: with spaces"
     else:
         assert lessons == []
+
+
+def test_add_lessons_ingests_the_same_set_in_one_call(open_memory):
+    from got_core.memory import Lesson
+
+    mem = open_memory()
+    batch = [Lesson(text, topic_key=topic, source_problem=f"p{i}", outcome="insight", score=0.6)
+             for i, (topic, text) in enumerate(CORPUS)]
+    stored = mem.add_lessons(batch)
+    assert mem.stats()["writes"] == len(CORPUS)
+    if not _stores(mem):
+        assert mem.get_relevant("discriminant", 3) == []
+        return
+    assert len(stored) == len(CORPUS) and len(mem) == len(CORPUS)
+    assert _texts(mem.get_relevant("discriminant", 1)) == [CORPUS[1][1]]
+    with pytest.raises(InvalidInputError):  # one bad lesson: nothing of the batch is stored
+        mem.add_lessons([Lesson("fine text about xylophones"), Lesson("   ")])
+    assert len(mem) == len(CORPUS)
