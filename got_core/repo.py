@@ -493,22 +493,37 @@ class ReasoningRepo:
         Notes use git's fan-out layout (``ab/cdef…``), so a write rewrites two small
         trees, not a tree of every note; ``git notes --ref=… show`` reads them.
         """
+        return self.set_notes({target: content}, ref=ref)
+
+    def set_notes(self, notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None) -> str:
+        """Attach (or replace) several notes in ONE notes commit; returns it.
+
+        A note written earlier at another fan-out depth (e.g. by stock ``git notes``)
+        for the same commit is removed, so each commit keeps exactly one note.
+        """
         name = self._notes_ref(ref)
-        oid = self.resolve(target)
-        if isinstance(content, Mapping):
-            content = canonical_json(dict(content))
-        data = _to_bytes(content, "note")
-        if len(data) > self.max_file_bytes:
-            raise PayloadTooLargeError("note", len(data), self.max_file_bytes)
+        payload: dict[str, bytes] = {}
+        for target, content in notes.items():
+            oid = self.resolve(target)
+            if isinstance(content, Mapping):
+                content = canonical_json(dict(content))
+            data = _to_bytes(content, "note")
+            if len(data) > self.max_file_bytes:
+                raise PayloadTooLargeError("note", len(data), self.max_file_bytes)
+            payload[oid] = data
+        if not payload:
+            raise InvalidInputError("no notes to write")
         git = self.git
         for _ in self.attempts(name):
             tip = git.ref_target(name)
             base = git.read_commit(tip).tree if tip else None
-            changes: dict[str, bytes | None] = {f"{oid[:2]}/{oid[2:]}": data}
-            if base is not None:
-                for flat in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-                    if git.tree_entry(base, flat) is not None:
-                        changes[flat] = None
+            changes: dict[str, bytes | None] = {}
+            for oid, data in payload.items():
+                changes[f"{oid[:2]}/{oid[2:]}"] = data
+                if base is not None:
+                    for other in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
+                        if git.tree_entry(base, other) is not None:
+                            changes[other] = None
             tree = git.build_tree(base, changes)
             commit = git.write_commit(tree, [tip] if tip else [], "Notes added by 'got'\n",
                                       self.identity, self.identity, self.clock.now())

@@ -30,6 +30,7 @@ for _module in ("repo_cmds", "share_cmds", "demo"):
 _CORE_GROUPS: dict[str, str] = {
     "memory": "got_core.cli.memory:app",
     "gcc": "got_core.cli.gcc_cmds:app",
+    "solve": "got_core.cli.solve:register",
 }
 
 

@@ -295,3 +295,15 @@ def test_works_on_a_non_bare_repository(tmp_path):
     r = ReasoningRepo(tmp_path / "wt", create=False)
     n = r.commit_node(node("in a work tree repo"))
     assert git(tmp_path / "wt" / ".git", "log", "--format=%H", "-1") .strip() == n.oid
+
+
+def test_set_notes_writes_many_notes_in_one_commit(repo):
+    a = repo.commit_node(node("a"), note=False)
+    b = repo.commit_node(node("b"), note=False)
+    before = repo.git.ref_target("refs/notes/got")
+    commit = repo.set_notes({a.oid: {"s_comb": 0.1}, b.oid: {"s_comb": 0.2}})
+    assert git(repo.gitdir, "rev-list", "--count", "refs/notes/got").strip() == ("1" if before is None else "2")
+    assert repo.git.ref_target("refs/notes/got") == commit
+    assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", b.oid)) == {"s_comb": 0.2}
+    with pytest.raises(InvalidInputError):
+        repo.set_notes({})
