@@ -92,12 +92,13 @@ def measure(name: str, size: int, ops: int, seed: int, root: Path) -> dict:
         t0 = time.perf_counter()
         mem.get_relevant(q, 3)
         reads.append(time.perf_counter() - t0)
-    raw = storage(path)
-    packed = raw
-    if name == "git":  # libgit2 never packs; what a `git gc` leaves is the fair size
-        mem.repo.maintenance()
-        packed = storage(path)
     mem.close()
+    raw = packed = storage(path)
+    if name == "git":  # libgit2 never packs; what a `git gc` leaves is the fair size
+        from got_core import ReasoningRepo
+
+        ReasoningRepo(path, create=False).maintenance()
+        packed = storage(path)
     return {"backend": name, "lessons": size, "write_ms": statistics.median(writes) * 1000,
             "read_ms": statistics.median(reads) * 1000, "storage_bytes": raw, "storage_packed": packed,
             "bulk_fill_s": round(fill_s, 3)}

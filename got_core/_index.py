@@ -523,6 +523,10 @@ class DerivedIndex:
             return self._cache[key]  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Close the database handle."""
+        """Fold the write-ahead log back into the database and close the handle."""
         with self._lock:
+            try:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass  # another process is reading; the log is folded by the last one out
             self.db.close()
