@@ -19,7 +19,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import threading
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from got_core import nodes as _nodes
+from got_core import notes as _notes
 from got_core import retrieval, sharing
 from got_core._git import BlobId, CommitData, GitRepo, RefRace
 from got_core._index import DerivedIndex
@@ -38,9 +39,9 @@ from got_core.errors import (
     UnknownRefError,
 )
 from got_core.names import branch_ref, check_ref_name, encode_component, short_ref, tag_ref
-from got_core.signing import Signer, TrustStore, verify_signature
+from got_core.validate import clean_text, to_bytes
+from got_core.signing import Signer, TrustStore, verify_history
 from got_core.types import (
-    NODE_FILES,
     Clock,
     CommitInfo,
     Hit,
@@ -49,7 +50,6 @@ from got_core.types import (
     Node,
     VerifyResult,
     WallClock,
-    canonical_json,
 )
 
 __all__ = ["ReasoningRepo", "DEFAULT_NOTES_REF", "MAX_FILE_BYTES"]
@@ -58,35 +58,6 @@ DEFAULT_NOTES_REF = "refs/notes/got"
 #: Largest single file accepted by :meth:`ReasoningRepo.commit_files` (override per repo).
 MAX_FILE_BYTES = 32 * 1024 * 1024
 _MISSING: Any = object()
-_OUTCOME_TAGS = {"success": "success_", "failed": "failed_"}
-
-
-def _to_bytes(value: bytes | str, path: str) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInputError(f"content of {path} is not valid Unicode text") from None
-    raise InvalidInputError(f"content of {path} must be bytes or str, not {type(value).__name__}")
-
-
-def _clean_text(text: Any, what: str) -> str:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInputError(f"{what} is not valid UTF-8") from None
-    if not isinstance(text, str):
-        raise InvalidInputError(f"{what} must be text, not {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(f"{what} holds characters that are not valid Unicode") from None
-    if "\x00" in text:
-        raise InvalidInputError(f"{what} contains a NUL character")
-    return text
 
 
 class ReasoningRepo:
@@ -295,7 +266,7 @@ class ReasoningRepo:
                 kept losing beyond the retry budget.
         """
         name = self.ref(ref)
-        message = _clean_text(message, "commit message")
+        message = clean_text(message, "commit message")
         payload: dict[str, bytes | BlobId | None] = {}
         for path, value in changes.items():
             if value is None:
@@ -304,7 +275,7 @@ class ReasoningRepo:
             if isinstance(value, BlobId):
                 payload[path] = value
                 continue
-            data = _to_bytes(value, path)
+            data = to_bytes(value, path)
             if len(data) > self.max_file_bytes:
                 raise PayloadTooLargeError(f"file {path}", len(data), self.max_file_bytes)
             payload[path] = data
@@ -387,7 +358,7 @@ class ReasoningRepo:
 
         One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
         with a structured message; then the score as a note and, for a ``success`` /
-        ``failed`` outcome, the outcome tag.
+        ``failed`` outcome, the outcome tag (see :mod:`got_core.nodes`).
 
         Args:
             node: the node; its ``node_id`` is derived from content when empty.
@@ -399,60 +370,7 @@ class ReasoningRepo:
         Returns:
             The node as stored (``oid``, ``parents``, ``node_id`` filled in).
         """
-        ref_name = self.ref(ref) if ref else self.session_ref
-        thought = _clean_text(node.thought, "thought")
-        try:
-            scores_text = canonical_json(dict(node.scores))
-            trace_text = "".join(json.dumps(step, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-                                 for step in node.trace)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"node scores/trace must be JSON-serialisable: {exc}") from None
-        for _ in self.attempts(ref_name):
-            tip = self.git.ref_target(ref_name)
-            these = [self.resolve(p) for p in parents] if parents is not None else ([tip] if tip else [])
-            node_id = encode_component(node.node_id, "node id") if node.node_id else node.derive_id(these)
-            meta = dict(node.metadata)
-            meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth,
-                         "outcome": node.outcome})
-            try:
-                meta_text = canonical_json(meta)
-            except (TypeError, ValueError) as exc:
-                raise InvalidInputError(f"node metadata must be JSON-serialisable: {exc}") from None
-            message = self._node_message(node, node_id, thought)
-            try:
-                oid = self.commit_files(ref_name, {
-                    "thought.md": thought, "scores.json": scores_text,
-                    "trace.jsonl": trace_text, "metadata.json": meta_text,
-                }, message, parents=these, expected=tip, fresh_tree=True, force=parents is not None)
-            except ConcurrentUpdateError:
-                if parents is not None:
-                    raise
-                continue
-            stored = Node(thought=thought, scores=dict(node.scores), trace=list(node.trace), metadata=meta,
-                          problem_id=node.problem_id, depth=node.depth, outcome=node.outcome,
-                          node_id=node_id, oid=oid, parents=tuple(these))
-            if note and node.scores:
-                stored.note = dict(node.scores)
-                self.set_note(oid, scores_text)
-            if tag and node.outcome in _OUTCOME_TAGS:
-                stored.tags = [self.tag_outcome(oid, node.outcome, node_id)]
-            return stored
-        raise AssertionError("unreachable")
-
-    @staticmethod
-    def _node_message(node: Node, node_id: str, thought: str) -> str:
-        first = thought.strip().split("\n", 1)[0][:72] or "(empty thought)"
-        score = node.scores.get("s_comb")
-        lines = [f"node {node_id}: {first}", "", thought.strip()[:4000], ""]
-        lines.append(f"Got-Node: {node_id}")
-        if node.problem_id:
-            lines.append(f"Got-Problem: {encode_component(node.problem_id, 'problem id')}")
-        lines.append(f"Got-Depth: {int(node.depth)}")
-        if node.outcome:
-            lines.append(f"Got-Outcome: {encode_component(node.outcome, 'outcome')}")
-        if isinstance(score, (int, float)):
-            lines.append(f"Got-Score: {float(score):.6f}")
-        return "\n".join(lines) + "\n"
+        return _nodes.commit_node(self, node, ref=ref, parents=parents, note=note, tag=tag)
 
     def read_node(self, rev: str) -> Node:
         """Replay: the whole node at a SHA, tag, branch or node id.
@@ -461,111 +379,31 @@ class ReasoningRepo:
             UnknownRefError: no such revision.
             CorruptRepositoryError: the commit is not a node or its files do not parse.
         """
-        oid = self.resolve(rev)
-        commit = self.git.read_commit(oid)
-        files = {p: self.git.read_blob(b) for p, b in self.git.tree_files(commit.tree).items()
-                 if p in NODE_FILES}
-        if "thought.md" not in files:
-            raise CorruptRepositoryError(f"{rev} ({oid[:12]}) is not a reasoning node (no thought.md)")
-        try:
-            scores = json.loads(files.get("scores.json", b"{}") or b"{}")
-            meta = json.loads(files.get("metadata.json", b"{}") or b"{}")
-            trace = [json.loads(line) for line in files.get("trace.jsonl", b"").decode("utf-8").splitlines()
-                     if line.strip()]
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptRepositoryError(f"node {oid[:12]} has unreadable files: {exc}") from None
-        return Node(
-            thought=files["thought.md"].decode("utf-8", "replace"), scores=scores, trace=trace,
-            metadata=meta, problem_id=meta.get("problem_id", ""), depth=int(meta.get("depth", 0)),
-            outcome=meta.get("outcome", ""), node_id=meta.get("node_id", ""), oid=oid,
-            parents=commit.parents, note=self.note_json(oid), tags=self.tags_at(oid),
-        )
+        return _nodes.read_node(self, rev)
 
-    # ------------------------------------------------------------------ notes
+    # ------------------------------------------------------------------ notes (see got_core.notes)
     def _notes_ref(self, ref: str | None) -> str:
-        if ref is None:
-            return self.notes_ref
-        return check_ref_name(ref if ref.startswith("refs/") else "refs/notes/" + ref)
+        return _notes.notes_ref_name(self, ref)
 
     def set_note(self, target: str, content: Mapping[str, Any] | str | bytes, *, ref: str | None = None) -> str:
-        """Attach (or replace) the note on ``target``; returns the notes commit.
-
-        Notes use git's fan-out layout (``ab/cdef…``), so a write rewrites two small
-        trees, not a tree of every note; ``git notes --ref=… show`` reads them.
-        """
-        return self.set_notes({target: content}, ref=ref)
+        """Attach (or replace) the note on ``target`` (fan-out layout); returns the notes commit."""
+        return _notes.set_notes(self, {target: content}, ref=ref)
 
     def set_notes(self, notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None) -> str:
-        """Attach (or replace) several notes in ONE notes commit; returns it.
-
-        A note written earlier at another fan-out depth (e.g. by stock ``git notes``)
-        for the same commit is removed, so each commit keeps exactly one note.
-        """
-        name = self._notes_ref(ref)
-        payload: dict[str, bytes] = {}
-        for target, content in notes.items():
-            oid = self.resolve(target)
-            if isinstance(content, Mapping):
-                content = canonical_json(dict(content))
-            data = _to_bytes(content, "note")
-            if len(data) > self.max_file_bytes:
-                raise PayloadTooLargeError("note", len(data), self.max_file_bytes)
-            payload[oid] = data
-        if not payload:
-            raise InvalidInputError("no notes to write")
-        git = self.git
-        for _ in self.attempts(name):
-            tip = git.ref_target(name)
-            base = git.read_commit(tip).tree if tip else None
-            changes: dict[str, bytes | None] = {}
-            for oid, data in payload.items():
-                changes[f"{oid[:2]}/{oid[2:]}"] = data
-                if base is not None:
-                    for other in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-                        if git.tree_entry(base, other) is not None:
-                            changes[other] = None
-            tree = git.build_tree(base, changes)
-            commit = git.write_commit(tree, [tip] if tip else [], "Notes added by 'got'\n",
-                                      self.identity, self.identity, self.clock.now())
-            try:
-                git.cas_ref(name, commit, tip)
-                return commit
-            except RefRace:
-                continue
-        raise AssertionError("unreachable")
+        """Attach (or replace) several notes in ONE notes commit; returns it."""
+        return _notes.set_notes(self, notes, ref=ref)
 
     def get_note(self, target: str, *, ref: str | None = None) -> bytes | None:
         """The note bytes on ``target``, or None."""
-        name = self._notes_ref(ref)
-        tip = self.git.ref_target(name)
-        if tip is None:
-            return None
-        oid = self.resolve(target)
-        tree = self.git.read_commit(tip).tree
-        for path in (f"{oid[:2]}/{oid[2:]}", oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-            blob = self.git.tree_entry(tree, path)
-            if blob is not None:
-                return self.git.read_blob(blob)
-        return None
+        return _notes.get_note(self, target, ref=ref)
 
     def note_json(self, target: str, *, ref: str | None = None) -> dict[str, Any] | None:
         """The note on ``target`` parsed as a JSON object, or None."""
-        raw = self.get_note(target, ref=ref)
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
+        return _notes.note_json(self, target, ref=ref)
 
     def notes(self, *, ref: str | None = None) -> dict[str, bytes]:
         """Every note on the notes ref: annotated commit SHA -> note bytes."""
-        tip = self.git.ref_target(self._notes_ref(ref))
-        if tip is None:
-            return {}
-        files = self.git.tree_files(self.git.read_commit(tip).tree)
-        return {p.replace("/", ""): self.git.read_blob(b) for p, b in files.items()}
+        return _notes.all_notes(self, ref=ref)
 
     # ------------------------------------------------------------------ tags
     def tag(self, name: str, target: str, *, force: bool = False) -> str:
@@ -592,11 +430,11 @@ class ReasoningRepo:
 
     def tag_outcome(self, target: str, outcome: str, node_id: str | None = None) -> str:
         """Tag a validated node ``success_<id>`` or ``failed_<id>``; returns the tag name."""
-        if outcome not in _OUTCOME_TAGS:
-            raise InvalidInputError(f"outcome must be one of {sorted(_OUTCOME_TAGS)}, not {outcome!r}")
+        if outcome not in _nodes.OUTCOME_TAGS:
+            raise InvalidInputError(f"outcome must be one of {sorted(_nodes.OUTCOME_TAGS)}, not {outcome!r}")
         oid = self.resolve(target)
         ident = encode_component(node_id, "node id") if node_id else oid[:16]
-        return self.tag(_OUTCOME_TAGS[outcome] + ident, oid)
+        return self.tag(_nodes.OUTCOME_TAGS[outcome] + ident, oid)
 
     def mark_best(self, target: str, name: str = "best") -> str:
         """Point the (movable) ``best`` tag at ``target``."""
@@ -711,13 +549,13 @@ class ReasoningRepo:
     def grep(self, pattern: str, *, refs: Sequence[str] | None = None, fixed: bool = False,
              ignore_case: bool = False) -> list[CommitInfo]:
         """Commits whose message matches ``pattern`` (``git log -P --grep``; ``fixed`` = ``-F``)."""
-        pattern = _clean_text(pattern, "pattern")
+        pattern = clean_text(pattern, "pattern")
         rows = self._idx().grep(pattern, fixed=fixed, ignore_case=ignore_case, refs=self._scope(refs))
         return retrieval.rows_to_infos(self._idx(), rows)
 
     def pickaxe(self, needle: str, *, refs: Sequence[str] | None = None) -> list[CommitInfo]:
         """Commits that add or remove occurrences of ``needle`` in any file (``git log -S``)."""
-        needle = _clean_text(needle, "search string")
+        needle = clean_text(needle, "search string")
         if not needle:
             raise InvalidInputError("pickaxe needs a non-empty string")
         return retrieval.rows_to_infos(self._idx(), self._idx().pickaxe(needle, self._scope(refs)))
@@ -766,22 +604,7 @@ class ReasoningRepo:
             trust: which keys are trusted (SSH allowed-signers file / GnuPG home).
             limit: stop after this many commits.
         """
-        trust = trust or TrustStore()
-        if rev is None:
-            tips = [t for o in self.git.list_refs().values() if (t := self.git.peel_to_commit(o))]
-        else:
-            tips = [self.resolve(rev)]
-        results = []
-        for c in self.git.walk(tips, topo=True):
-            sig, payload = self.git.commit_signature(c.oid)
-            if not sig:
-                results.append(VerifyResult(c.oid, "unsigned", "", "no signature"))
-            else:
-                status, signer, detail = verify_signature(payload or b"", sig, trust)
-                results.append(VerifyResult(c.oid, status, signer, detail))  # type: ignore[arg-type]
-            if limit is not None and len(results) >= limit:
-                break
-        return results
+        return verify_history(self, rev, trust=trust or TrustStore(), limit=limit)
 
     # ------------------------------------------------------------------ maintenance
     def maintenance(self) -> dict[str, int]:

@@ -18,11 +18,15 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from got_core.errors import ConfigError, SigningError
+from got_core.types import VerifyResult
 
-__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature"]
+if TYPE_CHECKING:
+    from got_core.repo import ReasoningRepo
+
+__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature", "verify_history"]
 
 
 class Signer(Protocol):
@@ -178,3 +182,24 @@ def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tup
     if b"BEGIN PGP SIGNATURE" in signature:
         return _verify_gpg(payload, signature, trust)
     return "bad", "", "unrecognised signature format"
+
+
+def verify_history(repo: "ReasoningRepo", rev: str | None, *, trust: TrustStore,
+                   limit: int | None = None) -> list[VerifyResult]:
+    """Signature verdict for every commit reachable from ``rev`` (None: every ref), newest first."""
+    git = repo.git
+    if rev is None:
+        tips = [t for o in git.list_refs().values() if (t := git.peel_to_commit(o))]
+    else:
+        tips = [repo.resolve(rev)]
+    results = []
+    for c in git.walk(tips, topo=True):
+        sig, payload = git.commit_signature(c.oid)
+        if not sig:
+            results.append(VerifyResult(c.oid, "unsigned", "", "no signature"))
+        else:
+            status, signer, detail = verify_signature(payload or b"", sig, trust)
+            results.append(VerifyResult(c.oid, status, signer, detail))  # type: ignore[arg-type]
+        if limit is not None and len(results) >= limit:
+            break
+    return results
