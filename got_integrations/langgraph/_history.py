@@ -1,0 +1,214 @@
+"""Whole-thread operations of :class:`~got_integrations.langgraph.GitCheckpointSaver`:
+delete, copy, fork, prune and delete-for-runs.
+
+In git these are ref operations: copying or forking a thread shares every object;
+deleting makes commits unreachable (``git gc`` removes them). Pruning and deleting
+single runs rewrite a line: survivors are re-parented onto their nearest surviving
+ancestor (their trees, and so their state, are unchanged), and the writes history of
+the namespace is squashed to what remains, so dropped data leaves the history too.
+These are administrative operations: run them while no graph writes the same thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from got_core.errors import InvalidInputError, UnknownRefError
+from got_integrations.langgraph._layout import THREADS_REF, id_component, writes_bucket
+
+if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.runnables import RunnableConfig
+
+__all__ = ["HistoryOps"]
+
+
+class HistoryOps:
+    """Mixin of thread-level operations; relies on the saver's refs, caches and index."""
+
+    repo: Any
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of a thread (its refs; objects go at the next gc)."""
+        prefix = f"{THREADS_REF}{id_component(str(thread_id), 'thread id')}/"
+        for name in self.repo.refs(prefix):
+            self.repo.delete_ref(name)
+        self._forget(str(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread to another thread id.
+
+        Git shares the objects, so a copy costs a few refs. Checkpoints already on the
+        target stay; the copied lines join as forks and the highest id becomes ``head``.
+        """
+        for checkpoint_ns in self.namespaces(source_thread_id):
+            src = self._ns(source_thread_id, checkpoint_ns)
+            dst = self._ns(target_thread_id, checkpoint_ns)
+            with dst.head_lock, dst.writes_lock:
+                for name, oid in self._leaves(src).items():
+                    if name == src.ref.head and self.repo.tip(dst.ref.head) is None:
+                        self.repo.set_ref(dst.ref.head, oid, expected=None)
+                    else:
+                        self._keep(dst, oid, self._id_of(src, oid))
+                self._fix_head(dst)
+                self._merge_writes(src, dst)
+                dst.head, dst.ids = None, {}
+        self._writes_cache.clear()
+
+    def _fix_head(self, ns: Any) -> None:
+        """Point ``head`` at the leaf with the highest checkpoint id; the others stay forks."""
+        leaves = self._leaves(ns)
+        if not leaves:
+            return
+        best = max(leaves, key=lambda n: self._id_of(ns, leaves[n]))
+        if best == ns.ref.head:
+            return
+        head = leaves.get(ns.ref.head)
+        if head is not None:
+            self.repo.set_ref(self._free_fork_name(ns, self._id_of(ns, head)), head, expected=None)
+        self.repo.set_ref(ns.ref.head, leaves[best], expected=head)
+        self.repo.delete_ref(best)
+        ns.head = None
+
+    def _merge_writes(self, src: Any, dst: Any) -> None:
+        src_tip = self.repo.tip(src.ref.writes)
+        if src_tip is None:
+            return
+        dst_tip = self.repo.tip(dst.ref.writes)
+        if dst_tip is None:
+            self.repo.set_ref(dst.ref.writes, src_tip, expected=None)
+            return
+        ours = self.repo.list_files(dst_tip)
+        changes = {p: self._blob(s) for p, s in self.repo.list_files(src_tip).items() if ours.get(p) != s}
+        self.repo.commit_files(dst.ref.writes, changes, "writes copied from another thread\n",
+                               parents=[dst_tip, src_tip], expected=dst_tip)
+
+    def fork_thread(self, source_thread_id: str, checkpoint_id: str, target_thread_id: str,
+                    checkpoint_ns: str = "") -> "RunnableConfig":
+        """Start a new thread from a past checkpoint of another one (a git branch).
+
+        The target's history is the source's up to ``checkpoint_id`` (shared commits);
+        invoking the graph on the target thread continues from there.
+
+        Returns:
+            The config of that checkpoint on the target thread.
+
+        Raises:
+            UnknownRefError: no such checkpoint.
+            InvalidInputError: the target thread already has checkpoints in that namespace.
+        """
+        src = self._ns(source_thread_id, checkpoint_ns)
+        commit = self._lookup(src, checkpoint_id)
+        if commit is None:
+            raise UnknownRefError(f"thread {source_thread_id!r} has no checkpoint {checkpoint_id!r}; "
+                                  "`got threads history` lists them")
+        dst = self._ns(target_thread_id, checkpoint_ns)
+        with dst.head_lock, dst.writes_lock:
+            if self.repo.tip(dst.ref.head) is not None:
+                raise InvalidInputError(f"thread {target_thread_id!r} already has checkpoints; "
+                                        "fork into a new thread id")
+            self.repo.set_ref(dst.ref.head, commit, expected=None)
+            tip = self.repo.tip(src.ref.writes)
+            if tip is not None:
+                self.repo.set_ref(dst.ref.writes, tip, expected=None)
+            dst.head, dst.ids = None, {}
+        return {"configurable": {"thread_id": target_thread_id, "checkpoint_ns": checkpoint_ns,
+                                 "checkpoint_id": checkpoint_id}}
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: each namespace keeps only its latest checkpoint (now a root
+        commit) and that checkpoint's writes; ``delete``: remove the threads.
+
+        Raises:
+            InvalidInputError: an unknown strategy.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidInputError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            for checkpoint_ns in self.namespaces(thread_id):
+                ns = self._ns(thread_id, checkpoint_ns)
+                latest = self.repo.tip(ns.ref.head)
+                if latest is not None:
+                    self._rewrite(ns, keep={self._id_of(ns, latest)})
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed;
+        later checkpoints of the same line are re-parented onto the nearest survivor."""
+        runs = {str(r) for r in run_ids}
+        if not runs:
+            return
+        for thread_id in self.threads():
+            for checkpoint_ns in self.namespaces(thread_id):
+                ns = self._ns(thread_id, checkpoint_ns)
+                with ns.head_lock:
+                    self._refresh(ns)
+                    doomed = {cid for commit, (_, cid) in list(ns.known.items())
+                              if str(self._doc(commit)["metadata"].get("run_id")) in runs}
+                    if doomed:
+                        self._rewrite(ns, keep={cid for _, cid in list(ns.known.values())} - doomed)
+
+    def _rewrite(self, ns: Any, keep: set[str]) -> None:
+        """Rebuild a namespace with only the checkpoints whose id is in ``keep``."""
+        repo, ref = self.repo, ns.ref
+        with ns.head_lock, ns.writes_lock:
+            self._refresh(ns)
+            leaves = self._leaves(ns)
+            scratch = ref.prefix + "rewrite"
+            mapped: dict[str, str] = {}  # surviving commit -> its rewritten commit
+
+            def survivor(commit: str | None) -> str | None:
+                while commit is not None and ns.known[commit][1] not in keep:
+                    commit = ns.known[commit][0]
+                return commit
+
+            def rebuild(tip: str) -> str | None:
+                chain: list[str] = []  # survivors from the tip up to one already rebuilt (or the root)
+                commit = survivor(tip)
+                while commit is not None and commit not in mapped:
+                    chain.append(commit)
+                    commit = survivor(ns.known[commit][0])
+                for old in reversed(chain):
+                    parent = survivor(ns.known[old][0])
+                    new_parent = mapped[parent] if parent is not None else None
+                    old_files = repo.list_files(old)
+                    base = repo.list_files(new_parent) if new_parent else {}
+                    changes: dict[str, bytes | None] = {p: self._blob(s) for p, s in old_files.items()
+                                                        if base.get(p) != s}
+                    changes.update({p: None for p in base if p not in old_files})
+                    doc = self._doc(old)
+                    msg = self._message(ns, doc["checkpoint"], doc["metadata"], doc.get("parent_checkpoint_id"), "")
+                    mapped[old] = repo.commit_files(scratch, changes, msg, parents=[new_parent] if new_parent else [],
+                                                    expected=repo.tip(scratch), force=True,
+                                                    fresh_tree=new_parent is None)
+                first = survivor(tip)
+                return mapped[first] if first is not None else None
+
+            new_tips = {t for t in (rebuild(o) for o in leaves.values()) if t is not None}
+            inner = {mapped[p] for old in mapped if (p := survivor(ns.known[old][0])) is not None}
+            ids = {mapped[old]: ns.known[old][1] for old in mapped}
+            tips = sorted(new_tips - inner, key=lambda c: ids[c], reverse=True)
+            for name in leaves:
+                repo.delete_ref(name)
+            repo.delete_ref(scratch)
+            if tips:
+                repo.set_ref(ref.head, tips[0], expected=None)
+                for commit in tips[1:]:
+                    repo.set_ref(self._free_fork_name(ns, ids[commit]), commit, expected=None)
+            self._rewrite_writes(ns, keep)
+            ns.head, ns.ids, ns.known = None, {}, {}
+        self._writes_cache.clear()
+
+    def _rewrite_writes(self, ns: Any, keep: set[str]) -> None:
+        tip = self.repo.tip(ns.ref.writes)
+        if tip is None:
+            return
+        stems = {f"{writes_bucket(cid)}/{id_component(cid, 'checkpoint id')}" for cid in keep}
+        files = {p: self._blob(s) for p, s in self.repo.list_files(tip).items() if p.split("~", 1)[0] in stems}
+        if not files:
+            self.repo.delete_ref(ns.ref.writes)
+            return
+        # a fresh root commit: dropped writes leave the history too (it is squashed)
+        self.repo.commit_files(ns.ref.writes, files, "writes kept after a prune or run deletion\n",
+                               parents=[], expected=tip, force=True, fresh_tree=True)

@@ -1,0 +1,350 @@
+"""How LangGraph state is laid out in git: names, file framing, readable renderings.
+
+Pure functions (no repository access), shared by the checkpointer, the store and the
+CLI. Every id that reaches a ref or a tree path goes through :func:`id_component`
+(:func:`got_core.names.encode_component`, or a hash when the id is too long).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
+from got_core.names import decode_component, encode_component
+
+__all__ = [
+    "THREADS_REF", "ThreadRef", "id_component", "ns_component", "decode_id", "channel_dir",
+    "blob_sha", "frame", "unframe", "render_json", "jsonable", "elem_path", "writes_bucket",
+    "writes_path", "encode_exact", "decode_exact", "split_msgpack_array", "join_msgpack_array",
+    "one_line", "message_summary", "LRU", "BUCKET", "FORMAT",
+]
+
+#: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
+THREADS_REF = "refs/got/threads/"
+#: Version tag written into every checkpoint.json.
+FORMAT = "got-langgraph-checkpoint/1"
+#: List elements per directory (keeps every tree object small as a list grows).
+BUCKET = 100
+_ROOT = "root"
+_RESERVED = {"checkpoint.json": "%63heckpoint.json", "checkpoint.bin": "%63heckpoint.bin"}
+
+
+def id_component(value: str, what: str) -> str:
+    """One ref/path component for an id: reversible encoding, or ``%x<sha256>`` when too long.
+
+    Raises:
+        InvalidNameError: empty, not a string, or not valid Unicode.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidNameError(f"{what} must be a non-empty string, not {value!r:.60}")
+    try:
+        return encode_component(value, what)
+    except InvalidNameError:
+        try:
+            raw = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidNameError(f"{what} holds characters that are not valid Unicode") from None
+        # Only length is left. '%x' is never produced by encode_component (it emits %XX, uppercase hex).
+        return "%x" + hashlib.sha256(raw).hexdigest()[:40]
+
+
+def ns_component(ns: str) -> str:
+    """The ref component of a checkpoint namespace (``""`` is ``root``)."""
+    if ns == "":
+        return _ROOT
+    if ns == _ROOT:
+        return "%72oot"  # 'r' percent-encoded: decodes to "root", never the root namespace
+    return id_component(ns, "checkpoint namespace")
+
+
+def decode_id(component: str, *, namespace: bool = False) -> str | None:
+    """Reverse :func:`id_component` / :func:`ns_component`; None for a hashed (long) id."""
+    if namespace and component == _ROOT:
+        return ""
+    if component.startswith("%x"):
+        return None
+    return decode_component(component)
+
+
+def channel_dir(name: str) -> str:
+    """The top-level directory of a channel in a checkpoint tree."""
+    comp = id_component(name, "channel name")
+    return _RESERVED.get(comp, comp)
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """One (thread, namespace) pair and the refs that hold it."""
+
+    thread_id: str
+    checkpoint_ns: str
+
+    @property
+    def prefix(self) -> str:
+        """``refs/got/threads/<thread>/<ns>/``."""
+        return f"{THREADS_REF}{id_component(self.thread_id, 'thread id')}/{ns_component(self.checkpoint_ns)}/"
+
+    @property
+    def head(self) -> str:
+        """The ref of the line holding the latest checkpoint."""
+        return self.prefix + "head"
+
+    @property
+    def writes(self) -> str:
+        """The ref of the pending-writes chain."""
+        return self.prefix + "writes"
+
+    def fork(self, checkpoint_id: str) -> str:
+        """A fork ref named after a checkpoint id."""
+        return self.prefix + "forks/" + id_component(checkpoint_id, "checkpoint id")
+
+
+# ---------------------------------------------------------------------------- bytes
+def blob_sha(data: bytes) -> str:
+    """Git's object id of a blob, computed locally (so unchanged files need no write)."""
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
+def frame(typed: tuple[str, bytes]) -> bytes:
+    """A serializer result as one file: ``<type tag>\\n<bytes>``."""
+    tag, data = typed
+    if not isinstance(tag, str) or "\n" in tag or not tag.isascii():
+        raise InvalidInputError(f"serializer type tag {tag!r:.40} is not a one-line ASCII name")
+    return tag.encode("ascii") + b"\n" + bytes(data)
+
+
+def unframe(data: bytes) -> tuple[str, bytes]:
+    """Reverse :func:`frame`."""
+    tag, sep, payload = data.partition(b"\n")
+    if not sep:
+        raise CorruptRepositoryError("a .bin file has no type tag line; the checkpoint is damaged")
+    return tag.decode("ascii", "replace"), payload
+
+
+def encode_exact(typed: tuple[str, bytes]) -> dict[str, str]:
+    """A serializer result inside JSON (type tag + base64)."""
+    frame(typed)  # validates the tag
+    return {"type": typed[0], "base64": base64.b64encode(bytes(typed[1])).decode("ascii")}
+
+
+def decode_exact(data: dict[str, Any]) -> tuple[str, bytes]:
+    """Reverse :func:`encode_exact`."""
+    try:
+        return str(data["type"]), base64.b64decode(data["base64"], validate=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRepositoryError(f"a stored write is damaged: {exc}") from None
+
+
+# ---------------------------------------------------------------------------- msgpack framing
+def _skip(buf: bytes, i: int) -> int:
+    """Offset just past the msgpack object at ``buf[i]`` (headers only; ext payloads are skipped whole)."""
+    pending = 1
+    n = int.from_bytes
+    while pending:
+        pending -= 1
+        b = buf[i]
+        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
+            i += 1
+        elif b <= 0x8F:
+            pending += 2 * (b & 0x0F)
+            i += 1
+        elif b <= 0x9F:
+            pending += b & 0x0F
+            i += 1
+        elif b <= 0xBF:
+            i += 1 + (b & 0x1F)
+        elif b in (0xC4, 0xD9):
+            i += 2 + buf[i + 1]
+        elif b in (0xC5, 0xDA):
+            i += 3 + n(buf[i + 1:i + 3], "big")
+        elif b in (0xC6, 0xDB):
+            i += 5 + n(buf[i + 1:i + 5], "big")
+        elif b == 0xC7:
+            i += 3 + buf[i + 1]
+        elif b == 0xC8:
+            i += 4 + n(buf[i + 1:i + 3], "big")
+        elif b == 0xC9:
+            i += 6 + n(buf[i + 1:i + 5], "big")
+        elif b in (0xCA, 0xCE, 0xD2):
+            i += 5
+        elif b in (0xCB, 0xCF, 0xD3):
+            i += 9
+        elif b in (0xCC, 0xD0):
+            i += 2
+        elif b in (0xCD, 0xD1):
+            i += 3
+        elif 0xD4 <= b <= 0xD8:
+            i += 2 + (1, 2, 4, 8, 16)[b - 0xD4]
+        elif b in (0xDC, 0xDE):
+            pending += n(buf[i + 1:i + 3], "big") * (2 if b == 0xDE else 1)
+            i += 3
+        elif b in (0xDD, 0xDF):
+            pending += n(buf[i + 1:i + 5], "big") * (2 if b == 0xDF else 1)
+            i += 5
+        else:
+            raise ValueError(f"byte {b:#x} is not msgpack")
+    return i
+
+
+def split_msgpack_array(buf: bytes) -> list[bytes] | None:
+    """The encodings of each element of a msgpack array, or None if ``buf`` is not one array.
+
+    ormsgpack encodes elements independently, so each slice equals the element's own
+    encoding: one serializer call for a whole list still yields per-element blobs.
+    """
+    if not buf:
+        return None
+    b = buf[0]
+    if 0x90 <= b <= 0x9F:
+        count, i = b & 0x0F, 1
+    elif b == 0xDC and len(buf) >= 3:
+        count, i = int.from_bytes(buf[1:3], "big"), 3
+    elif b == 0xDD and len(buf) >= 5:
+        count, i = int.from_bytes(buf[1:5], "big"), 5
+    else:
+        return None
+    out = []
+    try:
+        for _ in range(count):
+            j = _skip(buf, i)
+            out.append(buf[i:j])
+            i = j
+    except (IndexError, ValueError):
+        return None
+    return out if i == len(buf) else None
+
+
+def join_msgpack_array(items: list[bytes]) -> bytes:
+    """One msgpack array from element encodings (the inverse of :func:`split_msgpack_array`)."""
+    n = len(items)
+    head = bytes([0x90 | n]) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 65536
+                                             else b"\xdd" + n.to_bytes(4, "big"))
+    return head + b"".join(items)
+
+
+# ---------------------------------------------------------------------------- readable renderings
+def jsonable(value: Any, depth: int = 0) -> Any:
+    """A JSON-friendly view of a value, for people (the exact bytes are stored apart)."""
+    if depth > 40:
+        return repr(value)[:200]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytes": len(value), "sha1": hashlib.sha1(bytes(value)).hexdigest()}
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # pydantic models, LangChain messages
+        try:
+            data = dump(mode="json")
+        except Exception:  # noqa: BLE001 - a rendering must never fail a checkpoint
+            data = {"repr": repr(value)[:2000]}
+        if isinstance(data, dict) and isinstance(getattr(value, "type", None), str):
+            # messages: drop empty fields so each file shows what the message says
+            data = {k: v for k, v in data.items() if v not in (None, "", [], {}) or k == "content"}
+        return jsonable(data, depth + 1)
+    if hasattr(value, "__dataclass_fields__"):
+        return {"__type__": type(value).__name__,
+                **{k: jsonable(getattr(value, k, None), depth + 1) for k in value.__dataclass_fields__}}
+    if hasattr(value, "_asdict"):
+        return jsonable(value._asdict(), depth + 1)
+    if hasattr(value, "value") and hasattr(type(value), "__members__"):  # Enum
+        return jsonable(value.value, depth + 1)
+    slots = getattr(type(value), "__slots__", None)
+    if isinstance(slots, (tuple, list)) and slots:  # e.g. langgraph's Send, Interrupt
+        return {"__type__": type(value).__name__,
+                **{s: jsonable(getattr(value, s, None), depth + 1) for s in slots if hasattr(value, s)}}
+    if hasattr(value, "__dict__"):
+        return {"__type__": type(value).__name__,
+                **{k: jsonable(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")}}
+    return repr(value)[:2000]
+
+
+def render_json(value: Any) -> bytes:
+    """Readable, deterministic JSON of a value (what ``git diff`` shows), ending in a newline."""
+    return (json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def elem_path(base: str, i: int) -> str:
+    """Path stem of list element ``i`` under ``base`` (``base/000/000003``)."""
+    return f"{base}/{i // BUCKET:03d}/{i:06d}"
+
+
+def writes_bucket(checkpoint_id: str) -> str:
+    """The writes-tree directory of a checkpoint (2 hex of sha1: keeps the root tree small)."""
+    return hashlib.sha1(checkpoint_id.encode("utf-8")).hexdigest()[:2]
+
+
+def writes_path(checkpoint_id: str, task_id: str) -> str:
+    """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
+    return (f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
+            f"~{id_component(task_id, 'task id')}.json")
+
+
+def message_summary(message: Any, limit: int = 60) -> str | None:
+    """``"<type>: <content or tool calls>"`` for a chat message, None for other values."""
+    kind = getattr(message, "type", None)
+    if not isinstance(kind, str) or not hasattr(message, "content"):
+        return None
+    text = message.content if isinstance(message.content, str) else json.dumps(jsonable(message.content))
+    if not text.strip():
+        calls = getattr(message, "tool_calls", None) or []
+        text = ", ".join(f"{c.get('name')}({json.dumps(c.get('args', {}), ensure_ascii=False)})" for c in calls)
+    return f"{kind}: {one_line(text or '(empty)', limit)}"
+
+
+def one_line(text: Any, limit: int = 72) -> str:
+    """``text`` on one line, without NUL, cut to ``limit`` characters."""
+    text = " ".join(str(text).replace("\x00", " ").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LRU:
+    """A small thread-safe LRU map bounded by total weight."""
+
+    def __init__(self, max_weight: int) -> None:
+        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._weight = 0
+        self._max = max_weight
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The value for ``key`` or None."""
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None:
+                return None
+            self._data.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: Any, value: Any, weight: int = 1) -> None:
+        """Store ``value``; evicts the least recently used entries beyond the weight budget."""
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+            self._data[key] = (value, weight)
+            self._weight += weight
+            while self._weight > self._max and len(self._data) > 1:
+                _, (_, w) = self._data.popitem(last=False)
+                self._weight -= w
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._data.clear()
+            self._weight = 0

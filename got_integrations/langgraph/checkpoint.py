@@ -1,0 +1,757 @@
+"""``GitCheckpointSaver``: LangGraph checkpoints as git commits (DESIGN §3, "thread = ref namespace").
+
+A drop-in for ``SqliteSaver`` / ``InMemorySaver``::
+
+    graph = builder.compile(checkpointer=GitCheckpointSaver.from_path("agent.git"))
+
+Refs (ids go through :func:`got_core.names.encode_component`; the root namespace is ``root``)::
+
+    refs/got/threads/<thread>/<ns>/head          the line holding the latest checkpoint
+    refs/got/threads/<thread>/<ns>/forks/<id>    other lines (forks), named by the checkpoint
+                                                 id their tip had when the ref was created
+    refs/got/threads/<thread>/<ns>/writes        pending writes: one commit per put_writes
+
+Each checkpoint is one commit whose parent is its parent checkpoint's commit. Its tree::
+
+    checkpoint.json                       ids, versions, metadata, channel index (readable; exact when
+                                          JSON round-trips, else checkpoint.bin holds the serializer's bytes)
+    <channel>/value.json | value.bin      a channel value: readable rendering | serializer bytes
+                                          (values of up to 96 serialised bytes, e.g. None, flags and
+                                          counters, sit inline in checkpoint.json instead)
+    <channel>/000/000003.json | .bin      a list channel (e.g. messages): one pair per element,
+                                          100 elements per directory
+
+``.bin`` files are ``<type tag>\\n<serializer bytes>``. An unchanged value or list element
+is the same blob in every checkpoint, so a growing message list adds one message per
+step, not a copy of the list; ``git diff <a> <b>`` shows the state change. The writes
+tree holds ``<2 hex of sha1(id)>/<checkpoint id>~<task id>.json`` (readable values plus
+the exact bytes in base64).
+
+Cost per super-step (DESIGN §5: objects and ref moves are what a write costs): ``put`` writes
+one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
+element's two files (typically 7 objects) and moves one ref; ``put_writes`` writes one
+commit, two small trees and one file (4 objects) and moves the ``writes`` ref. Unchanged
+channels are not even serialised; a list is serialised once and split into elements.
+Reads of recent checkpoints come from an in-process cache keyed by commit (git objects
+are immutable, so a cache hit is never stale); ``head`` is re-read on every latest read.
+
+"Latest" is the highest checkpoint id, as in ``InMemorySaver``: ``head`` always holds it;
+a put whose parent is not ``head``'s tip (``update_state`` on an old config, a replay)
+starts or extends a fork ref, so nothing is orphaned. Writes live apart from the
+checkpoint chain because LangGraph may save a task's writes before (or after) the
+checkpoint they belong to (``durability="async"`` runs saves in a thread pool).
+
+Deserialisation is safe by default: LangGraph's ``JsonPlusSerializer`` in strict msgpack
+mode (only allow-listed types are rebuilt: LangGraph's safe set, the types passed as
+``allowed_msgpack_modules``, and, with ``LANGGRAPH_STRICT_MSGPACK=true``, the state types a
+compiled graph adds through ``with_allowlist``); ``pickle`` payloads are refused both ways
+unless ``allow_pickle=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, UnknownRefError
+from got_core.repo import ReasoningRepo
+from got_integrations.langgraph._history import HistoryOps
+from got_integrations.langgraph._layout import (
+    FORMAT,
+    LRU,
+    THREADS_REF,
+    ThreadRef,
+    blob_sha,
+    channel_dir,
+    decode_exact,
+    decode_id,
+    elem_path,
+    encode_exact,
+    frame,
+    id_component,
+    jsonable,
+    join_msgpack_array,
+    message_summary,
+    one_line,
+    render_json,
+    split_msgpack_array,
+    unframe,
+    writes_bucket,
+    writes_path,
+)
+
+__all__ = ["GitCheckpointSaver", "UnsafePayloadError", "THREADS_REF"]
+
+Typed = tuple[str, bytes]
+#: Channel values whose serializer bytes fit in this many bytes are kept inline in checkpoint.json.
+INLINE_BYTES = 96
+
+
+class UnsafePayloadError(InvalidInputError):
+    """A checkpoint payload (to store or to load) needs ``pickle``; refused unless ``allow_pickle=True``."""
+
+
+@dataclass
+class _Ns:
+    """In-process knowledge about one (thread, namespace); git stays the truth."""
+
+    ref: ThreadRef
+    head_lock: threading.RLock = field(default_factory=threading.RLock)
+    writes_lock: threading.RLock = field(default_factory=threading.RLock)
+    head: str | None = None  # head commit as last seen or written
+    ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
+    known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+
+
+class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer that stores every checkpoint as a git commit.
+
+    Args:
+        repo: a :class:`~got_core.repo.ReasoningRepo` or a repository path (created if missing).
+        serde: the serializer (default: ``JsonPlusSerializer`` in strict msgpack mode, no pickle).
+        allowed_msgpack_modules: extra types (classes or ``(module, name)``) the default
+            serializer may rebuild, e.g. your pydantic state models. LangGraph's messages,
+            ``Send``, ``Interrupt``, datetimes, ... are always allowed; with
+            ``LANGGRAPH_STRICT_MSGPACK=true`` a compiled graph adds its own schema types.
+            A type that is not allowed comes back as plain data (LangGraph logs which one).
+        allow_pickle: accept ``pickle`` payloads (only for repositories you trust).
+        cache_bytes: memory for recently read or written checkpoint bytes (reads skip git).
+
+    Thread-safe: one saver may serve many graph threads; two processes may share one
+    repository (every ref move is a compare-and-swap, retried on a lost race).
+    """
+
+    def __init__(self, repo: ReasoningRepo | str | Any, *, serde: SerializerProtocol | None = None,
+                 allowed_msgpack_modules: Iterable[tuple[str, ...] | type] | None = None,
+                 allow_pickle: bool = False, cache_bytes: int = 64 * 1024 * 1024) -> None:
+        if serde is None:  # strict: only allow-listed types are rebuilt, nothing is unpickled
+            allowed = tuple(allowed_msgpack_modules) if allowed_msgpack_modules else None
+            serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=allowed)
+        super().__init__(serde=serde)
+        self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
+        self.allow_pickle = allow_pickle
+        self._blobs = LRU(cache_bytes // 2)  # blob sha -> bytes
+        self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements
+        self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
+        self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
+        self._writes_cache = LRU(4096)  # (writes tip, checkpoint id) -> [writes documents]
+        self._states: dict[tuple[str, str], _Ns] = {}
+        self._states_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_path(cls, path: str | Any, **options: Any) -> "GitCheckpointSaver":
+        """A saver on the repository at ``path`` (a bare repository is created when missing)."""
+        return cls(ReasoningRepo.open(path), **options)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, path: str, **options: Any) -> Iterator["GitCheckpointSaver"]:
+        """Context-manager form mirroring ``SqliteSaver.from_conn_string`` (takes a repository path)."""
+        saver = cls.from_path(path, **options)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def close(self) -> None:
+        """Drop caches and release the repository's index handle."""
+        for cache in (self._blobs, self._lists, self._files, self._docs, self._writes_cache):
+            cache.clear()
+        self.repo.close()
+
+    def __enter__(self) -> "GitCheckpointSaver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "GitCheckpointSaver":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _ns(self, thread_id: Any, checkpoint_ns: str | None) -> _Ns:
+        key = (str(thread_id), checkpoint_ns or "")
+        with self._states_lock:
+            state = self._states.get(key)
+            if state is None:
+                state = self._states[key] = _Ns(ThreadRef(*key))
+            return state
+
+    def _forget(self, thread_id: str) -> None:
+        with self._states_lock:
+            for key in [k for k in self._states if k[0] == thread_id]:
+                del self._states[key]
+        self._writes_cache.clear()
+
+    def _blob(self, sha: str) -> bytes:
+        data = self._blobs.get(sha)
+        if data is None:
+            data = self.repo.read_blob(sha)
+            self._blobs.put(sha, data, len(data) + 80)
+        return data
+
+    def _tree(self, commit: str) -> dict[str, str]:
+        files = self._files.get(commit)
+        if files is None:
+            files = self.repo.list_files(commit)
+            self._files.put(commit, files, len(files) + 1)
+        return files
+
+    def _doc(self, commit: str) -> dict[str, Any]:
+        """The parsed ``checkpoint.json`` of a commit (a fresh dict on every call)."""
+        data = self._docs.get(commit)
+        if data is None:
+            files = self._files.get(commit)
+            try:
+                data = self._blob(files["checkpoint.json"]) if files else self.repo.read_file(commit, "checkpoint.json")
+            except (KeyError, UnknownRefError):
+                raise CorruptRepositoryError(
+                    f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint") from None
+            self._docs.put(commit, data, len(data) + 80)
+        try:
+            doc = json.loads(data)
+        except ValueError as exc:
+            raise CorruptRepositoryError(f"checkpoint.json of {commit[:12]} does not parse: {exc}") from None
+        if doc.get("exact"):
+            exact = self._loads(unframe(self.repo.read_file(commit, "checkpoint.bin")))
+            doc["checkpoint"], doc["metadata"] = exact["checkpoint"], exact["metadata"]
+        return doc
+
+    def _id_of(self, ns: _Ns, commit: str) -> str:
+        known = ns.known.get(commit)
+        return known[1] if known else self._doc(commit)["checkpoint_id"]
+
+    def _dumps(self, value: Any) -> Typed:
+        typed = self.serde.dumps_typed(value)
+        if typed[0] == "pickle" and not self.allow_pickle:
+            raise UnsafePayloadError(
+                f"a {type(value).__name__} value can only be stored with pickle; make it msgpack-serialisable, "
+                "or pass allow_pickle=True to GitCheckpointSaver (and then load only repositories you trust)")
+        return typed
+
+    def _loads(self, typed: Typed) -> Any:
+        if typed[0] == "pickle" and not self.allow_pickle:
+            raise UnsafePayloadError(
+                "refusing to unpickle a checkpoint payload; pass allow_pickle=True only for a repository you trust")
+        return self.serde.loads_typed(typed)
+
+    def _loads_list(self, typed: list[Typed]) -> list[Any]:
+        if typed and all(t == "msgpack" for t, _ in typed):
+            # one msgpack array from the element encodings: a single decode, the same values
+            value = self.serde.loads_typed(("msgpack", join_msgpack_array([d for _, d in typed])))
+            if isinstance(value, list) and len(value) == len(typed):
+                return value
+        return [self._loads(t) for t in typed]
+
+    def _dump_list(self, value: list[Any]) -> list[Typed]:
+        whole = self._dumps(value)
+        if whole[0] == "msgpack":
+            parts = split_msgpack_array(whole[1])
+            if parts is not None and len(parts) == len(value):
+                return [("msgpack", p) for p in parts]  # one serializer call for the whole list
+        return [self._dumps(item) for item in value]
+
+    # ------------------------------------------------------------------ index of one namespace
+    def _walk(self, ns: _Ns, tip: str) -> None:
+        commit: str | None = tip
+        while commit is not None and commit not in ns.known:
+            cid = self._id_of(ns, commit)
+            try:
+                parent: str | None = self.repo.resolve(commit + "^")
+            except UnknownRefError:
+                parent = None
+            ns.known[commit] = (parent, cid)
+            commit = parent
+
+    def _leaves(self, ns: _Ns) -> dict[str, str]:
+        """Ref name -> commit for ``head`` and the fork refs of a namespace."""
+        forks = ns.ref.prefix + "forks/"
+        return {n: o for n, o in self.repo.refs(ns.ref.prefix).items() if n == ns.ref.head or n.startswith(forks)}
+
+    def _refresh(self, ns: _Ns) -> list[tuple[str, str]]:
+        """Re-read a namespace's refs; returns the reachable (checkpoint id, commit) pairs."""
+        leaves = self._leaves(ns)
+        ids: dict[str, str] = {}
+        seen: set[str] = set()
+        for name in sorted(leaves, key=lambda n: n != ns.ref.head):
+            self._walk(ns, leaves[name])
+            commit: str | None = leaves[name]
+            while commit is not None and commit not in seen:
+                seen.add(commit)
+                parent, cid = ns.known[commit]
+                ids.setdefault(cid, commit)
+                commit = parent
+        ns.ids = ids
+        ns.head = leaves.get(ns.ref.head)
+        return list(ids.items())
+
+    def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None:
+        commit = ns.ids.get(checkpoint_id)
+        if commit is None:
+            self._refresh(ns)
+            commit = ns.ids.get(checkpoint_id)
+        return commit
+
+    # ------------------------------------------------------------------ reading
+    def _values(self, commit: str, doc: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, info in doc["channels"].items():
+            if info["kind"] == "inline":
+                values[name] = self._loads(decode_exact(info["exact"]))
+                continue
+            base = info["dir"]
+            try:
+                if info["kind"] == "value":
+                    values[name] = self._loads(unframe(self._blob(self._tree(commit)[base + "/value.bin"])))
+                    continue
+                typed = self._lists.get((commit, name))
+                if typed is None:
+                    files = self._tree(commit)
+                    typed = [unframe(self._blob(files[elem_path(base, i) + ".bin"])) for i in range(info["length"])]
+                    self._lists.put((commit, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
+                values[name] = self._loads_list(typed)
+            except KeyError as exc:
+                raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks {exc}; run `got fsck`") from None
+        return values
+
+    def _tuple(self, ns: _Ns, commit: str, config: RunnableConfig | None) -> CheckpointTuple:
+        doc = self._doc(commit)
+        cid = doc["checkpoint_id"]
+        t, n = ns.ref.thread_id, ns.ref.checkpoint_ns
+        parent = doc.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config=config or {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": cid}},
+            checkpoint={**doc["checkpoint"], "channel_values": self._values(commit, doc)},
+            metadata=doc["metadata"],
+            parent_config=({"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}}
+                           if parent else None),
+            pending_writes=self._pending_writes(ns, cid),
+        )
+
+    def _writes_docs(self, ns: _Ns, checkpoint_id: str) -> list[dict[str, Any]]:
+        tip = self.repo.tip(ns.ref.writes)
+        if tip is None:
+            return []
+        docs = self._writes_cache.get((tip, checkpoint_id))
+        if docs is None:
+            stem = f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
+            files = self.repo.list_files(tip, writes_bucket(checkpoint_id))
+            try:
+                docs = [json.loads(self._blob(sha)) for path, sha in sorted(files.items()) if path.startswith(stem)]
+            except ValueError as exc:
+                raise CorruptRepositoryError(f"a writes file of {checkpoint_id} does not parse: {exc}") from None
+            self._writes_cache.put((tip, checkpoint_id), docs)
+        return docs
+
+    def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> list[PendingWrite]:
+        rows = [(d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"])
+                for d in self._writes_docs(ns, checkpoint_id) for w in d["writes"]]
+        rows.sort(key=lambda r: writes_sort_key(r[0], r[1], r[2]))
+        return [(task_id, channel, self._loads(decode_exact(exact))) for _, task_id, _, channel, exact in rows]
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (its ``checkpoint_id``, else the latest), or None.
+
+        Pending writes come back in ``writes_sort_key`` order (task path, task id, index).
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            commit = self._lookup(ns, checkpoint_id)
+            return None if commit is None else self._tuple(ns, commit, config)
+        commit = self.repo.tip(ns.ref.head)
+        return None if commit is None else self._tuple(ns, commit, None)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (highest id first): of one thread (and namespace, when the
+        config names one), whose metadata has every ``filter`` item, older than ``before``."""
+        if config is not None:
+            conf = config["configurable"]
+            thread_ids, only_ns = [str(conf["thread_id"])], conf.get("checkpoint_ns")
+            only_id = get_checkpoint_id(config)
+        else:
+            thread_ids, only_ns, only_id = self.threads(), None, None
+        before_id = get_checkpoint_id(before) if before else None
+        rows: list[tuple[str, _Ns, str]] = []
+        for thread_id in thread_ids:
+            for checkpoint_ns in self.namespaces(thread_id):
+                if only_ns is None or checkpoint_ns == only_ns:
+                    ns = self._ns(thread_id, checkpoint_ns)
+                    rows.extend((cid, ns, commit) for cid, commit in self._refresh(ns))
+        rows.sort(key=lambda r: r[0], reverse=True)
+        remaining = limit
+        for cid, ns, commit in rows:
+            if (only_id and cid != only_id) or (before_id and cid >= before_id):
+                continue
+            if filter:
+                meta = self._doc(commit)["metadata"]
+                if not all(meta.get(k) == v for k, v in filter.items()):
+                    continue
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                remaining -= 1
+            yield self._tuple(ns, commit, None)
+
+    def threads(self) -> list[str]:
+        """Every thread id with checkpoints in the repository."""
+        out = set()
+        for name, oid in self.repo.refs(THREADS_REF).items():
+            thread = decode_id(name[len(THREADS_REF):].split("/", 1)[0])
+            if thread is None and name.endswith("/head"):  # a hashed long id: read it from the checkpoint
+                thread = self._doc(oid)["thread_id"]
+            if thread is not None:
+                out.add(thread)
+        return sorted(out)
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        """The checkpoint namespaces of a thread (``""`` is the root graph)."""
+        prefix = f"{THREADS_REF}{id_component(str(thread_id), 'thread id')}/"
+        out = set()
+        for name, oid in self.repo.refs(prefix).items():
+            ns = decode_id(name[len(prefix):].split("/", 1)[0], namespace=True)
+            if ns is None and name.endswith("/head"):
+                ns = self._doc(oid)["checkpoint_ns"]
+            if ns is not None:
+                out.add(ns)
+        return sorted(out)
+
+    # ------------------------------------------------------------------ writing a checkpoint
+    def _plan(self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
+              ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, list[Typed]], str]:
+        """What changes from the parent's tree: (changes, channel index, new tree listing,
+        element encodings of list channels, a one-line summary)."""
+        files = dict(self._tree(parent)) if parent else {}
+        old_channels: dict[str, Any] = self._doc(parent)["channels"] if parent else {}
+        changes: dict[str, bytes | None] = {}
+        lists: dict[str, list[Typed]] = {}
+        summary = ""
+
+        def put(path: str, data: bytes) -> None:
+            sha = blob_sha(data)
+            if files.get(path) != sha:
+                files[path] = sha
+                changes[path] = data
+
+        def drop(info: dict[str, Any], keep: int = 0) -> None:
+            if info["kind"] == "inline":
+                return
+            base = info["dir"]
+            paths = ([base + "/value.bin", base + "/value.json"] if info["kind"] == "value" else
+                     [elem_path(base, i) + ext for i in range(keep, info["length"]) for ext in (".bin", ".json")])
+            for path in paths:
+                if files.pop(path, None) is not None:
+                    changes[path] = None
+
+        versions, values = checkpoint["channel_versions"], checkpoint["channel_values"]
+        channels: dict[str, Any] = {}
+        for name, version in versions.items():
+            old = old_channels.get(name)
+            if name not in new_versions and old is not None and old.get("version") == version:
+                channels[name] = old  # unchanged since the parent: its files stay, nothing is serialised
+                continue
+            if name not in values:
+                if old is not None:
+                    drop(old)
+                continue
+            value, base = values[name], channel_dir(name)
+            typed_value = None if type(value) is list else self._dumps(value)
+            kind = "list" if typed_value is None else (
+                "inline" if len(typed_value[1]) <= INLINE_BYTES else "value")
+            if old is not None and (old["kind"] != kind or old.get("dir", base) != base or kind == "inline"):
+                drop(old)  # the channel changed shape (or name encoding): its old files go
+            if kind == "inline":
+                # small values (None, flags, counters) live in checkpoint.json, which changes anyway
+                channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value),
+                                  "value": jsonable(value)}
+                continue
+            if kind == "value":
+                data = frame(typed_value)
+                if files.get(base + "/value.bin") != blob_sha(data):
+                    put(base + "/value.bin", data)
+                    put(base + "/value.json", render_json(value))
+                channels[name] = {"dir": base, "kind": "value", "version": version}
+                continue
+            same_list = old is not None and old["kind"] == "list" and old["dir"] == base
+            typed = lists[name] = self._dump_list(value)
+            previous = self._lists.get((parent, name)) if same_list else None
+            for i, item in enumerate(typed):
+                if previous is not None and i < len(previous) and previous[i] == item:
+                    continue  # byte-identical to the parent's element: same blobs
+                stem = elem_path(base, i)
+                data = frame(item)
+                sha = blob_sha(data)
+                if files.get(stem + ".bin") != sha:
+                    files[stem + ".bin"] = sha
+                    changes[stem + ".bin"] = data
+                    put(stem + ".json", render_json(value[i]))
+                    summary = message_summary(value[i]) or summary
+            if same_list:
+                drop(old, keep=len(value))
+            channels[name] = {"dir": base, "kind": "list", "length": len(value), "version": version}
+        for name, old in old_channels.items():
+            if name not in versions:
+                drop(old)
+        return changes, channels, files, lists, summary
+
+    def _document(self, ns: _Ns, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                  channels: dict[str, Any]) -> tuple[bytes, bytes | None]:
+        head = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        meta = get_checkpoint_metadata(config, metadata)
+        doc: dict[str, Any] = {
+            "format": FORMAT, "thread_id": ns.ref.thread_id, "checkpoint_ns": ns.ref.checkpoint_ns,
+            "checkpoint_id": checkpoint["id"], "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
+            "checkpoint": head, "metadata": meta, "channels": channels,
+        }
+        try:
+            text = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+            exact = json.loads(text) == doc
+        except (TypeError, ValueError):
+            exact = False
+        if exact:
+            return (text + "\n").encode("utf-8"), None
+        # versions or metadata that JSON cannot carry exactly: the serializer's bytes beside a rendering
+        data = frame(self._dumps({"checkpoint": head, "metadata": meta}))
+        doc["exact"] = True
+        return render_json(doc), data
+
+    @staticmethod
+    def _message(ns: _Ns, checkpoint: dict[str, Any], metadata: dict[str, Any], parent_id: str | None,
+                 summary: str) -> str:
+        lines = [f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})"
+                 + (f" {summary}" if summary else ""), "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
+        if ns.ref.checkpoint_ns:
+            lines.append(f"Namespace: {one_line(ns.ref.checkpoint_ns, 200)}")
+        lines.append(f"Checkpoint: {one_line(checkpoint['id'], 200)}")
+        if parent_id:
+            lines.append(f"Parent-Checkpoint: {one_line(parent_id, 200)}")
+        if metadata.get("run_id"):
+            lines.append(f"Run: {one_line(metadata['run_id'], 200)}")
+        return "\n".join(lines) + "\n"
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        """Commit ``checkpoint`` as a child of its parent checkpoint's commit (one commit, one ref move).
+
+        Returns:
+            The config of the stored checkpoint (thread id, namespace, checkpoint id).
+
+        Raises:
+            ConcurrentUpdateError: another process kept moving the same thread's refs.
+            UnsafePayloadError: a value needs pickle.
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        parent_id, new_id, repo = conf.get("checkpoint_id"), checkpoint["id"], self.repo
+        with ns.head_lock:
+            for attempt in repo.attempts(ns.ref.head):
+                head = ns.head if attempt == 0 and ns.head else repo.tip(ns.ref.head)
+                head_id = self._id_of(ns, head) if head else None
+                parent = head if parent_id and parent_id == head_id else (
+                    self._lookup(ns, parent_id) if parent_id else None)
+                changes, channels, files, lists, summary = self._plan(checkpoint, new_versions, parent)
+                doc_bytes, exact = self._document(ns, config, checkpoint, metadata, channels)
+                changes["checkpoint.json"] = doc_bytes
+                files["checkpoint.json"] = blob_sha(doc_bytes)
+                if exact is not None:
+                    changes["checkpoint.bin"] = exact
+                    files["checkpoint.bin"] = blob_sha(exact)
+                elif files.pop("checkpoint.bin", None) is not None:
+                    changes["checkpoint.bin"] = None
+                message = self._message(ns, checkpoint, metadata, parent_id, summary)
+                try:
+                    oid = self._publish(ns, head, head_id, parent, new_id, changes, message)
+                except ConcurrentUpdateError:
+                    ns.head = None  # our view of the refs was stale: re-read and retry
+                    if attempt > 50:
+                        raise
+                    continue
+                break
+            self._files.put(oid, files, len(files) + 1)
+            self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
+            for name, typed in lists.items():
+                self._lists.put((oid, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
+            ns.ids[new_id] = oid
+            ns.known[oid] = (parent, new_id)
+        return {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns.ref.checkpoint_ns,
+                                 "checkpoint_id": new_id}}
+
+    def _publish(self, ns: _Ns, head: str | None, head_id: str | None, parent: str | None, new_id: str,
+                 changes: dict[str, bytes | None], message: str) -> str:
+        repo, ref, parents, fresh = self.repo, ns.ref, [parent] if parent else [], parent is None
+        if head is None or new_id >= (head_id or ""):
+            # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
+            fork_of_parent = None
+            if parent != head:
+                if parent is not None:
+                    fork_of_parent = next((n for n, o in self._leaves(ns).items()
+                                           if o == parent and n != ref.head), None)
+                if head is not None and new_id != head_id:
+                    self._keep(ns, head, head_id or "")
+            oid = repo.commit_files(ref.head, changes, message, parents=parents, expected=head,
+                                    force=True, fresh_tree=fresh)
+            ns.head = oid
+            if fork_of_parent is not None:
+                repo.delete_ref(fork_of_parent)  # now an ancestor of head
+            return oid
+        # An id below the latest (ids that do not grow along a line): it stays off head.
+        fork = next((n for n, o in self._leaves(ns).items() if o == parent and n != ref.head), None) \
+            if parent is not None else None
+        if fork is not None:
+            return repo.commit_files(fork, changes, message, parents=parents, expected=parent, fresh_tree=fresh)
+        return repo.commit_files(self._free_fork_name(ns, new_id), changes, message, parents=parents,
+                                 expected=None, fresh_tree=fresh)
+
+    def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str:
+        name = candidate = ns.ref.fork(checkpoint_id)
+        taken = self.repo.refs(ns.ref.prefix + "forks/")
+        n = 2
+        while candidate in taken:
+            candidate, n = f"{name}-{n}", n + 1
+        return candidate
+
+    def _keep(self, ns: _Ns, commit: str, checkpoint_id: str) -> None:
+        """Make sure ``commit`` stays reachable through a fork ref of ``ns``."""
+        if not any(o == commit and n != ns.ref.head for n, o in self._leaves(ns).items()):
+            self.repo.set_ref(self._free_fork_name(ns, checkpoint_id), commit, expected=None)
+
+    # ------------------------------------------------------------------ pending writes
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        """Store a task's writes for a checkpoint (one commit on the thread's ``writes`` ref).
+
+        As in the reference savers, a regular write ``(task_id, idx)`` is stored once (a
+        repeat is ignored); special writes (errors, interrupts, ...) replace the old one.
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        checkpoint_id, task_id = str(conf["checkpoint_id"]), str(task_id)
+        path = writes_path(checkpoint_id, task_id)
+        with ns.writes_lock:
+            for _ in self.repo.attempts(ns.ref.writes):
+                tip = self.repo.tip(ns.ref.writes)
+                entries: dict[int, dict[str, Any]] = {}
+                old_path = ""
+                if tip is not None:
+                    try:
+                        old = json.loads(self.repo.read_file(tip, path))
+                    except UnknownRefError:
+                        pass
+                    else:
+                        entries = {w["idx"]: w for w in old["writes"]}
+                        old_path = old.get("task_path", "")
+                changed = False
+                for idx, (channel, value) in enumerate(writes):
+                    key = WRITES_IDX_MAP.get(channel, idx)
+                    if key >= 0 and key in entries:
+                        continue
+                    entries[key] = {"idx": key, "channel": channel, "value": jsonable(value),
+                                    "exact": encode_exact(self._dumps(value))}
+                    changed = True
+                if not changed:
+                    return
+                doc = {"checkpoint_id": checkpoint_id, "task_id": task_id, "task_path": task_path or old_path,
+                       "writes": [entries[i] for i in sorted(entries)]}
+                data = (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+                node = task_path.rsplit(",", 1)[-1].strip() if task_path else task_id[:8]
+                channels = ", ".join(sorted({str(e["channel"]) for e in entries.values()}))
+                message = (f"writes {one_line(node, 40)} -> {one_line(channels, 60)}\n\n"
+                           f"Checkpoint: {one_line(checkpoint_id, 200)}\nTask: {one_line(task_id, 200)}\n"
+                           + (f"Task-Path: {one_line(task_path, 200)}\n" if task_path else ""))
+                try:
+                    self.repo.commit_files(ns.ref.writes, {path: data}, message, expected=tip)
+                except ConcurrentUpdateError:
+                    continue
+                return
+
+    # ------------------------------------------------------------------ versions
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """Next channel version: a zero-padded counter and a random fraction (the scheme of
+        ``InMemorySaver`` / ``SqliteSaver``: versions sort, and forks never reuse one)."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    def lines(self, thread_id: str, checkpoint_ns: str = "") -> dict[str, str]:
+        """The lines (git branches) of a thread: ref name -> checkpoint id at its tip.
+
+        ``.../head`` holds the latest checkpoint; ``.../forks/...`` the other lines.
+        """
+        ns = self._ns(thread_id, checkpoint_ns)
+        return {name: self._id_of(ns, oid) for name, oid in self._leaves(ns).items()}
+
+    def commit_of(self, config: RunnableConfig) -> str | None:
+        """The git commit SHA of the checkpoint named by ``config`` (the latest when it names none)."""
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        return self._lookup(ns, checkpoint_id) if checkpoint_id else self.repo.tip(ns.ref.head)
+
+    # ------------------------------------------------------------------ async twins
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple` (in a worker thread: git I/O never blocks the event loop)."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in items:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        """Async :meth:`put`."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        """Async :meth:`put_writes`."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)

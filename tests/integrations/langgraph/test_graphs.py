@@ -1,0 +1,410 @@
+"""Real LangGraph graphs on GitCheckpointSaver, compared with InMemorySaver in the same test.
+
+Every scenario runs twice, once per saver, and the observable results (state,
+history, pending tasks, interrupts, forks, subgraph state) must be equal. Then git
+itself checks what was written: ``git fsck``, ``git diff`` between two checkpoints,
+blob reuse as the message list grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Annotated, Any, Callable, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, Interrupt, StateSnapshot, interrupt
+from pydantic import BaseModel
+
+from got_core.solver.tools import calculate
+from got_integrations.langgraph import GitCheckpointSaver, UnsafePayloadError
+from got_integrations.langgraph._layout import split_msgpack_array
+from gitcli import fsck_clean, git
+
+
+# ---------------------------------------------------------------------------- graphs
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression exactly."""
+    return calculate(expression)
+
+
+def scripted_agent(state: MessagesState) -> dict[str, Any]:
+    """A scripted stand-in for a chat model: asks the calculator, then reports its answer."""
+    last = state["messages"][-1]
+    if isinstance(last, HumanMessage):
+        expression = str(last.content).split(":", 1)[-1].strip()
+        call = {"name": "calculator", "args": {"expression": expression}, "id": f"call-{len(state['messages'])}"}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+    return {"messages": [AIMessage(content=f"The answer is {last.content}.")]}
+
+
+def tool_graph() -> StateGraph:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", scripted_agent)
+    builder.add_node("tools", ToolNode([calculator]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+class ApprovalState(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+    log: Annotated[list[str], operator.add]
+
+
+def approval_graph() -> StateGraph:
+    def draft(state: ApprovalState) -> dict[str, Any]:
+        return {"messages": [AIMessage("Plan: delete the temp files.")], "log": ["drafted"]}
+
+    def approve(state: ApprovalState) -> dict[str, Any]:
+        answer = interrupt({"question": "Run the plan?", "plan": state["messages"][-1].content})
+        return {"messages": [AIMessage(f"approved: {answer}")], "log": [f"answer={answer}"]}
+
+    builder = StateGraph(ApprovalState)
+    builder.add_node("draft", draft)
+    builder.add_node("approve", approve)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "approve")
+    builder.add_edge("approve", END)
+    return builder
+
+
+def nested_graph() -> StateGraph:
+    def inner(state: MessagesState) -> dict[str, Any]:
+        detail = interrupt("which unit?")
+        return {"messages": [AIMessage(f"inner used {detail}")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    sub.add_edge("inner", END)
+
+    def after(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"done after {len(state['messages'])} messages")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("sub", sub.compile())
+    builder.add_node("after", after)
+    builder.add_edge(START, "sub")
+    builder.add_edge("sub", "after")
+    builder.add_edge("after", END)
+    return builder
+
+
+# ---------------------------------------------------------------------------- comparison helpers
+def norm(value: Any) -> Any:
+    """Values without the random parts (message ids, checkpoint ids)."""
+    if isinstance(value, BaseMessage):
+        calls = [(c["name"], c["args"]) for c in getattr(value, "tool_calls", None) or []]
+        return (value.type, value.content, calls, getattr(value, "tool_call_id", None))
+    if isinstance(value, Interrupt):
+        return ("interrupt", norm(value.value))
+    if isinstance(value, dict):
+        return {k: norm(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [norm(v) for v in value]
+    return value
+
+
+def snap(s: Any) -> dict[str, Any]:
+    """What a user observes in a StateSnapshot, without ids and timestamps."""
+    tasks = []
+    for t in s.tasks:
+        tasks.append({"name": t.name, "result": norm(t.result), "error": repr(t.error) if t.error else None,
+                      "interrupts": [norm(i.value) for i in t.interrupts],
+                      "state": snap(t.state) if isinstance(t.state, StateSnapshot) else
+                      (t.state or {}).get("configurable", {}).get("checkpoint_ns", "").split(":")[0]})
+    meta = {k: (s.metadata or {}).get(k) for k in ("source", "step")}
+    return {"values": norm(s.values), "next": tuple(s.next), "meta": meta, "tasks": tasks,
+            "interrupts": [norm(i.value) for i in s.interrupts], "has_parent": s.parent_config is not None}
+
+
+def both(tmp_path, scenario: Callable[[Any], Any]) -> Any:
+    """Run ``scenario(saver)`` on InMemorySaver and on GitCheckpointSaver; results must match."""
+    expected = scenario(InMemorySaver())
+    saver = GitCheckpointSaver.from_path(tmp_path / "graphs.git")
+    got = scenario(saver)
+    assert got == expected
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
+    return saver, got
+
+
+CFG = {"configurable": {"thread_id": "t1"}}
+
+
+# ---------------------------------------------------------------------------- scenarios
+def test_tool_loop_state_and_history_match_in_memory(tmp_path):
+    def scenario(saver):
+        graph = tool_graph().compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("compute: 12*(3+4)")]}, CFG)
+        graph.invoke({"messages": [HumanMessage("compute: 2**10")]}, CFG)
+        return snap(graph.get_state(CFG)), [snap(s) for s in graph.get_state_history(CFG)]
+
+    saver, (state, history) = both(tmp_path, scenario)
+    assert state["values"]["messages"][-1][1] == "The answer is 1024."
+    assert [h["meta"]["step"] for h in history] == list(range(8, -2, -1))
+    # a limit and a before-cursor page through history as with the reference saver
+    graph = tool_graph().compile(checkpointer=saver)
+    full = list(graph.get_state_history(CFG))
+    page = list(graph.get_state_history(CFG, before=full[3].config, limit=2))
+    assert [p.config["configurable"]["checkpoint_id"] for p in page] == \
+        [f.config["configurable"]["checkpoint_id"] for f in full[4:6]]
+
+
+def test_interrupt_and_resume_match_in_memory(tmp_path):
+    def scenario(saver):
+        graph = approval_graph().compile(checkpointer=saver)
+        first = graph.invoke({"messages": [HumanMessage("tidy up")], "log": []}, CFG)
+        paused = snap(graph.get_state(CFG))
+        final = graph.invoke(Command(resume="yes"), CFG)
+        return norm(first), paused, norm(final), [snap(s) for s in graph.get_state_history(CFG)]
+
+    _, (first, paused, final, history) = both(tmp_path, scenario)
+    assert paused["next"] == ("approve",)
+    assert paused["tasks"][0]["interrupts"] == [{"question": "Run the plan?", "plan": "Plan: delete the temp files."}]
+    assert final["log"] == ["drafted", "answer=yes"]
+
+
+def test_update_state_fork_becomes_a_branch(tmp_path):
+    def scenario(saver):
+        graph = tool_graph().compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("compute: 6*7")]}, CFG)
+        history = list(graph.get_state_history(CFG))
+        fork_point = next(h for h in history if h.metadata["step"] == 1)  # after the tool call was planned
+        fork = graph.update_state(fork_point.config, {"messages": [HumanMessage("compute: 1+1")]})
+        graph.invoke(None, fork)
+        replay = graph.invoke(None, history[-2].config)  # time travel: replay from step 0
+        return norm(replay), snap(graph.get_state(CFG)), [snap(s) for s in graph.get_state_history(CFG)]
+
+    saver, (_, state, history) = both(tmp_path, scenario)
+    assert state["values"]["messages"][-1][1].startswith("The answer is")
+    refs = git(saver.repo.gitdir, "for-each-ref", "--format=%(refname)", "refs/got/threads/t1/")
+    assert "refs/got/threads/t1/root/head" in refs and "refs/got/threads/t1/root/forks/" in refs
+    # nothing orphaned: every checkpoint the saver lists is reachable from a thread ref
+    reachable = set(git(saver.repo.gitdir, "rev-list", "--all").split())
+    listed = list(saver.list(CFG))
+    assert len(listed) == len(history)
+    assert {saver.commit_of(t.config) for t in listed} <= reachable
+
+
+def test_subgraph_namespaces_match_in_memory(tmp_path):
+    def scenario(saver):
+        graph = nested_graph().compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("convert 3 miles")]}, CFG)
+        paused = snap(graph.get_state(CFG, subgraphs=True))
+        graph.invoke(Command(resume="km"), CFG)
+        return paused, snap(graph.get_state(CFG)), [snap(s) for s in graph.get_state_history(CFG)]
+
+    saver, (paused, final, _) = both(tmp_path, scenario)
+    inner = paused["tasks"][0]["state"]
+    assert inner is not None and inner["tasks"][0]["interrupts"] == ["which unit?"]
+    assert final["values"]["messages"][-2][1] == "inner used km"
+    namespaces = saver.namespaces("t1")
+    assert "" in namespaces and any(ns.startswith("sub:") for ns in namespaces)
+
+
+def test_delete_thread_matches_in_memory(tmp_path):
+    def scenario(saver):
+        graph = tool_graph().compile(checkpointer=saver)
+        other = {"configurable": {"thread_id": "t2"}}
+        graph.invoke({"messages": [HumanMessage("compute: 3+4")]}, CFG)
+        graph.invoke({"messages": [HumanMessage("compute: 5+6")]}, other)
+        saver.delete_thread("t1")
+        return (snap(graph.get_state(CFG)), len(list(graph.get_state_history(CFG))),
+                snap(graph.get_state(other)))
+
+    saver, (gone, count, kept) = both(tmp_path, scenario)
+    assert gone["values"] == {} and count == 0 and kept["values"]["messages"][-1][1] == "The answer is 11."
+    assert not saver.repo.refs("refs/got/threads/t1/") and saver.threads() == ["t2"]
+
+
+# ---------------------------------------------------------------------------- what git sees
+def test_git_diff_between_checkpoints_shows_the_new_message(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "diff.git")
+    graph = tool_graph().compile(checkpointer=saver)
+    graph.invoke({"messages": [HumanMessage("compute: 12*(3+4)")]}, CFG)
+    history = list(graph.get_state_history(CFG))
+    old, new = saver.commit_of(history[2].config), saver.commit_of(history[0].config)
+    patch = git(saver.repo.gitdir, "diff", old, new, "--", "messages")
+    assert "The answer is 84." in patch and "+++ b/messages/000/000003.json" in patch
+    log = git(saver.repo.gitdir, "log", "--format=%s", "refs/got/threads/t1/root/head")
+    assert log.splitlines()[0] == "step 3 (loop) ai: The answer is 84."
+    # the parent of each checkpoint commit is its parent checkpoint's commit
+    for snapshot in history[:-1]:
+        parent = saver.commit_of(snapshot.parent_config)
+        assert git(saver.repo.gitdir, "rev-parse", saver.commit_of(snapshot.config) + "^").strip() == parent
+
+
+def test_growing_message_list_reuses_blobs(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "grow.git")
+    graph = tool_graph().compile(checkpointer=saver)
+    for i in range(12):
+        graph.invoke({"messages": [HumanMessage(f"compute: {i}+1")]}, CFG)
+    history = list(graph.get_state_history(CFG))
+    first_with = next(h for h in reversed(history) if h.values.get("messages"))
+    first, last = saver.commit_of(first_with.config), saver.commit_of(history[0].config)
+    assert len(history[0].values["messages"]) == 48
+    # the first message's files are the very same blobs in the first and the last checkpoint
+    for suffix in (".json", ".bin"):
+        path = "messages/000/000000" + suffix
+        old_blob = git(saver.repo.gitdir, "rev-parse", f"{first}:{path}")
+        assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
+    # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint
+    objects = git(saver.repo.gitdir, "rev-list", "--objects", "refs/got/threads/t1/root/head").splitlines()
+    message_blobs = [line for line in objects if line.split(" ", 1)[-1].startswith("messages/") and
+                     line.split(" ", 1)[-1].endswith((".json", ".bin"))]
+    assert len(message_blobs) == 2 * 48
+
+
+def test_cold_reader_sees_exactly_what_the_writer_cached(tmp_path):
+    path = tmp_path / "cold.git"
+    writer = GitCheckpointSaver.from_path(path)
+    graph = tool_graph().compile(checkpointer=writer)
+    for expr in ("1+2", "3*4", "10/4"):
+        graph.invoke({"messages": [HumanMessage(f"compute: {expr}")]}, CFG)
+    reader = GitCheckpointSaver.from_path(path)  # fresh process view: nothing cached
+    warm, cold = list(writer.list(CFG)), list(reader.list(CFG))
+    assert len(warm) == len(cold) == 15  # 5 checkpoints per turn: input, agent, tools, agent, end
+    for a, b in zip(warm, cold):
+        assert a.config == b.config and a.metadata == b.metadata and a.parent_config == b.parent_config
+        assert a.checkpoint == b.checkpoint
+        assert a.pending_writes == b.pending_writes
+
+
+def test_sync_and_async_runs_write_the_same_history(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "parity.git")
+    graph = tool_graph().compile(checkpointer=saver)
+    sync_cfg, async_cfg = {"configurable": {"thread_id": "sync"}}, {"configurable": {"thread_id": "async"}}
+    for expr in ("2+2", "7*6"):
+        graph.invoke({"messages": [HumanMessage(f"compute: {expr}")]}, sync_cfg)
+
+    async def run_async():
+        for expr in ("2+2", "7*6"):
+            await graph.ainvoke({"messages": [HumanMessage(f"compute: {expr}")]}, async_cfg)
+        history = [s async for s in graph.aget_state_history(async_cfg)]
+        tuples = [await saver.aget_tuple(s.config) for s in history]
+        return history, tuples, [t async for t in saver.alist(async_cfg)]
+
+    history, tuples, listed = asyncio.run(run_async())
+    assert [snap(s) for s in history] == [snap(s) for s in graph.get_state_history(sync_cfg)]
+    for snapshot, tup, item in zip(history, tuples, listed):
+        assert tup == saver.get_tuple(snapshot.config)
+        assert item.config == saver.get_tuple(item.config).config
+
+
+def test_whole_list_encoding_splits_into_per_element_encodings():
+    serde = JsonPlusSerializer()
+    values = [AIMessage("hi", id="1"), {"a": [1, 2.5, None], "b": {"c": True}}, "x" * 70000, b"\x00\x01",
+              [1, [2, [3]]], 2**40, -7, 3.25, None, {"k": "v" * 300}]
+    tag, data = serde.dumps_typed(values)
+    parts = split_msgpack_array(data)
+    assert tag == "msgpack" and parts is not None
+    assert parts == [serde.dumps_typed([v])[1][1:] for v in values]
+    assert split_msgpack_array(data[:-1]) is None and split_msgpack_array(b"\x81\xa1a\x01") is None
+
+
+class Opaque:
+    """A value msgpack cannot encode (only pickle could)."""
+
+    def __init__(self) -> None:
+        self.lock = object()
+
+
+def test_pickle_is_refused_unless_allowed(tmp_path):
+    serde = JsonPlusSerializer(pickle_fallback=True)
+    strict = GitCheckpointSaver.from_path(tmp_path / "p.git", serde=serde)
+    checkpoint = {"v": 4, "id": "1f0", "ts": "2026-01-01T00:00:00+00:00", "channel_values": {"x": Opaque()},
+                  "channel_versions": {"x": 1}, "versions_seen": {}, "updated_channels": None}
+    config = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
+    with pytest.raises(UnsafePayloadError, match="allow_pickle"):
+        strict.put(config, checkpoint, {"source": "input", "step": -1}, {"x": 1})
+    trusting = GitCheckpointSaver.from_path(tmp_path / "p.git", serde=serde, allow_pickle=True)
+    stored = trusting.put(config, checkpoint, {"source": "input", "step": -1}, {"x": 1})
+    assert isinstance(trusting.get_tuple(stored).checkpoint["channel_values"]["x"], Opaque)
+    with pytest.raises(UnsafePayloadError, match="unpickle"):
+        GitCheckpointSaver.from_path(tmp_path / "p.git", serde=serde).get_tuple(stored)
+
+
+@pytest.mark.parametrize("thread_id", ["a/b", "../../etc", "ünï code", "x" * 300, "-rf", "root"])
+def test_hostile_thread_ids_stay_inside_their_refs(tmp_path, thread_id):
+    saver = GitCheckpointSaver.from_path(tmp_path / "hostile.git")
+    graph = tool_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"messages": [HumanMessage("compute: 1+1")]}, config)
+    assert graph.get_state(config).values["messages"][-1].content == "The answer is 2."
+    assert saver.threads() == [thread_id]
+    refs = saver.repo.refs("refs/")
+    assert refs and all(name.startswith("refs/got/threads/") and name.count("/") in (5, 6) for name in refs)
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
+
+
+def test_missing_langgraph_raises_missing_extra_naming_it():
+    code = ("import sys\nsys.modules['langgraph'] = None\n"
+            "try:\n    import got_integrations.langgraph\nexcept Exception as exc:\n"
+            "    print(type(exc).__name__, isinstance(exc, ImportError), exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("MissingExtraError True") and "gitofthoughts[langgraph]" in out
+
+
+class Point(BaseModel):
+    """A user state type outside LangGraph's built-in allowlist."""
+
+    x: int
+
+
+class PointState(TypedDict):
+    p: Point
+
+
+def _point_graph(saver):
+    builder = StateGraph(PointState)
+    builder.add_node("bump", lambda s: {"p": Point(x=s["p"].x + 1)})
+    builder.add_edge(START, "bump")
+    builder.add_edge("bump", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_strict_serializer_rebuilds_only_allowed_types(tmp_path):
+    strict = GitCheckpointSaver.from_path(tmp_path / "strict.git")
+    _point_graph(strict).invoke({"p": Point(x=1)}, CFG)
+    assert strict.get_tuple(CFG).checkpoint["channel_values"]["p"] == {"x": 2}  # blocked: plain data only
+    allowed = GitCheckpointSaver.from_path(tmp_path / "strict.git", allowed_msgpack_modules=[Point])
+    assert allowed.get_tuple(CFG).checkpoint["channel_values"]["p"] == Point(x=2)
+
+
+def test_strict_env_lets_compile_allow_the_graph_schema(tmp_path):
+    code = textwrap.dedent(f"""
+        from typing import TypedDict
+        from pydantic import BaseModel
+        from langgraph.graph import StateGraph, START, END
+        from got_integrations.langgraph import GitCheckpointSaver
+        class Point(BaseModel):
+            x: int
+        class S(TypedDict):
+            p: Point
+        b = StateGraph(S)
+        b.add_node("bump", lambda s: {{"p": Point(x=s["p"].x + 1)}})
+        b.add_edge(START, "bump"); b.add_edge("bump", END)
+        graph = b.compile(checkpointer=GitCheckpointSaver.from_path({str(tmp_path / "env.git")!r}))
+        cfg = {{"configurable": {{"thread_id": "t"}}}}
+        graph.invoke({{"p": Point(x=1)}}, cfg)
+        print(type(graph.get_state(cfg).values["p"]).__name__)
+    """)
+    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "Point"
