@@ -212,9 +212,19 @@ class ReasoningRepo:
         self.set_ref(ref, oid, expected=current)
         return ref
 
-    def delete_ref(self, ref: str) -> bool:
-        """Delete a branch or ref; False when it did not exist."""
-        return self.git.delete_ref(self.ref(ref))
+    def delete_ref(self, ref: str, *, expected: str | None = None) -> bool:
+        """Delete a branch or ref; False when it did not exist.
+
+        Args:
+            expected: only delete while the ref still points here (compare-and-swap).
+
+        Raises:
+            ConcurrentUpdateError: the ref moved away from ``expected``.
+        """
+        try:
+            return self.git.delete_ref(self.ref(ref), expected)
+        except RefRace:
+            raise ConcurrentUpdateError(f"{ref} no longer points at {expected}; not deleted") from None
 
     def _backoff(self, name: str) -> None:
         # A lock left by a killed writer would block this ref forever; break it once stale.

@@ -307,3 +307,13 @@ def test_set_notes_writes_many_notes_in_one_commit(repo):
     assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", b.oid)) == {"s_comb": 0.2}
     with pytest.raises(InvalidInputError):
         repo.set_notes({})
+
+
+def test_delete_ref_with_compare_and_swap(repo):
+    first = repo.commit_files("scratch", {"a": "1"}, "one\n")
+    second = repo.commit_files("scratch", {"a": "2"}, "two\n")
+    with pytest.raises(ConcurrentUpdateError):
+        repo.delete_ref("scratch", expected=first)
+    assert repo.tip("scratch") == second
+    assert repo.delete_ref("scratch", expected=second) is True
+    assert repo.tip("scratch") is None and repo.delete_ref("scratch") is False
