@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - non-POSIX
 
 from got_core.errors import StorageError
 
-__all__ = ["locked", "atomic_write_bytes"]
+__all__ = ["locked", "atomic_write_bytes", "file_stamp"]
 
 
 @contextmanager
@@ -69,3 +69,20 @@ def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = False) -> Non
         except OSError:
             pass
         raise StorageError(f"cannot write {target}: {exc}; check free space and permissions") from None
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of ``path``, or None when absent: a cheap "did it change" key.
+
+    Atomic replaces give the file a new inode, so a rewrite is seen even within one clock tick.
+
+    Raises:
+        StorageError: the file exists but cannot be read.
+    """
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -38,7 +38,7 @@ from typing import Any
 
 from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
-from got_core._fileio import atomic_write_bytes, locked
+from got_core._fileio import atomic_write_bytes, file_stamp, locked
 from got_core._text import tokenize
 
 __all__ = ["GraphMemory", "concepts_of", "GRAPH_FILE"]
@@ -157,13 +157,7 @@ class GraphMemory(BaseMemory):
         return self.path / f"graph.journal.{gen}.jsonl"
 
     def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = self.file.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.file}: {exc}") from None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return file_stamp(self.file)
 
     def _refresh(self) -> None:
         """Catch up with the snapshot and journal on disk (other processes may write)."""

@@ -32,7 +32,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from got_core._fileio import atomic_write_bytes, locked
+from got_core._fileio import atomic_write_bytes, file_stamp, locked
 from got_core._text import normalize_text, tokenize
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
@@ -134,13 +134,7 @@ class MarkdownMemory(BaseMemory):
         self._total_len += len(toks)
 
     def _file_stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = self.file.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.file}: {exc}") from None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return file_stamp(self.file)
 
     def _refresh(self) -> None:
         stamp = self._file_stamp()
