@@ -31,6 +31,7 @@ _CORE_GROUPS: dict[str, str] = {
     "memory": "got_core.cli.memory:app",
     "gcc": "got_core.cli.gcc_cmds:app",
     "solve": "got_core.cli.solve:register",
+    "audit": "got_core.cli.audit:register",
 }
 
 

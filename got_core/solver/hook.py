@@ -42,6 +42,10 @@ VALIDATION_OUTCOMES = ("success", "failed")
 FAILURE_OUTCOMES = ("timeout", "budget", "error")
 
 
+#: Trace fields that hold measured durations (left out with ``timings=False``).
+TIMING_KEYS = frozenset({"latency_ms", "tool_ms", "elapsed_s"})
+
+
 class NodeRecorder:
     """Records the nodes of one problem's reasoning tree.
 
@@ -60,7 +64,7 @@ class NodeRecorder:
     """
 
     def __init__(self, repo: ReasoningRepo, problem_id: str, session_ref: str | None = None, *,
-                 arm: str = "tot") -> None:
+                 arm: str = "tot", timings: bool = True) -> None:
         if not isinstance(problem_id, str) or not problem_id.strip():
             raise InvalidInputError("problem_id must be a non-empty string")
         self.repo = repo
@@ -72,6 +76,7 @@ class NodeRecorder:
         self.explore_prefix = f"explore/{self._pid}/{self.arm}/" if self.shared else f"explore/{self.arm}/"
         self.best_tag = f"best_{self._pid}" if self.shared else "best"
         self.nodes: list[Node] = []
+        self.timings = timings
         self._pending: dict[str, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ notes
@@ -143,7 +148,10 @@ class NodeRecorder:
             raise InvalidInputError("every parent must be a committed node (with an oid) or a SHA")
         label = label or ("root" if not parent_oids else f"n{len(self.nodes)}")
         meta = {**dict(metadata), "arm": self.arm, "label": label}
-        node = Node(thought=thought, scores=dict(scores), trace=[dict(s) for s in trace], metadata=meta,
+        steps = [dict(s) for s in trace]
+        if not self.timings:  # measured durations differ run to run; seeded re-runs must not
+            steps = [{k: v for k, v in step.items() if k not in TIMING_KEYS} for step in steps]
+        node = Node(thought=thought, scores=dict(scores), trace=steps, metadata=meta,
                     problem_id=self.problem_id, depth=depth, outcome=outcome or "",
                     node_id=self._node_id(label, thought, parent_oids))
         now = self._pending is None  # in a batch, the note waits for the batch's notes commit

@@ -282,6 +282,7 @@ def solve(
     parallel: bool = False,
     native_tools: bool = False,
     arm_options: dict[str, Any] | None = None,
+    record_timings: bool = True,
 ) -> SolveResult:
     """Solve one question with a test-time arm, every node a commit (§3.2, §6.2).
 
@@ -309,6 +310,9 @@ def solve(
             fixed order need ``False``).
         native_tools: offer tools as OpenAI function specs too.
         arm_options: extra keyword arguments for the arm (``n`` samples, ``branching``…).
+        record_timings: keep measured latencies in ``trace.jsonl``; pass ``False`` (with a
+            :class:`~got_core.types.DeterministicClock` repository) for seeded re-runs that
+            write bit-identical commits.
 
     Returns:
         A :class:`SolveResult`; a spent budget is its ``outcome``, not an exception.
@@ -340,7 +344,7 @@ def solve(
     tracker = BudgetTracker(budget or Budget())
     bmodel = BudgetedModel(model, tracker)
     try:
-        recorder = NodeRecorder(repo, pid, session, arm=arm)
+        recorder = NodeRecorder(repo, pid, session, arm=arm, timings=record_timings)
         lessons = memory.get_relevant(question, k_lessons) if memory is not None and k_lessons > 0 else []
         ctx = SolveContext(question, opts, bmodel, get_tools(list(tools)) if tools else [], recorder, tracker,
                            list(lessons), temperature=temperature, max_tokens=max_tokens, seed=seed,

@@ -1,4 +1,5 @@
-"""Test doubles users need too: a scripted chat model and deterministic embeddings.
+"""Test doubles users need too: a scripted chat model, deterministic embeddings, and a
+stand-in OpenAI-compatible server on 127.0.0.1.
 
 They are real implementations of our protocols (no network, no weights),
 meant for unit tests and demos; names say what they are.
@@ -9,11 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ScriptedChatModel", "HashEmbedder"]
+__all__ = ["ScriptedChatModel", "HashEmbedder", "StandInOpenAIServer"]
 
 _LAZY = {
     "ScriptedChatModel": "got_core.testing.models",
     "HashEmbedder": "got_core.testing.embeddings",
+    "StandInOpenAIServer": "got_core.testing.server",
 }
 
 

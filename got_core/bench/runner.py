@@ -1,0 +1,606 @@
+"""Run machinery for the benchmark experiments: tasks, run directories, workers, resumption.
+
+§4–§6 of arXiv 2606.14470 run every (arm, problem) pair through the same solver.
+Here one pair is a :class:`Task`; :func:`execute_task` solves it in its own
+repository and :func:`run_tasks` runs many of them — inline, in a local process
+pool bounded by ``workers`` (what the model server takes), or on a Ray cluster.
+
+The repositories are the log. A run directory holds::
+
+    RUN_DIR/config.json                  what was asked (problems, split, arms, seeds, model)
+    RUN_DIR/repos/<arm>/<problem>.git    one repository per (arm, problem), written by a worker:
+                                         master = the winning path, explore/... = every other node,
+                                         success_/failed_ tags, refs/got/results/<arm>/<problem> =
+                                         the finished result
+    RUN_DIR/central.git                  every worker pushes its result ref (which reaches every
+                                         node), its lesson ref and its notes ref here; the driver
+                                         reads every result back from it (outcome tags stay in the
+                                         per-problem repositories: their names are per problem)
+    RUN_DIR/memory/<backend>/...         the memory substrates (five-substrate protocol)
+    RUN_DIR/results.jsonl, results.csv, arms.csv, table.md, *.png   (see :mod:`got_core.bench.report`)
+
+A result is one commit on ``refs/got/results/<arm>/<problem>`` holding
+``result.json``; its parents are the session tip and every exploration tip, so
+pushing that one ref carries every node of the tree. A problem whose result ref
+exists in ``central.git`` is never solved again: a killed run continues where it
+stopped. A repository left half-written by a killed worker is deleted and the
+problem solved from scratch, with the same seed and a :class:`DeterministicClock`,
+so the results file of a resumed run equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from got_core.errors import ConfigError, GotRuntimeError, MissingExtraError, RemoteError
+from got_core.names import encode_component
+from got_core.repo import ReasoningRepo
+from got_core.types import DeterministicClock, canonical_json
+
+__all__ = [
+    "CLOCK_START",
+    "INGEST_PREFIX",
+    "LESSON_PREFIX",
+    "RESULT_PREFIX",
+    "VOLATILE_KEYS",
+    "BenchRunError",
+    "ModelSpec",
+    "Task",
+    "execute_task",
+    "load_config",
+    "memory_fingerprint",
+    "model_endpoint",
+    "open_central",
+    "open_memory",
+    "prepare_run_dir",
+    "read_result",
+    "run_tasks",
+    "stable_record",
+    "task_seed",
+]
+
+RESULT_PREFIX = "refs/got/results/"
+LESSON_PREFIX = "refs/got/lessons/"
+INGEST_PREFIX = "refs/got/ingest/"
+NOTES_PREFIX = "refs/notes/runs/"
+#: Every per-problem repository starts its commit clock here (bit-stable timestamps).
+CLOCK_START = 1_700_000_000
+#: Result fields that measure the machine rather than the reasoning; kept in git and in
+#: ``timings.jsonl``, left out of ``results.jsonl`` so that file is reproducible.
+VOLATILE_KEYS = ("elapsed_s", "winner_sha", "result_sha", "memory.tips")
+
+
+class BenchRunError(GotRuntimeError):
+    """A task of a benchmark run failed with an unexpected error (the message names it)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How workers reach the model: an OpenAI-compatible endpoint (vLLM, or the stand-in).
+
+    Attributes:
+        base_url: e.g. ``http://127.0.0.1:8765/v1``.
+        model: the served model name.
+        api_key: sent as bearer token; never written to the run directory.
+        max_tokens: completion limit per call.
+        timeout: seconds per HTTP attempt.
+        parallel_nodes: run sibling nodes of a tree concurrently.
+        standin: ``{"responder": name, "latency_ms": x}`` when the endpoint is the stand-in
+            server, so an audit can start the same one again.
+    """
+
+    base_url: str
+    model: str
+    api_key: str = "EMPTY"
+    max_tokens: int = 256
+    timeout: float = 300.0
+    parallel_nodes: bool = True
+    standin: dict[str, Any] | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The spec without the API key (what config.json records)."""
+        data = asdict(self)
+        data.pop("api_key")
+        return data
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (arm, problem) pair of an experiment.
+
+    Attributes:
+        experiment: ``five_substrates``, ``copyability_sweep``, ``test_time_arms``, ``system_comparison``.
+        phase: ``study`` or ``test``.
+        arm: the experiment arm (a backend, a tier, a test-time arm); names a repository folder.
+        problem: the :class:`~got_core.bench.datasets.Problem` as a dict.
+        method: the solver arm (:data:`got_core.solver.arms.ARMS`).
+        seed: the solver seed (the same for every arm on a problem: paired design).
+        order: position of the problem in the experiment (deterministic output order).
+        memory: ``None`` or ``{"mode": "study"|"shared"|"injected", "backend": name, ...}``.
+        options: solve options: ``tools``, ``max_steps``, ``arm_options``, ``budget_s``, ``k_lessons``.
+        extra: copied into the result (tier, cosine, ...).
+    """
+
+    experiment: str
+    phase: str
+    arm: str
+    problem: dict[str, Any]
+    method: str = "tot"
+    seed: int = 0
+    order: int = 0
+    memory: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def problem_id(self) -> str:
+        """The problem's id."""
+        return str(self.problem["id"])
+
+    @property
+    def key(self) -> str:
+        """``<arm>/<problem id>``: unique within a run."""
+        return f"{self.arm}/{self.problem_id}"
+
+    @property
+    def ref_key(self) -> str:
+        """``<arm>/<problem>``, each part encoded for use in a ref."""
+        return f"{encode_component(self.arm, 'arm')}/{encode_component(self.problem_id, 'problem id')}"
+
+    @property
+    def result_ref(self) -> str:
+        """Where the finished result lives (in the task's repository and in central.git)."""
+        return RESULT_PREFIX + self.ref_key
+
+    @property
+    def lesson_ref(self) -> str:
+        """The fresh memory branch of a study or injected-git task."""
+        return LESSON_PREFIX + self.ref_key
+
+    @property
+    def notes_ref(self) -> str:
+        """The task's own notes ref (a shared one could not be pushed without merging)."""
+        return NOTES_PREFIX + self.ref_key
+
+    def repo_path(self, root: Path) -> Path:
+        """``<root>/repos/<arm>/<problem>.git``."""
+        return Path(root) / "repos" / encode_component(self.arm, "arm") / \
+            f"{encode_component(self.problem_id, 'problem id')}.git"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (:meth:`from_dict` reverses it)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        """Rebuild a task from :meth:`to_dict` output."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def stable_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` without :data:`VOLATILE_KEYS` (dotted keys reach into nested dicts): the reproducible part."""
+    out = json.loads(json.dumps(record))
+    for key in VOLATILE_KEYS:
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
+
+
+def task_seed(seed: int, problem_id: str) -> int:
+    """The solver seed of a problem: a hash of the run seed and the problem id (same for every arm)."""
+    digest = hashlib.sha256(f"{seed}\x1f{problem_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 1_000_000
+
+
+# ----------------------------------------------------------------------------- memory
+
+def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo: ReasoningRepo,
+                task: Task) -> Any:
+    """Open the memory a task's solve sees (``None`` for no memory).
+
+    Modes: ``study`` — a fresh, writable git memory on the task's lesson ref;
+    ``shared`` — the post-ingest backend under ``run_dir`` opened read-only;
+    ``injected`` — a fresh backend holding only ``spec["lessons"]``, then read-only.
+    """
+    from got_core.memory import Lesson, get_backend
+    from got_core.memory.git import GitMemory
+
+    if not spec:
+        return None
+    mode, backend = spec.get("mode"), spec.get("backend", "git")
+    if mode == "study":
+        return GitMemory(repo=repo, branch=task.lesson_ref)
+    if mode == "shared":
+        path = Path(run_dir) / spec["path"]
+        if backend == "git":
+            return GitMemory(repo=ReasoningRepo.open(path, create=False), read_only=True)
+        return get_backend(backend, path=path, read_only=True)
+    if mode == "injected":
+        lessons = [Lesson.from_dict(d) for d in spec.get("lessons", [])]
+        if backend == "git":
+            GitMemory(repo=repo, branch=task.lesson_ref).add_lessons(lessons)
+            return GitMemory(repo=repo, branch=task.lesson_ref, read_only=True)
+        path = Path(out_dir) / "memory" / "injected" / encode_component(backend, "backend") / task.ref_key
+        shutil.rmtree(path, ignore_errors=True)  # fresh per question, also after a killed attempt
+        with get_backend(backend, path=path) as writer:
+            writer.add_lessons(lessons)
+        return get_backend(backend, path=path, read_only=True)
+    raise ConfigError(f"unknown memory mode {mode!r}; expected study, shared or injected")
+
+
+def memory_fingerprint(memory: Any) -> dict[str, Any] | None:
+    """What a memory holds, comparable across processes: lesson count, content hash, git tip.
+
+    Creation times are left out (they are wall-clock); the git backend adds its branch tip.
+    """
+    if memory is None:
+        return None
+    lessons = sorted((l.outcome, l.topic_key, l.text) for l in memory.all_lessons())
+    out: dict[str, Any] = {"n": len(lessons),
+                           "sha": hashlib.sha256(canonical_json(lessons).encode("utf-8")).hexdigest()}
+    ref = getattr(memory, "ref", None)
+    repo = getattr(memory, "repo", None)
+    if ref is not None and repo is not None:
+        out["tip"] = repo.tip(ref)
+    return out
+
+
+# ----------------------------------------------------------------------------- the worker
+
+_MODELS: dict[str, Any] = {}
+
+
+def _model(spec: ModelSpec) -> Any:
+    from got_core.solver.models import OpenAICompatibleModel
+
+    key = json.dumps(asdict(spec), sort_keys=True)
+    if key not in _MODELS:
+        _MODELS[key] = OpenAICompatibleModel(spec.base_url, spec.model, api_key=spec.api_key,
+                                             max_tokens=spec.max_tokens, timeout=spec.timeout, max_retries=3)
+    return _MODELS[key]
+
+
+def _server_answers(spec: ModelSpec) -> bool:
+    from got_core.errors import ModelError
+    from got_core.solver.models import check_endpoint
+
+    try:
+        check_endpoint(spec.base_url, api_key=spec.api_key)
+    except ModelError:
+        return False
+    return True
+
+
+def _push(repo: ReasoningRepo, task: Task, central: Path) -> None:
+    """Publish the task's result ref (which reaches every node), lesson ref and notes to central.
+
+    Outcome tags stay in the task's own repository: their names (``success_<node id>``)
+    are unique per problem, not per run, and two arms that reach the same node id with
+    different measured latencies would collide in one repository.
+    """
+    if not central.exists():
+        ReasoningRepo.init(central).close()
+    branches = [task.result_ref] + ([task.lesson_ref] if repo.tip(task.lesson_ref) else [])
+    for attempt in range(3):
+        try:
+            repo.push(str(central), branches=branches, tag_prefixes=(), notes=(task.notes_ref,))
+            return
+        except RemoteError:
+            if attempt == 2:  # every ref is this task's own: a refusal is not a race, report it
+                raise
+            time.sleep(0.1 * (attempt + 1))
+
+
+def read_result(repo: ReasoningRepo, task: Task) -> dict[str, Any] | None:
+    """The result record of ``task`` in ``repo`` (central or the task's own), or ``None``."""
+    sha = repo.tip(task.result_ref)
+    if sha is None:
+        return None
+    record = json.loads(repo.read_file(sha, "result.json"))
+    record["result_sha"] = sha
+    return record
+
+
+def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Solve one task in its own repository, record the result as a commit, push to central.
+
+    Safe to call again after a crash: a repository that already holds the result is only
+    pushed again; a half-written one is deleted and the problem solved from scratch.
+
+    Args:
+        task: what to solve.
+        spec: the model endpoint.
+        run_dir: the run directory (shared read-only memories live here).
+        out_dir: where repositories, fresh memories and ``central.git`` go (default ``run_dir``;
+            the audit's re-run passes a scratch directory).
+
+    Returns:
+        The result record (also committed as ``result.json`` on :attr:`Task.result_ref`).
+    """
+    from got_core.bench.checking import check_answer
+    from got_core.bench.datasets import Problem
+    from got_core.solver.budget import Budget
+    from got_core.solver.tot import solve
+
+    # math-verify logs a warning per check when its own (signal) timeouts are off, as checking does.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    central = out / "central.git"
+    path = task.repo_path(out)
+    if path.exists():
+        with ReasoningRepo(path, create=False) as old:
+            done = read_result(old, task)
+            if done is not None:
+                _push(old, task, central)
+                return done
+        shutil.rmtree(path)  # a killed attempt: start over, so the result equals an uninterrupted run's
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repo = ReasoningRepo.open(path, clock=DeterministicClock(CLOCK_START), notes_ref=task.notes_ref)
+    try:
+        memory = open_memory(task.memory, run_dir, out, repo, task)
+        before = memory_fingerprint(memory)
+        expected = None
+        if task.memory and task.memory.get("mode") == "injected":
+            # What the fresh memory must hold: exactly the injected lessons (the audit compares).
+            held = sorted((d.get("outcome", "insight"), d.get("topic_key", ""), d["text"].strip())
+                          for d in task.memory.get("lessons", []))
+            expected = {"n": len(held), "sha": hashlib.sha256(canonical_json(held).encode("utf-8")).hexdigest()}
+        problem = Problem(**task.problem)
+        opts = dict(task.options)
+        t0 = time.perf_counter()
+        res = solve(problem.question, problem.choices or None, model=_model(spec), memory=memory, repo=repo,
+                    session_ref="master", problem_id=problem.id, tools=tuple(opts.get("tools", ("calculator", "sympy", "lp"))),
+                    budget=Budget(wall_clock_s=float(opts.get("budget_s", 600.0)), max_tokens=None),
+                    arm=task.method, seed=task.seed, max_tokens=spec.max_tokens,
+                    k_lessons=int(opts.get("k_lessons", 3)), max_steps=int(opts.get("max_steps", 3)),
+                    parallel=spec.parallel_nodes, arm_options=opts.get("arm_options") or None,
+                    record_timings=False)
+        elapsed = time.perf_counter() - t0
+        if res.outcome == "error" and not _server_answers(spec):
+            # No node finished because the server went away: not a result of the problem. Leave
+            # no result, so --resume solves it again once the server is back.
+            raise BenchRunError(f"the model server at {spec.base_url} stopped answering during {task.key}; "
+                                "restart it and run again with --resume")
+        after = memory_fingerprint(memory)
+        # Git tips hash the lessons' wall-clock creation times: kept apart (volatile, see VOLATILE_KEYS).
+        tips = {"before": (before or {}).pop("tip", None), "after": (after or {}).pop("tip", None)}
+        correct = bool(res.final_text) and check_answer(problem, res.final_text)
+        winner = res.winner
+        record = {
+            "experiment": task.experiment, "phase": task.phase, "arm": task.arm, "problem_id": problem.id,
+            "order": task.order, "method": task.method, "seed": task.seed, "kind": problem.kind,
+            "domain": problem.domain, "subject": problem.subject, "gold_letter": problem.gold_letter,
+            "choices_sha": hashlib.sha256(canonical_json(problem.choices).encode()).hexdigest()[:16],
+            "answer": res.answer, "letter": res.letter, "correct": bool(correct), "outcome": res.outcome,
+            "rounds": res.rounds, "n_calls": res.n_calls,
+            "tokens": {"prompt": res.usage.prompt_tokens, "completion": res.usage.completion_tokens},
+            "n_nodes": len(res.nodes), "node_labels": [str(n.metadata.get("label", "")) for n in res.nodes],
+            "winner_label": str(winner.metadata.get("label", "")) if winner else None,
+            "lessons_used": [hashlib.sha256(l.text.encode()).hexdigest()[:12] for l in res.lessons_used],
+            "lesson": res.lesson, "lesson_source": res.lesson_source,
+            "memory": None if task.memory is None else {
+                "mode": task.memory.get("mode"), "backend": task.memory.get("backend"),
+                "before": before, "after": after, "tips": tips,
+                "expected": expected},
+            "budget_s": float(opts.get("budget_s", 600.0)), "extra": dict(task.extra),
+            "elapsed_s": round(elapsed, 3), "winner_sha": winner.oid if winner else None,
+        }
+        if memory is not None and task.memory.get("mode") != "study":
+            memory.close()
+        parents = [t for t in [repo.tip("master")] if t]
+        parents += [sha for ref, sha in sorted(repo.refs("refs/heads/explore/").items()) if sha not in parents]
+        sha = repo.commit_files(task.result_ref, {"result.json": canonical_json(record) + "\n"},
+                                f"result {task.key}: {'correct' if correct else 'wrong'} ({res.outcome})\n",
+                                parents=parents)
+        _push(repo, task, central)
+        record["result_sha"] = sha
+        return record
+    finally:
+        repo.close()
+
+
+def _execute_entry(task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir: str) -> dict[str, Any]:
+    # Plain dicts cross the process (and Ray) boundary; the dataclasses are rebuilt here.
+    return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir)
+
+
+# ----------------------------------------------------------------------------- the driver
+
+def open_central(run_dir: str | Path) -> ReasoningRepo:
+    """Open (creating) ``RUN_DIR/central.git``."""
+    return ReasoningRepo.open(Path(run_dir) / "central.git")
+
+
+@contextlib.contextmanager
+def _progress(total: int, done: int, label: str, enabled: bool) -> Iterator[Callable[[], None]]:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), disable=not enabled, transient=False) as bar:
+        handle = bar.add_task(label, total=total, completed=done)
+        yield lambda: bar.advance(handle)
+
+
+def _run_ray(todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, workers: int,
+             tick: Callable[[], None]) -> None:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingExtraError("running benchmarks on Ray (--ray)", "ray", exc) from None
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    started = not ray.is_initialized()
+    if started:
+        if address == "local":
+            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False,
+                     object_store_memory=100 * 1024 * 1024)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=1)(_execute_entry)
+        queue, pending = list(todo), {}
+        while queue or pending:
+            while queue and len(pending) < max(1, workers):
+                t = queue.pop(0)
+                pending[remote.remote(t.to_dict(), asdict(spec), str(run_dir))] = t
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                task = pending.pop(ref)
+                try:
+                    ray.get(ref)
+                except Exception as exc:
+                    raise BenchRunError(f"task {task.key} failed on Ray: {exc}") from exc
+                tick()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_tasks(tasks: Sequence[Task], run_dir: str | Path, spec: ModelSpec, *, workers: int = 1,
+              ray_address: str | None = None, progress: bool = True, label: str = "solving") -> list[dict[str, Any]]:
+    """Run every task not already finished; return all results, read back from ``central.git``.
+
+    Args:
+        tasks: in output order.
+        run_dir: the run directory.
+        spec: the model endpoint.
+        workers: most tasks in flight (1: inline in this process; more: a process pool or Ray).
+        ray_address: a Ray cluster address, or ``"local"`` to start a local instance.
+        progress: show a progress bar on stderr.
+        label: the progress bar's title.
+
+    Returns:
+        Result records in the order of ``tasks``.
+
+    Raises:
+        BenchRunError: a task raised (model errors are outcomes, not exceptions).
+        MissingExtraError: ``ray_address`` given without the ``ray`` extra.
+    """
+    run_dir = Path(run_dir).resolve()
+    keys = [t.key for t in tasks]
+    if len(set(keys)) != len(keys):
+        raise ConfigError("two tasks share an (arm, problem) key; arm names must be unique in a run")
+    with open_central(run_dir) as central:
+        todo = [t for t in tasks if central.tip(t.result_ref) is None]
+    with _progress(len(tasks), len(tasks) - len(todo), label, progress) as tick:
+        if todo and ray_address:
+            _run_ray(todo, spec, run_dir, ray_address, workers, tick)
+        elif todo and workers <= 1:
+            for t in todo:
+                execute_task(t, spec, run_dir)
+                tick()
+        elif todo:
+            # spawn, not fork: the driver may hold threads (the stand-in server, the progress bar).
+            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(_execute_entry, t.to_dict(), asdict(spec), str(run_dir)): t for t in todo}
+                pending = set(futures)
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        exc = fut.exception()
+                        if exc is not None:
+                            for other in pending:
+                                other.cancel()
+                            raise BenchRunError(f"task {futures[fut].key} failed: {type(exc).__name__}: {exc}") from exc
+                        tick()
+    with open_central(run_dir) as central:
+        records = [read_result(central, t) for t in tasks]
+    missing = [t.key for t, r in zip(tasks, records) if r is None]
+    if missing:
+        raise BenchRunError(f"no result in central.git for {', '.join(missing[:5])}; run again with --resume")
+    return records  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- run directory
+
+def load_config(run_dir: str | Path) -> dict[str, Any]:
+    """Read ``RUN_DIR/config.json``.
+
+    Raises:
+        ConfigError: there is none (not a run directory).
+    """
+    path = Path(run_dir) / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir} is not a benchmark run directory (no config.json)") from None
+
+
+def prepare_run_dir(run_dir: str | Path, config: dict[str, Any], *, resume: bool) -> dict[str, Any]:
+    """Create the run directory and write ``config.json``; check a resumed run asks the same.
+
+    ``config["identity"]`` must equal the stored one on resume (problems, split, arms,
+    seeds, model name, max tokens); ``config["runtime"]`` (endpoint, workers) may change.
+
+    Raises:
+        ConfigError: the directory holds a run and ``resume`` is false, or the identity differs.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / "config.json"
+    if path.exists():
+        if not resume:
+            raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --out")
+        old = load_config(run_dir)
+        if old.get("identity") != config.get("identity"):
+            diff = sorted(k for k in set(old.get("identity", {})) | set(config.get("identity", {}))
+                          if old.get("identity", {}).get(k) != config.get("identity", {}).get(k))
+            raise ConfigError(f"{run_dir} holds a run with different settings ({', '.join(diff)}); "
+                              "resume it with the same options, or choose another --out")
+        config = {**config, "resumed": int(old.get("resumed", 0)) + 1}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    open_central(run_dir).close()
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return config
+
+
+@contextlib.contextmanager
+def model_endpoint(spec: ModelSpec, *, check: bool = True) -> Iterator[ModelSpec]:
+    """Yield a usable :class:`ModelSpec`: start the stand-in when ``spec.standin`` asks for one.
+
+    With ``spec.standin`` set, a :class:`~got_core.testing.server.StandInOpenAIServer` runs in
+    this process for the duration (on a free port) and the yielded spec points at it.
+    Otherwise the endpoint is checked (``/v1/models``) and used as given.
+
+    Raises:
+        ModelError: nothing answers at ``spec.base_url``.
+        ConfigError: the server does not serve ``spec.model``.
+    """
+    if spec.standin:
+        from got_core.testing.server import StandInOpenAIServer
+
+        with StandInOpenAIServer(responder=spec.standin.get("responder", "bench"), model=spec.model,
+                                 latency_ms=float(spec.standin.get("latency_ms", 0.0))) as server:
+            yield replace(spec, base_url=server.url)
+        return
+    if check:
+        from got_core.solver.models import check_endpoint
+
+        served = check_endpoint(spec.base_url, api_key=spec.api_key)
+        if served and spec.model not in served:
+            raise ConfigError(f"{spec.base_url} serves {', '.join(served)}, not {spec.model!r}; pass --model")
+    yield spec
