@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         from got_core.memory.embeddings import get_embedder
 
         get_embedder().embed(["warm up"])
-    root = Path(tempfile.mkdtemp(prefix="got-backends-", dir=Path.cwd()))
+    root = Path(tempfile.mkdtemp(prefix="got-backends-"))
+    console.print(f"scratch: {root} (all backends on the same disk)")
     rows = []
     try:
         with Progress(console=console, transient=True) as progress:

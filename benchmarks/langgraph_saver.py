@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
 import statistics
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"),
                         help="Where to write langgraph_saver.json and .png (the chart needs matplotlib).")
     args = parser.parse_args(argv)
-    workdir = args.dir or Path(tempfile.mkdtemp(prefix="lg-saver-bench-", dir=os.getcwd()))
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="lg-saver-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         result = run(args.steps, workdir)

@@ -210,6 +210,7 @@ def run(levels: list[int], ops: int, reads: int, seed: int, workdir: Path) -> li
                 filled = level
             for system in systems:
                 system.settle()
+                os.sync()  # flush the fill's dirty pages so writeback does not land inside the timings
                 task = progress.add_task(f"{system.name} @ {level:,}", total=ops + 2 * reads)
                 n_ops = ops if system.name != "naive" else max(ops // 10, 10)
                 writes, replays, queries = [], [], []
@@ -284,10 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reads", type=int, default=200, help="replays and queries per level (naive: a tenth)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="where to write JSON and PNG")
-    ap.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a temp dir here)")
+    ap.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: the system temp dir)")
     args = ap.parse_args(argv)
     levels = sorted(int(x) for x in args.levels.split(","))
-    work = Path(tempfile.mkdtemp(prefix="got-bench-", dir=args.workdir or Path.cwd()))
+    work = Path(tempfile.mkdtemp(prefix="got-bench-", dir=args.workdir))
+    console.print(f"scratch: {work} (every system on the same disk)")
     try:
         results = run(levels, args.ops, args.reads, args.seed, work)
     finally:

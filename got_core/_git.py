@@ -9,6 +9,7 @@ lock on the hot path (DESIGN §2, §5).
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class RefRace(Exception):
@@ -205,11 +207,20 @@ class GitRepo:
 
     def tree_entry(self, tree: str, path: str) -> str | None:
         """Blob SHA at ``path`` in ``tree``, or None."""
-        try:
-            entry = self._get(tree)[path]
-        except KeyError:
-            return None
-        return str(entry.id) if entry.type == pygit2.GIT_OBJECT_BLOB else None
+        return self.tree_entries(tree, [path])[path]
+
+    def tree_entries(self, tree: str, paths: Iterable[str]) -> dict[str, str | None]:
+        """Blob SHA (or None) at each of ``paths`` in ``tree``, reading the tree once."""
+        root = self._get(tree)
+        out: dict[str, str | None] = {}
+        for path in paths:
+            try:
+                entry = root[path]
+            except KeyError:
+                out[path] = None
+                continue
+            out[path] = str(entry.id) if entry.type == pygit2.GIT_OBJECT_BLOB else None
+        return out
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree)."""
@@ -264,6 +275,13 @@ class GitRepo:
         """
         if not isinstance(rev, str) or not rev or "\x00" in rev or len(rev) > 1024:
             raise UnknownRefError(f"{str(rev)[:80]!r} is not a revision; give a SHA, branch or tag")
+        if len(rev) == 40 and _FULL_SHA.fullmatch(rev):  # the hot path: a full SHA we wrote
+            try:
+                obj = self._r.get(rev)
+            except (GitError, ValueError):
+                obj = None
+            if obj is not None and obj.type == pygit2.GIT_OBJECT_COMMIT:
+                return rev
         try:
             obj = self._r.revparse_single(rev)
             return str(obj.peel(pygit2.Commit).id)

@@ -65,10 +65,11 @@ def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str
         changes: dict[str, bytes | None] = {}
         for oid, data in payload.items():
             changes[f"{oid[:2]}/{oid[2:]}"] = data
-            if base is not None:
-                for other in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-                    if git.tree_entry(base, other) is not None:
-                        changes[other] = None
+        if base is not None:  # notes stock git wrote flat or at another fan-out depth
+            others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
+            for path, blob in git.tree_entries(base, others).items():
+                if blob is not None:
+                    changes[path] = None
         tree = git.build_tree(base, changes)
         commit = git.write_commit(tree, [tip] if tip else [], "Notes added by 'got'\n",
                                   repo.identity, repo.identity, repo.clock.now())

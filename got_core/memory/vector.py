@@ -159,9 +159,12 @@ class VectorMemory(BaseMemory):
         with self._lock:
             self._check_open()
             try:
-                self._col.upsert(ids=[ids[n] for n in keep], embeddings=[vecs[n] for n in keep],
-                                 documents=[lessons[n].text for n in keep],
-                                 metadatas=[metadatas[n] for n in keep])
+                step = max(1, int(self._client.get_max_batch_size()))  # chromadb caps one call's size
+                for start in range(0, len(keep), step):
+                    part = keep[start:start + step]
+                    self._col.upsert(ids=[ids[n] for n in part], embeddings=[vecs[n] for n in part],
+                                     documents=[lessons[n].text for n in part],
+                                     metadatas=[metadatas[n] for n in part])
             except Exception as exc:
                 raise StorageError(f"chromadb refused the write at {self.path}: {exc}") from None
         return lessons

@@ -147,3 +147,16 @@ def test_missing_chromadb_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "chromadb", None)  # as if not installed
     with pytest.raises(MissingExtraError, match=r"gitofthoughts\[vector\]"):
         get_backend("vector", tmp_path / "vec", embedder=HashEmbedder(8))
+
+
+def test_bulk_ingest_larger_than_one_chromadb_batch(tmp_path):
+    from got_core.memory import Lesson
+
+    mem = VectorMemory(tmp_path / "vec", embedder=HashEmbedder(16))
+    limit = mem._client.get_max_batch_size()
+    lessons = [Lesson(f"lesson {i} about topic {i % 97} and widget {i}", topic_key=f"t{i}")
+               for i in range(limit + 10)]
+    assert len(mem.add_lessons(lessons)) == limit + 10
+    assert len(mem) == limit + 10
+    assert mem.get_relevant("widget 5460 topic", 1)
+    mem.close()
