@@ -36,7 +36,7 @@ from rich.table import Table  # noqa: E402
 
 from got_core.memory import BACKENDS, Lesson, get_backend  # noqa: E402
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 SUBJECTS = ["probability", "geometry", "algebra", "number theory", "kinematics", "thermodynamics",
             "organic chemistry", "genetics", "optics", "combinatorics", "calculus", "electrochemistry",

@@ -37,7 +37,7 @@ from rich.table import Table
 
 from got_core import Node, ReasoningRepo
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "bench",
        "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
@@ -210,7 +210,6 @@ def run(levels: list[int], ops: int, reads: int, seed: int, workdir: Path) -> li
                 filled = level
             for system in systems:
                 system.settle()
-                os.sync()  # flush the fill's dirty pages so writeback does not land inside the timings
                 task = progress.add_task(f"{system.name} @ {level:,}", total=ops + 2 * reads)
                 n_ops = ops if system.name != "naive" else max(ops // 10, 10)
                 writes, replays, queries = [], [], []
