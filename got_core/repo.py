@@ -105,7 +105,7 @@ class ReasoningRepo:
         if fsync:
             import pygit2  # the one setting libgit2 keeps per process
 
-            pygit2.settings.enable_fsync_gitdir = True
+            pygit2.settings.enable_fsync_gitdir(True)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -69,6 +69,7 @@ class SSHSigner:
     format: str = "ssh"
 
     def __post_init__(self) -> None:
+        self.key_path = Path(self.key_path).expanduser()
         if not Path(self.key_path).is_file():
             raise ConfigError(f"SSH signing key {self.key_path} does not exist")
 

@@ -317,3 +317,17 @@ def test_delete_ref_with_compare_and_swap(repo):
     assert repo.tip("scratch") == second
     assert repo.delete_ref("scratch", expected=second) is True
     assert repo.tip("scratch") is None and repo.delete_ref("scratch") is False
+
+
+def test_fsync_mode_writes_readable_nodes(tmp_path):
+    # libgit2's fsync switch is process-wide: exercise it in a child process
+    import subprocess
+    import sys
+
+    code = ("import sys; from got_core import ReasoningRepo, Node;"
+            "r = ReasoningRepo.init(sys.argv[1], fsync=True);"
+            "n = r.commit_node(Node('durable', scores={'s_comb': 0.5})); print(n.oid)")
+    oid = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f.git")], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert ReasoningRepo(tmp_path / "f.git").read_node(oid).thought == "durable"
+    assert fsck_clean(tmp_path / "f.git")[0]
