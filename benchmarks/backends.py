@@ -30,6 +30,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from _plot import log_lines
 from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -129,26 +130,8 @@ def render(rows: list[dict]) -> None:
 
 
 def plot(rows: list[dict], out: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, metric in zip(axes, ("write_ms", "read_ms", "storage_bytes")):
-        for name in sorted({r["backend"] for r in rows}):
-            pts = sorted((r["lessons"], r[metric]) for r in rows if r["backend"] == name)
-            ax.plot([p[0] for p in pts], [max(p[1], 1e-4) for p in pts], marker="o", label=name)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("lessons")
-        ax.set_title(metric)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    console.print(f"plot: {out}")
+    if log_lines(rows, ("write_ms", "read_ms", "storage_bytes"), "lessons", "backend", out, xlabel="lessons", log_x=True):
+        console.print(f"plot: {out}")
 
 
 def main(argv: list[str] | None = None) -> int:

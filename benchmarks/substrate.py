@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _plot import log_lines
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -256,25 +257,8 @@ def render(results: list[dict]) -> None:
 
 
 def plot(results: list[dict], out: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, metric in zip(axes, ("write_ms", "replay_ms", "retrieve_ms")):
-        for system in ("got", "naive", "sqlite"):
-            rows = sorted((r for r in results if r["system"] == system), key=lambda r: r["history"])
-            ax.plot([r["history"] for r in rows], [r[metric] for r in rows], marker="o", label=system)
-        ax.set_yscale("log")
-        ax.set_xlabel("nodes of history")
-        ax.set_title(metric.replace("_ms", " (ms, log)"))
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    console.print(f"plot: {out}")
+    if log_lines(results, ("write_ms", "replay_ms", "retrieve_ms"), "history", "system", out, xlabel="nodes of history", log_x=False):
+        console.print(f"plot: {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
