@@ -153,6 +153,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         self.allow_pickle = allow_pickle
         self._blobs = LRU(cache_bytes // 2)  # blob sha -> bytes
         self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements
+        self._objs = LRU(200_000)  # (commit, channel) -> the list's element objects, weighed by length
         self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
         self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
         self._writes_cache = LRU(4096)  # (writes tip, checkpoint id) -> [writes documents]
@@ -177,7 +178,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         """Drop caches and release the repository's index handle."""
-        for cache in (self._blobs, self._lists, self._files, self._docs, self._writes_cache):
+        for cache in (self._blobs, self._lists, self._objs, self._files, self._docs, self._writes_cache):
             cache.clear()
         self.repo.close()
 
@@ -268,13 +269,30 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 return value
         return [self._loads(t) for t in typed]
 
-    def _dump_list(self, value: list[Any]) -> list[Typed]:
-        whole = self._dumps(value)
+    def _dump_list(self, value: list[Any], prev_objs: list[Any] | None = None,
+                   prev_typed: list[Typed] | None = None) -> list[Typed]:
+        """Element encodings of a list channel.
+
+        Elements that are the very objects the parent checkpoint held (LangGraph's reducers
+        keep old messages and append new ones) reuse the parent's encodings: like LangGraph's
+        own channels, the saver treats state values as immutable — a message changed in place
+        instead of replaced (``add_messages`` replaces by id) is not re-serialised.
+        """
+        keep = 0
+        if prev_objs is not None and prev_typed is not None:
+            limit = min(len(value), len(prev_objs), len(prev_typed))
+            while keep < limit and value[keep] is prev_objs[keep]:
+                keep += 1
+        rest = value[keep:]
+        head = list(prev_typed[:keep]) if keep else []
+        if not rest:
+            return head
+        whole = self._dumps(rest)
         if whole[0] == "msgpack":
             parts = split_msgpack_array(whole[1])
-            if parts is not None and len(parts) == len(value):
-                return [("msgpack", p) for p in parts]  # one serializer call for the whole list
-        return [self._dumps(item) for item in value]
+            if parts is not None and len(parts) == len(rest):
+                return head + [("msgpack", p) for p in parts]  # one serializer call for the new part
+        return head + [self._dumps(item) for item in rest]
 
     # ------------------------------------------------------------------ index of one namespace
     def _walk(self, ns: _Ns, tip: str) -> None:
@@ -500,8 +518,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 channels[name] = {"dir": base, "kind": "value", "version": version}
                 continue
             same_list = old is not None and old["kind"] == "list" and old["dir"] == base
-            typed = lists[name] = self._dump_list(value)
             previous = self._lists.get((parent, name)) if same_list else None
+            prev_objs = self._objs.get((parent, name)) if previous is not None else None
+            typed = lists[name] = self._dump_list(value, prev_objs, previous)
             for i, item in enumerate(typed):
                 if previous is not None and i < len(previous) and previous[i] == item:
                     continue  # byte-identical to the parent's element: same blobs
@@ -596,8 +615,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 break
             self._files.put(oid, files, len(files) + 1)
             self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
+            values = checkpoint["channel_values"]
             for name, typed in lists.items():
                 self._lists.put((oid, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
+                if isinstance(values.get(name), list):
+                    self._objs.put((oid, name), list(values[name]), len(values[name]) + 1)
             ns.ids[new_id] = oid
             ns.known[oid] = (parent, new_id)
         return {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns.ref.checkpoint_ns,

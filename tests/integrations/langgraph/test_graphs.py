@@ -408,3 +408,33 @@ def test_strict_env_lets_compile_allow_the_graph_schema(tmp_path):
     env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "Point"
+
+
+def test_replaced_and_removed_messages_match_in_memory(tmp_path):
+    """Unchanged messages reuse the parent's encodings; replaced (same id) and removed ones
+    must still be stored exactly as the reference saver stores them."""
+    from langchain_core.messages import RemoveMessage
+
+    def edit(state: MessagesState) -> dict[str, Any]:
+        first, second = state["messages"][0], state["messages"][1]
+        return {"messages": [HumanMessage(content="edited: " + str(first.content), id=first.id),
+                             RemoveMessage(id=second.id)]}
+
+    def scenario(saver):
+        builder = tool_graph()
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("compute: 6*7", id="h1")]}, CFG)
+        editor = StateGraph(MessagesState)
+        editor.add_node("edit", edit)
+        editor.add_edge(START, "edit")
+        editor.add_edge("edit", END)
+        edited = editor.compile(checkpointer=saver)
+        edited.invoke({"messages": [HumanMessage("one more", id="h2")]}, CFG)
+        return snap(edited.get_state(CFG)), [snap(s) for s in edited.get_state_history(CFG)]
+
+    saver, (state, history) = both(tmp_path, scenario)
+    texts = [m[1] for m in state["values"]["messages"]]
+    assert texts[0] == "edited: compute: 6*7" and len(texts) == 4  # 1 replaced, 1 removed, 1 added
+    # a reader with cold caches decodes the same values from git
+    cold = GitCheckpointSaver.from_path(saver.repo.gitdir).get_tuple(CFG)
+    assert [m.content for m in cold.checkpoint["channel_values"]["messages"]] == texts
