@@ -44,7 +44,14 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from got_core.errors import ConfigError, GotRuntimeError, MissingExtraError, RemoteError
+from got_core.errors import (
+    ConfigError,
+    CorruptRepositoryError,
+    GotRuntimeError,
+    MissingExtraError,
+    RemoteError,
+    RepositoryNotFoundError,
+)
 from got_core.names import encode_component
 from got_core.repo import ReasoningRepo
 from got_core.types import DeterministicClock, canonical_json
@@ -345,11 +352,14 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
     central = out / "central.git"
     path = task.repo_path(out)
     if path.exists():
-        with ReasoningRepo(path, create=False) as old:
-            done = read_result(old, task)
-            if done is not None:
-                _push(old, task, central)
-                return done
+        try:
+            with ReasoningRepo(path, create=False) as old:
+                done = read_result(old, task)
+                if done is not None:
+                    _push(old, task, central)
+                    return done
+        except (RepositoryNotFoundError, CorruptRepositoryError):
+            pass  # killed while the repository was being created: nothing in it to keep
         shutil.rmtree(path)  # a killed attempt: start over, so the result equals an uninterrupted run's
     path.parent.mkdir(parents=True, exist_ok=True)
     repo = ReasoningRepo.open(path, clock=DeterministicClock(CLOCK_START), notes_ref=task.notes_ref)

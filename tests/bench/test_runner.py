@@ -251,3 +251,17 @@ def test_a_server_that_stops_answering_leaves_no_result(tmp_path, problems):
     with pytest.raises(BenchRunError, match="--resume"):
         execute_task(task, spec, tmp_path)
     assert not (tmp_path / "central.git").exists() or open_central(tmp_path).tip(task.result_ref) is None
+
+
+@pytest.mark.parametrize("leftover", ["empty dir", "objects only", "garbage HEAD"])
+def test_a_repository_killed_while_being_created_is_started_over(tmp_path, server, problems, leftover):
+    task = _tasks(problems[:1])[0]
+    clean = execute_task(task, _spec(server), tmp_path / "a")
+    path = task.repo_path(tmp_path / "b")
+    path.mkdir(parents=True)
+    if leftover != "empty dir":
+        (path / "objects").mkdir()
+    if leftover == "garbage HEAD":
+        (path / "HEAD").write_text("not a ref\n")
+    redone = execute_task(task, _spec(server), tmp_path / "b")
+    assert stable_record(redone) == stable_record(clean)
