@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - non-POSIX
 
 from got_core.errors import StorageError
 
-__all__ = ["locked", "atomic_write_bytes", "file_stamp"]
+__all__ = ["locked", "atomic_write_bytes", "file_stamp", "prepare_store_dir"]
 
 
 @contextmanager
@@ -86,3 +86,21 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc}") from None
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, read_only: bool) -> None:
+    """Check a file-based backend's directory and, unless read-only, create it and its lock file.
+
+    Raises:
+        StorageError: ``path`` is a file, or the directory cannot be created.
+    """
+    if path.exists() and not path.is_dir():
+        raise StorageError(f"{what} path {path} is a file, not a directory; "
+                           f"pass the directory that should hold {holds}")
+    if read_only:
+        return
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        raise StorageError(f"cannot create {what} at {path}: {exc}; pick a writable directory") from None

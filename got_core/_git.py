@@ -515,23 +515,21 @@ class GitRepo:
     # ------------------------------------------------------------------ remotes
     def fetch(self, url: str, refspecs: list[str]) -> None:
         """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials."""
-        try:
-            remote = self._r.remotes.create_anonymous(url)
-            remote.fetch(refspecs, callbacks=_NoPrompt(url))
-        except RemoteError:
-            raise
-        except (GitError, OSError, KeyError) as exc:
-            raise RemoteError(f"fetch from {url} failed: {exc}") from None
+        self._remote("fetch", url, refspecs)
 
     def push(self, url: str, refspecs: list[str]) -> None:
         """Push ``refspecs`` to ``url``; never prompts for credentials."""
+        self._remote("push", url, refspecs)
+
+    def _remote(self, verb: str, url: str, refspecs: list[str]) -> None:
         try:
             remote = self._r.remotes.create_anonymous(url)
-            remote.push(refspecs, callbacks=_NoPrompt(url))
+            getattr(remote, verb)(refspecs, callbacks=_NoPrompt(url))
         except RemoteError:
             raise
         except (GitError, OSError, KeyError) as exc:
-            raise RemoteError(f"push to {url} failed: {exc}") from None
+            where = "from" if verb == "fetch" else "to"
+            raise RemoteError(f"{verb} {where} {url} failed: {exc}") from None
 
 
 class _NoPrompt(pygit2.RemoteCallbacks):

@@ -38,7 +38,7 @@ from typing import Any
 
 from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
-from got_core._fileio import atomic_write_bytes, file_stamp, locked
+from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import tokenize
 
 __all__ = ["GraphMemory", "concepts_of", "GRAPH_FILE"]
@@ -130,16 +130,7 @@ class GraphMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._snap_stamp: Any = "unset"  # (inode, mtime, size) of the loaded graph.json
         self._reset(None, 0)
-        if self.path.exists() and not self.path.is_dir():
-            raise StorageError(f"graph memory path {self.path} is a file, not a directory; "
-                               "pass the directory that should hold graph.json")
-        if not read_only:
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644))
-            except OSError as exc:
-                raise StorageError(f"cannot create graph memory at {self.path}: {exc}; "
-                                   "pick a writable directory") from None
+        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only)
         self._refresh()
 
     # -- state -------------------------------------------------------------------------

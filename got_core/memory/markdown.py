@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 from dataclasses import replace
 from pathlib import Path
 
-from got_core._fileio import atomic_write_bytes, file_stamp, locked
+from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import normalize_text, tokenize
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError
 from got_core.memory.base import BaseMemory, Lesson
@@ -93,16 +92,7 @@ class MarkdownMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._reset_index()
-        if self.path.exists() and not self.path.is_dir():
-            raise StorageError(f"markdown memory path {self.path} is a file, not a directory; "
-                               "pass the directory that should hold memory.md")
-        if not read_only:
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644))
-            except OSError as exc:
-                raise StorageError(f"cannot create markdown memory at {self.path}: {exc}; "
-                                   "pick a writable directory") from None
+        prepare_store_dir(self.path, self._lock_path, "markdown memory", "memory.md", read_only=read_only)
         self._refresh()
 
     # -- in-memory index ---------------------------------------------------------------
