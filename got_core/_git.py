@@ -23,12 +23,12 @@ from pygit2.enums import MergeFavor, SortMode
 
 from got_core.errors import (
     CorruptRepositoryError,
-    InvalidNameError,
     RemoteError,
     RepositoryNotFoundError,
     StorageError,
     UnknownRefError,
 )
+from got_core.names import check_path
 from got_core.types import Identity
 
 __all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
@@ -94,9 +94,6 @@ def _commit_data(c: pygit2.Commit) -> CommitData:
     )
 
 
-def _check_component(part: str, path: str) -> None:
-    if part in ("", ".", "..") or "\x00" in part or "/" in part or part == ".git":
-        raise InvalidNameError(f"path {path!r} has an unsafe component {part!r}; encode ids with names.encode_component")
 
 
 class GitRepo:
@@ -170,10 +167,7 @@ class GitRepo:
         """
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
-            parts = tuple(path.split("/"))
-            for part in parts:
-                _check_component(part, path)
-            nested[parts] = value
+            nested[check_path(path)] = value
         base = self._get(base_tree) if base_tree else None
         try:
             with _trusted_writes():

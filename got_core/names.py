@@ -26,6 +26,11 @@ __all__ = [
     "branch_ref",
     "tag_ref",
     "short_ref",
+    "MAX_PATH_COMPONENT_BYTES",
+    "MAX_PATH_BYTES",
+    "is_dotgit",
+    "path_component_problem",
+    "check_path",
 ]
 
 #: Longest encoded component; git allows more, filesystems (255 bytes) do not.
@@ -185,3 +190,82 @@ def short_ref(ref: str) -> str:
         if ref.startswith(prefix):
             return ref[len(prefix):]
     return ref
+
+
+# ---------------------------------------------------------------------------- tree paths
+#: Longest file or directory name we write or accept from a tree (NAME_MAX on Linux,
+#: macOS and Windows filesystems; libgit2 keeps name lengths in 16 bits).
+MAX_PATH_COMPONENT_BYTES = 255
+#: Longest path (all components) we write or accept from a tree (PATH_MAX).
+MAX_PATH_BYTES = 4096
+
+# Code points HFS+ ignores when comparing names, so ".g\u200cit" is ".git" on a Mac
+# (git's is_hfs_dotgit); stripped before comparing.
+_HFS_IGNORABLE = frozenset(
+    [chr(c) for c in (*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF)]
+)
+# NTFS: trailing dots and spaces vanish, "::$INDEX_ALLOCATION"-style streams follow a colon,
+# and "git~1" is the 8.3 short name of ".git" (git's is_ntfs_dotgit).
+_NTFS_DOTGIT = re.compile(r"^(?:\.git|git~1)[ .]*(?::.*)?$", re.IGNORECASE | re.DOTALL)
+
+
+def is_dotgit(name: str) -> bool:
+    """True when a path component names git's own directory on some filesystem.
+
+    Covers ``.git`` in any case, with HFS+-ignorable code points inside it, with NTFS
+    trailing dots/spaces or an alternate data stream, and NTFS's short name ``git~1``:
+    the spellings ``git fsck`` and ``git checkout`` themselves refuse.
+    """
+    folded = "".join(ch for ch in name if ch not in _HFS_IGNORABLE)
+    return folded.lower() == ".git" or bool(_NTFS_DOTGIT.match(folded))
+
+
+def path_component_problem(name: str) -> str | None:
+    """Why ``name`` must not be a file or directory name in a tree, or None when it is safe.
+
+    The rules are those of ``git fsck`` (no empty name, ``.``, ``..``, any spelling of
+    ``.git``, no ``/``), plus NUL, backslash (a separator on Windows), lone surrogates
+    (not valid Unicode) and a length limit of :data:`MAX_PATH_COMPONENT_BYTES` bytes.
+    """
+    if not isinstance(name, str):
+        return f"a name must be text, not {type(name).__name__}"
+    if name in ("", ".", ".."):
+        return "an empty, '.' or '..' component"
+    if "/" in name or "\\" in name:
+        return "a '/' or '\\' inside a name"
+    if "\x00" in name:
+        return "a NUL character"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "characters that are not valid Unicode"
+    if size > MAX_PATH_COMPONENT_BYTES:
+        return f"a name of {size} bytes (limit {MAX_PATH_COMPONENT_BYTES})"
+    if is_dotgit(name):
+        return "a spelling of '.git'"
+    return None
+
+
+def check_path(path: str, what: str = "path") -> tuple[str, ...]:
+    """Validate a ``/``-separated tree path and return its components.
+
+    Used for every path written into a tree and every path read back from one before
+    it reaches the filesystem, so a hostile tree can never name a file outside its
+    target or plant a ``.git`` directory.
+
+    Raises:
+        InvalidNameError: an absolute path, an unsafe component (see
+            :func:`path_component_problem`) or a path over :data:`MAX_PATH_BYTES` bytes.
+    """
+    if not isinstance(path, str):
+        raise InvalidNameError(f"{what} must be text, not {type(path).__name__}")
+    parts = tuple(path.split("/"))
+    for part in parts:
+        problem = path_component_problem(part)
+        if problem is not None:
+            shown = path[:120] + ("…" if len(path) > 120 else "")
+            raise InvalidNameError(
+                f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
+    return parts
