@@ -1,12 +1,12 @@
-"""Input cleaning shared by the writers: text must be real Unicode, content bytes or text."""
+"""Input cleaning shared by the writers: text must be real Unicode, content bytes or text, counts whole numbers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from got_core.errors import InvalidInputError
 
-__all__ = ["to_bytes", "clean_text"]
+__all__ = ["to_bytes", "clean_text", "clean_count", "clean_revs"]
 
 
 def to_bytes(value: bytes | str, path: str) -> bytes:
@@ -45,3 +45,33 @@ def clean_text(text: Any, what: str) -> str:
     if "\x00" in text:
         raise InvalidInputError(f"{what} contains a NUL character")
     return text
+
+
+def clean_count(value: Any, what: str, *, optional: bool = False) -> Any:
+    """``value`` as a non-negative ``int`` (``None`` passes when ``optional``).
+
+    Raises:
+        InvalidInputError: not an integer (``bool`` included), or negative.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{what} must be a whole number, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidInputError(f"{what} must not be negative (got {value})")
+    return value
+
+
+def clean_revs(parents: Any) -> list[Any] | None:
+    """Explicit parents as a list of revisions (one given on its own is a list of one).
+
+    Raises:
+        InvalidInputError: not a revision nor a list of them.
+    """
+    if parents is None:
+        return None
+    if isinstance(parents, (str, bytes)):
+        return [parents]
+    if not isinstance(parents, Iterable) or isinstance(parents, Mapping):
+        raise InvalidInputError(f"parents must be a list of revisions, not {type(parents).__name__}")
+    return list(parents)
