@@ -19,7 +19,7 @@ The index file lives inside the git directory (``got/index.sqlite3``); delete it
 at any time, or call :meth:`DerivedIndex.rebuild`.
 
 Anything a valid git tree or history can hold must not break the index, since a
-fetched ref may come from anyone: refs whose names git would refuse are not indexed,
+fetched ref may come from anyone: refs whose names are not UTF-8 are not indexed,
 file names that are not UTF-8 are stored with ``\\xNN`` escapes, gitlinks are
 skipped, blobs over :data:`MAX_INDEXED_BLOB` are not read for text, a commit whose
 trees cannot be read is indexed by its message alone, and a ref whose history
@@ -40,8 +40,7 @@ from typing import Iterable, Sequence
 from pygit2 import GitError
 
 from got_core._git import CommitData, GitRepo
-from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
-from got_core.names import check_ref_name
+from got_core.errors import CorruptRepositoryError, InvalidInputError
 
 __all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
 
@@ -80,10 +79,12 @@ _HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _indexable_ref(name: str) -> bool:
-    """Refs git itself would refuse (or that are not text) are left out of the index."""
+    """Ref names that are not text (bytes that are not UTF-8) are left out of the index."""
+    if name.isascii():
+        return True
     try:
-        check_ref_name(name)
-    except InvalidNameError:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
         return False
     return True
 
@@ -108,6 +109,11 @@ def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, f
             except ValueError:
                 pass
     return node, problem, outcome, score
+
+
+#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
+#: phrase matching costs phrase length x document length, and a long needle narrows no further.
+MAX_FTS_PHRASE = 64
 
 
 def _fts_phrase(text: str) -> str:
@@ -419,7 +425,7 @@ class DerivedIndex:
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self.rows(where, [_fts_phrase(literal)], refs)
+            rows = self.rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
         else:
             rows = self.rows("1", (), refs)
         return [r for r in rows if rx.search(r[2])]
@@ -499,7 +505,7 @@ class DerivedIndex:
             if len(needle) >= 3:
                 cand = db.execute(
                     "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle),)).fetchall()
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),)).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
             texts = {oid: text for oid, text in cand}

@@ -33,6 +33,7 @@ __all__ = [
     "path_component_problem",
     "check_path",
     "printable_path",
+    "PLAIN_NAME",
 ]
 
 #: Longest encoded component; git allows more, filesystems (255 bytes) do not.
@@ -231,7 +232,15 @@ def path_component_problem(name: str) -> str | None:
     """
     if not isinstance(name, str):
         return f"a name must be text, not {type(name).__name__}"
+    if len(name) <= MAX_PATH_COMPONENT_BYTES and PLAIN_NAME.match(name):
+        return None
     return _component_problem(name)
+
+
+#: Plain ASCII names that cannot be any spelling of ".git" (every such spelling starts
+#: with "." or holds "~" or a non-ASCII code point): safe up to the length limit without
+#: further checks. The fast path for listing large trees.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_%+,=@-][A-Za-z0-9_.%+,=@-]*\Z")
 
 
 # Every tree listing checks each name it returns; the same few names recur endlessly.

@@ -88,6 +88,10 @@ def _fs_arg(value: Any, what: str, *, text: bool = False) -> str:
         raise InvalidInputError(f"{what} must be a path, not {type(value).__name__}") from None
     if not path or "\x00" in path:
         raise InvalidInputError(f"{what} {path[:80]!r} is empty or contains a NUL character")
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{what} {path[:80]!r} holds characters no file name can") from None
     if text:
         try:
             path.encode("utf-8")
@@ -204,13 +208,16 @@ class ReasoningRepo:
             return self.git.resolve(rev)
         except UnknownRefError:
             if isinstance(rev, str) and 0 < len(rev) <= 1024:
-                # Node ids are stored encoded (Got-Node trailer); look up both spellings.
-                try:
-                    wanted = list(dict.fromkeys([clean_text(rev, "node id"), encode_component(rev, "node id")]))
-                except (InvalidInputError, InvalidNameError):
-                    wanted = []
+                # Node ids are stored encoded (Got-Node trailer): the id as given first, then
+                # the encoded spelling itself ("a/b" is stored "a%2Fb"; "a%2Fb" as "a%252Fb").
+                wanted = []
+                for spell in (encode_component, clean_text):
+                    try:
+                        wanted.append(spell(rev, "node id"))
+                    except (InvalidInputError, InvalidNameError):
+                        continue
                 index = self._idx() if wanted else None
-                for node_id in wanted:
+                for node_id in dict.fromkeys(wanted):
                     rows = index.by_node_id(node_id)
                     if rows:
                         return rows[0][1]
