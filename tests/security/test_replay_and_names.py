@@ -164,7 +164,7 @@ def test_hostile_names_refuse_the_whole_replay(repo, raw, tmp_path, how, bad):
 
 
 @pytest.mark.parametrize("kind", ["symlink", "gitlink"])
-def test_links_are_refused_by_default_and_can_be_skipped(repo, raw, tmp_path, kind):
+def test_links_are_refused_by_default_and_can_be_skipped(repo, raw, tmp_path, kind, capsys):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret").write_text("do not read")
@@ -184,6 +184,8 @@ def test_links_are_refused_by_default_and_can_be_skipped(repo, raw, tmp_path, ki
     repo.materialize("refs/remotes/peer/links", target, links="skip")
     plan = repo.replay_plan("refs/remotes/peer/links", links="skip")
     assert [p for p, _ in plan.skipped] == ["dir/link"]
+    code, out, _ = cli(capsys, "replay", "refs/remotes/peer/links", tmp_path / "cli", "--skip-links", "-r", repo.gitdir)
+    assert code == 0 and "skipped dir/link" in out and listing(tmp_path / "cli") == listing(target)
     assert listing(target) == ["dir", "dir/note.md", "thought.md"]
     assert not any(p.is_symlink() for p in target.rglob("*"))
     assert (outside / "secret").read_text() == "do not read"
@@ -398,6 +400,23 @@ def test_lone_surrogates_in_paths_are_invalid_names(repo, path):
         with pytest.raises(InvalidNameError):
             call()
     assert repo.tip("master") == tip
+
+
+def test_bytes_arguments_round_trip_or_are_refused(repo):
+    """Names given as UTF-8 bytes mean that text; ids and paths must be text (a typed error otherwise)."""
+    tip = repo.tip("master")
+    assert repo.tip(b"master") == tip
+    oid = repo.commit_files(b"memory", {"lesson.md": b"bytes content is stored as is"}, b"a lesson\n")
+    assert repo.tip("memory") == oid and repo.branches()["memory"] == oid
+    assert repo.read_file(oid, "lesson.md") == b"bytes content is stored as is"
+    for call in (lambda: repo.commit_files("memory", {b"f.md": "x"}, "m"),
+                 lambda: repo.read_file(oid, b"lesson.md"),
+                 lambda: repo.commit_node(Node("t", node_id=b"id")),
+                 lambda: repo.commit_node(Node("t", problem_id=b"p")),
+                 lambda: repo.tip(b"\xff\xfe")):
+        with pytest.raises(InvalidNameError):
+            call()
+    assert repo.tip("memory") == oid and fsck_clean(repo.gitdir)[0]
 
 
 ODD_IDS = ["a/b", "a%2Fb", "x y", "../../etc/passwd", "ünï/cødé", "-rf", "100%", "tab\tnl\n", "emoji🙂"]
