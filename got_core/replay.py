@@ -151,10 +151,16 @@ _FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 
                | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 
-def _link_in_target(root: Path, parts: tuple[str, ...]) -> UnsafePathError:
+def _link_in_target(root: Path, parts: tuple[str, ...], mode: int | None = None) -> UnsafePathError:
     shown = printable_path("/".join(parts))
-    return UnsafePathError(f"{root / shown} is a symbolic link or not a directory; replay never writes "
-                           "through links. Replay into an empty directory", shown)
+    if mode is None:
+        what = "a symbolic link or a file"
+    elif stat.S_ISLNK(mode):
+        what = "a symbolic link"
+    else:
+        what = "a directory" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else "a special file"
+    return UnsafePathError(f"{root / shown} is {what} where the replay needs to write; replay never writes "
+                           "through links or over directories. Replay into an empty directory", shown)
 
 
 class _Target:
@@ -211,12 +217,12 @@ def _check_target(target: _Target, plan: ReplayPlan) -> None:
     for parts in sorted(plan.dirs, key=len):
         mode = target.kind(parts)
         if mode is not None and not stat.S_ISDIR(mode):
-            raise _link_in_target(target.root, parts)
+            raise _link_in_target(target.root, parts, mode)
     for path, _oid in plan.files:
         parts = tuple(path.split("/"))
         mode = target.kind(parts)
         if mode is not None and not stat.S_ISREG(mode):
-            raise _link_in_target(target.root, parts)
+            raise _link_in_target(target.root, parts, mode)
 
 
 def _write_file(dirfd: int, name: str, data: bytes) -> None:
@@ -243,6 +249,9 @@ def _write_file(dirfd: int, name: str, data: bytes) -> None:
 
 def write_replay(git: "GitRepo", plan: ReplayPlan, directory: str | os.PathLike[str]) -> Path:
     """Write a :class:`ReplayPlan`'s files under ``directory`` (created when absent).
+
+    ``directory`` itself is the caller's choice and may be a symbolic link; nothing
+    below it is ever reached through one.
 
     Raises:
         UnsafePathError: a symbolic link (or a non-directory) in the target where a

@@ -42,7 +42,7 @@ from got_core.errors import (
 )
 from got_core.names import branch_ref, check_path, check_ref_name, encode_component, short_ref, tag_ref
 from got_core.replay import MAX_REPLAY_BYTES, MAX_REPLAY_FILES, ReplayPlan, plan_replay, write_replay
-from got_core.validate import clean_count, clean_revs, clean_text, to_bytes
+from got_core.validate import clean_count, clean_fs_path, clean_name, clean_revs, clean_text, to_bytes
 from got_core.signing import Signer, TrustStore, verify_history
 from got_core.types import (
     Clock,
@@ -61,43 +61,6 @@ DEFAULT_NOTES_REF = "refs/notes/got"
 #: Largest single file accepted by :meth:`ReasoningRepo.commit_files` (override per repo).
 MAX_FILE_BYTES = 32 * 1024 * 1024
 _MISSING: Any = object()
-
-
-def _text_arg(value: Any, what: str, optional: bool = False) -> Any:
-    """A name argument as text: ``str`` passes, UTF-8 ``bytes`` are decoded, anything else is refused."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bytes):
-        try:
-            value = value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidNameError(f"{what} is not valid UTF-8; pass text") from None
-    if not isinstance(value, str):
-        raise InvalidNameError(f"{what} must be text, not {type(value).__name__}")
-    return value
-
-
-def _fs_arg(value: Any, what: str, *, text: bool = False) -> str:
-    """A filesystem path argument (str, bytes or path-like) as ``str``; NUL and non-paths refused.
-
-    With ``text``, the path must also be valid UTF-8 (it is handed to libgit2 as a URL).
-    """
-    try:
-        path = os.fsdecode(value)
-    except TypeError:
-        raise InvalidInputError(f"{what} must be a path, not {type(value).__name__}") from None
-    if not path or "\x00" in path:
-        raise InvalidInputError(f"{what} {path[:80]!r} is empty or contains a NUL character")
-    try:
-        os.fsencode(path)
-    except UnicodeEncodeError:
-        raise InvalidInputError(f"{what} {path[:80]!r} holds characters no file name can") from None
-    if text:
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInputError(f"{what} {path[:80]!r} is not valid UTF-8") from None
-    return path
 
 
 class ReasoningRepo:
@@ -229,7 +192,7 @@ class ReasoningRepo:
 
     def refs(self, prefix: str = "refs/") -> dict[str, str]:
         """Every ref under ``prefix`` -> target SHA."""
-        return self.git.list_refs(_text_arg(prefix, "ref prefix"))
+        return self.git.list_refs(clean_name(prefix, "ref prefix"))
 
     def set_ref(self, ref: str, target: str, *, expected: str | None | Any = _MISSING) -> None:
         """Point ``ref`` at ``target`` (compare-and-swap against ``expected`` when given).
@@ -448,7 +411,7 @@ class ReasoningRepo:
             PayloadTooLargeError: over ``max_file_bytes`` or ``max_bytes``.
             StorageError: the filesystem refused a write.
         """
-        directory = _fs_arg(directory, "replay directory")
+        directory = clean_fs_path(directory, "replay directory")
         plan = self.replay_plan(rev, links=links, max_files=max_files, max_bytes=max_bytes)
         return write_replay(self.git, plan, directory)
 
@@ -488,26 +451,27 @@ class ReasoningRepo:
 
     def set_note(self, target: str, content: Mapping[str, Any] | str | bytes, *, ref: str | None = None) -> str:
         """Attach (or replace) the note on ``target`` (fan-out layout); returns the notes commit."""
-        return _notes.set_notes(self, {_text_arg(target, "note target"): content}, ref=_text_arg(ref, "notes ref", True))
+        target = clean_name(target, "note target")
+        return _notes.set_notes(self, {target: content}, ref=clean_name(ref, "notes ref", True))
 
     def set_notes(self, notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None) -> str:
         """Attach (or replace) several notes in ONE notes commit; returns it."""
         if not isinstance(notes, Mapping):
             raise InvalidInputError(f"notes must be a mapping of commit -> note, not {type(notes).__name__}")
-        notes = {_text_arg(t, "note target"): c for t, c in notes.items()}
-        return _notes.set_notes(self, notes, ref=_text_arg(ref, "notes ref", True))
+        notes = {clean_name(t, "note target"): c for t, c in notes.items()}
+        return _notes.set_notes(self, notes, ref=clean_name(ref, "notes ref", True))
 
     def get_note(self, target: str, *, ref: str | None = None) -> bytes | None:
         """The note bytes on ``target``, or None."""
-        return _notes.get_note(self, _text_arg(target, "note target"), ref=_text_arg(ref, "notes ref", True))
+        return _notes.get_note(self, clean_name(target, "note target"), ref=clean_name(ref, "notes ref", True))
 
     def note_json(self, target: str, *, ref: str | None = None) -> dict[str, Any] | None:
         """The note on ``target`` parsed as a JSON object, or None."""
-        return _notes.note_json(self, _text_arg(target, "note target"), ref=_text_arg(ref, "notes ref", True))
+        return _notes.note_json(self, clean_name(target, "note target"), ref=clean_name(ref, "notes ref", True))
 
     def notes(self, *, ref: str | None = None) -> dict[str, bytes]:
         """Every note on the notes ref: annotated commit SHA -> note bytes."""
-        return _notes.all_notes(self, ref=_text_arg(ref, "notes ref", True))
+        return _notes.all_notes(self, ref=clean_name(ref, "notes ref", True))
 
     # ------------------------------------------------------------------ tags
     def tag(self, name: str, target: str, *, force: bool = False) -> str:
@@ -694,7 +658,7 @@ class ReasoningRepo:
     # ------------------------------------------------------------------ sharing, signing
     def fetch(self, source: str | os.PathLike[str], **options: Any) -> dict[str, str]:
         """Fetch a peer's branches (and tags/notes) under ``refs/remotes/<name>/``; see :mod:`got_core.sharing`."""
-        source = _fs_arg(source, "fetch source", text=True)
+        source = clean_fs_path(source, "fetch source", text=True)
         try:
             return sharing.fetch(self, source, **options)
         except OSError as exc:  # a source path the filesystem cannot even look at
@@ -702,7 +666,7 @@ class ReasoningRepo:
 
     def push(self, dest: str | os.PathLike[str], **options: Any) -> list[str]:
         """Push branches/tags/notes to another repository; see :mod:`got_core.sharing`."""
-        dest = _fs_arg(dest, "push destination", text=True)
+        dest = clean_fs_path(dest, "push destination", text=True)
         try:
             return sharing.push(self, dest, **options)
         except OSError as exc:
@@ -720,8 +684,8 @@ class ReasoningRepo:
                 refs = [refs]
             if not isinstance(refs, Iterable):
                 raise InvalidInputError(f"refs must be a list of ref names, not {type(refs).__name__}")
-            refs = [_text_arg(r, "ref name") for r in refs]
-        path = _fs_arg(path, "bundle path")
+            refs = [clean_name(r, "ref name") for r in refs]
+        path = clean_fs_path(path, "bundle path")
         try:
             return sharing.bundle(self, Path(path), refs)
         except OSError as exc:
@@ -729,7 +693,7 @@ class ReasoningRepo:
 
     def unbundle(self, path: str | os.PathLike[str]) -> dict[str, str]:
         """Import every ref of a bundle (verified first), bit-identically."""
-        path = _fs_arg(path, "bundle path")
+        path = clean_fs_path(path, "bundle path")
         try:
             return sharing.unbundle(self, Path(path))
         except OSError as exc:
