@@ -28,13 +28,24 @@ from got_core.errors import (
     StorageError,
     UnknownRefError,
 )
-from got_core.names import check_path
+from got_core.names import (
+    MAX_PATH_BYTES,
+    MAX_PATH_COMPONENT_BYTES,
+    PLAIN_NAME,
+    check_path,
+    path_component_problem,
+)
 from got_core.types import Identity
 
 __all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
+_EXEC = pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+_LINK = pygit2.GIT_FILEMODE_LINK
+_BLOB_MODES = frozenset((_BLOB, _EXEC, _LINK))  # entries whose object is a blob
+_T_BLOB, _T_TREE = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE
+_SHORT_PATH = MAX_PATH_BYTES // 4  # a str this long is within MAX_PATH_BYTES in any encoding
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -94,6 +105,21 @@ def _commit_data(c: pygit2.Commit) -> CommitData:
     )
 
 
+
+
+# Names already judged usable (bounded): listing a tree checks every name, and the
+# same names recur in every commit of a repository.
+_USABLE_NAMES: set[str] = set()
+_USABLE_NAMES_MAX = 1 << 15
+
+
+def _usable_name(name: str) -> bool:
+    if (len(name) <= MAX_PATH_COMPONENT_BYTES and PLAIN_NAME.match(name)) or path_component_problem(name) is None:
+        if len(_USABLE_NAMES) >= _USABLE_NAMES_MAX:
+            _USABLE_NAMES.clear()
+        _USABLE_NAMES.add(name)
+        return True
+    return False
 
 
 class GitRepo:
@@ -207,56 +233,135 @@ class GitRepo:
             return None
         return str(tb.write())
 
+    def _tree(self, oid: str, what: str = "tree") -> pygit2.Tree:
+        obj = self._get(oid)
+        if obj.type != pygit2.GIT_OBJECT_TREE:
+            raise CorruptRepositoryError(f"{what} {oid} is a {obj.type_str}, expected a tree; run `got fsck`")
+        return obj
+
+    def _subtree(self, root: pygit2.Tree, path: str) -> pygit2.Tree | None:
+        """The tree at ``path`` under ``root`` (``""``: root itself), or None."""
+        path = path.strip("/") if isinstance(path, str) else path
+        if not path:
+            return root
+        check_path(path)
+        try:
+            entry = root[path]
+        except KeyError:
+            return None
+        if entry.filemode != _TREE:
+            return None
+        return self._tree(str(entry.id), f"tree {path!r}")
+
     def tree_files(self, tree: str, prefix: str = "") -> dict[str, str]:
-        """Every blob under ``tree`` (or under ``prefix`` inside it): path -> blob SHA."""
-        root = self._get(tree)
-        if prefix:
-            try:
-                root = root[prefix.strip("/")]
-            except KeyError:
-                return {}
-            if root.type != pygit2.GIT_OBJECT_TREE:
-                return {}
+        """Every file under ``tree`` (or under ``prefix`` inside it): path -> blob SHA.
+
+        Only paths this API could also write are listed: every component passes
+        :func:`got_core.names.check_path`. Entries whose names are reserved, escaping or
+        not UTF-8 (possible only in trees written by other tools) and gitlinks are left
+        out; a symbolic link is a blob holding its target's name and is listed as such
+        (as ``git show rev:path`` prints it), never followed. :meth:`walk_tree` sees
+        everything, raw.
+
+        Raises:
+            InvalidNameError: ``prefix`` is not a valid path.
+            CorruptRepositoryError: a tree is missing or is not a tree.
+        """
+        prefix = prefix.strip("/") if isinstance(prefix, str) else prefix
+        root = self._subtree(self._tree(tree), prefix)
+        if root is None:
+            return {}
         out: dict[str, str] = {}
-        stack: list[tuple[str, pygit2.Tree]] = [(prefix.strip("/"), root)]
+        stack: list[tuple[str, pygit2.Tree]] = [(prefix or "", root)]
+        known = _USABLE_NAMES
         while stack:
             base, t = stack.pop()
             for entry in t:
-                path = f"{base}/{entry.name}" if base else entry.name
-                if entry.type == pygit2.GIT_OBJECT_TREE:
-                    stack.append((path, self._get(str(entry.id))))
-                elif entry.type == pygit2.GIT_OBJECT_BLOB:
+                # entry.type, not entry.filemode: the latter builds an enum per entry (3x slower)
+                kind = entry.type
+                if kind != _T_BLOB and kind != _T_TREE:
+                    continue  # a gitlink: another repository's commit
+                name = entry.name
+                if name not in known and not _usable_name(name):
+                    continue
+                path = f"{base}/{name}" if base else name
+                if len(path) > _SHORT_PATH and len(path.encode("utf-8")) > MAX_PATH_BYTES:
+                    continue
+                if kind == _T_TREE:
+                    stack.append((path, self._tree(str(entry.id), f"tree {path!r}")))
+                else:
                     out[path] = str(entry.id)
         return out
 
+    def walk_tree(self, tree: str) -> Iterator[tuple[tuple[bytes, ...], int, str]]:
+        """Every non-tree entry under ``tree`` as (raw name components, file mode, SHA).
+
+        Names are the bytes the tree holds, unchecked: this is the view for code that
+        must judge a tree written by someone else (replay). Subtrees are descended
+        (never through a gitlink); entries come depth first, each directory in tree order.
+
+        Raises:
+            CorruptRepositoryError: a tree is missing or an entry marked as a tree is not one.
+        """
+        stack: list[tuple[tuple[bytes, ...], pygit2.Tree]] = [((), self._tree(tree))]
+        while stack:
+            base, t = stack.pop()
+            subtrees = []
+            for entry in t:
+                parts = (*base, entry.raw_name)
+                if entry.filemode == _TREE:
+                    subtrees.append((parts, self._tree(str(entry.id), "tree entry")))
+                else:
+                    yield parts, entry.filemode, str(entry.id)
+            stack.extend(reversed(subtrees))
+
+    def blob_size(self, oid: str) -> int:
+        """Size in bytes of a blob, read from its header (the content is not loaded).
+
+        Raises:
+            CorruptRepositoryError: missing, or not a blob.
+        """
+        try:
+            kind, size = self._r.odb.read_header(oid)
+        except (GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
+        if kind != pygit2.GIT_OBJECT_BLOB:
+            raise CorruptRepositoryError(f"object {oid} is not a blob; run `got fsck`")
+        return size
+
     def tree_entry(self, tree: str, path: str) -> str | None:
-        """Blob SHA at ``path`` in ``tree``, or None."""
+        """Blob SHA of the file at ``path`` in ``tree``, or None (a directory, a gitlink, or absent).
+
+        Raises:
+            InvalidNameError: ``path`` is not a valid path (see :func:`got_core.names.check_path`).
+        """
         return self.tree_entries(tree, [path])[path]
 
     def tree_entries(self, tree: str, paths: Iterable[str]) -> dict[str, str | None]:
-        """Blob SHA (or None) at each of ``paths`` in ``tree``, reading the tree once."""
-        root = self._get(tree)
+        """Blob SHA (or None) of the file at each of ``paths`` in ``tree``, reading the tree once.
+
+        Raises:
+            InvalidNameError: a path that is not valid (see :func:`got_core.names.check_path`).
+        """
+        root = self._tree(tree)
         out: dict[str, str | None] = {}
         for path in paths:
+            check_path(path)
             try:
                 entry = root[path]
             except KeyError:
                 out[path] = None
                 continue
-            out[path] = str(entry.id) if entry.type == pygit2.GIT_OBJECT_BLOB else None
+            out[path] = str(entry.id) if entry.type == _T_BLOB else None
         return out
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
-        """Entries directly under ``path``: (name, is_tree)."""
-        t = self._get(tree)
-        if path:
-            try:
-                t = t[path.strip("/")]
-            except KeyError:
-                return []
-            if t.type != pygit2.GIT_OBJECT_TREE:
-                return []
-        return [(e.name, e.type == pygit2.GIT_OBJECT_TREE) for e in t]
+        """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""
+        t = self._subtree(self._tree(tree), path)
+        if t is None:
+            return []
+        return [(e.name, e.type == _T_TREE) for e in t
+                if e.type in (_T_BLOB, _T_TREE) and (e.name in _USABLE_NAMES or _usable_name(e.name))]
 
     # ------------------------------------------------------------------ commits
     def write_commit(self, tree: str, parents: Iterable[str], message: str, author: Identity,
@@ -347,28 +452,49 @@ class GitRepo:
         return self.changed_tree_paths(old_tree, commit.tree)
 
     def changed_tree_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None, str | None]]:
-        """(path, old blob, new blob) for every file that differs between two trees (None: empty)."""
-        new = self._get(new_tree)
-        diff = self._get(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
-        zero = "0" * 40
+        """(path, old blob, new blob) for every blob that differs between two trees (None: empty).
+
+        Blobs are regular files and symbolic links (whose content is the link target);
+        gitlinks name commits of another repository and are left out. Paths are the
+        tree's names as text, bytes that are not UTF-8 shown as ``\\xNN``.
+        """
+        new = self._tree(new_tree)
+        try:
+            diff = self._tree(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
+            deltas = list(diff.deltas)
+        except GitError as exc:
+            raise CorruptRepositoryError(f"cannot compare trees {old_tree} and {new_tree}: {exc}; "
+                                         "run `got fsck`") from None
         out = []
-        for delta in diff.deltas:
-            old_id, new_id = str(delta.old_file.id), str(delta.new_file.id)
-            out.append((delta.new_file.path or delta.old_file.path,
-                        None if old_id == zero else old_id, None if new_id == zero else new_id))
+        for delta in deltas:
+            old_f, new_f = delta.old_file, delta.new_file
+            old_id = str(old_f.id) if old_f.mode in _BLOB_MODES else None
+            new_id = str(new_f.id) if new_f.mode in _BLOB_MODES else None
+            if old_id is None and new_id is None:
+                continue  # gitlinks on both sides
+            raw = (new_f.raw_path if new_id is not None else old_f.raw_path) or new_f.raw_path or old_f.raw_path
+            out.append((raw.decode("utf-8", "backslashreplace"), old_id, new_id))
         return out
 
     def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None,
                    context: int = 3) -> str:
-        """Unified, git-style patch text between two trees (optionally only some paths)."""
-        ta, tb = self._get(a_tree), self._get(b_tree)
-        diff = ta.diff_to_tree(tb, context_lines=context)
+        """Unified, git-style patch text between two trees (optionally only some paths).
+
+        Text that is not UTF-8 (in names or content) is shown with U+FFFD replacements,
+        so the result always prints.
+        """
+        ta, tb = self._tree(a_tree), self._tree(b_tree)
         wanted = set(paths) if paths is not None else None
-        parts = []
-        for patch in diff:
-            path = patch.delta.new_file.path or patch.delta.old_file.path
-            if wanted is None or path in wanted:
-                parts.append(patch.text or "")
+        try:
+            diff = ta.diff_to_tree(tb, context_lines=context)
+            parts = []
+            for patch in diff:
+                delta = patch.delta
+                path = (delta.new_file.raw_path or delta.old_file.raw_path).decode("utf-8", "surrogateescape")
+                if wanted is None or path in wanted:
+                    parts.append(patch.data.decode("utf-8", "replace"))
+        except GitError as exc:
+            raise CorruptRepositoryError(f"cannot diff trees {a_tree} and {b_tree}: {exc}; run `got fsck`") from None
         return "".join(parts)
 
     # ------------------------------------------------------------------ refs

@@ -17,6 +17,13 @@ Indexed per commit: the message (FTS5 words for keyword search, FTS5 trigrams fo
 changed (trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly).
 The index file lives inside the git directory (``got/index.sqlite3``); delete it
 at any time, or call :meth:`DerivedIndex.rebuild`.
+
+Anything a valid git tree or history can hold must not break the index, since a
+fetched ref may come from anyone: refs whose names are not UTF-8 are not indexed,
+file names that are not UTF-8 are stored with ``\\xNN`` escapes, gitlinks are
+skipped, blobs over :data:`MAX_INDEXED_BLOB` are not read for text, a commit whose
+trees cannot be read is indexed by its message alone, and a ref whose history
+cannot be walked is indexed as far as it can be (``got fsck`` reports the damage).
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from pygit2 import GitError
+
 from got_core._git import CommitData, GitRepo
+from got_core.errors import CorruptRepositoryError, InvalidInputError
 
 __all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
 
@@ -63,6 +73,20 @@ CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokeniz
 """
 
 Row = tuple  # (oid, message, time, parents, score, node_id, problem_id)
+# What reading a damaged or partial history raises (missing objects, unparsable trees).
+_BROKEN = (CorruptRepositoryError, GitError)
+_HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _indexable_ref(name: str) -> bool:
+    """Ref names that are not text (bytes that are not UTF-8) are left out of the index."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, float | None]:
@@ -85,6 +109,11 @@ def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, f
             except ValueError:
                 pass
     return node, problem, outcome, score
+
+
+#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
+#: phrase matching costs phrase length x document length, and a long needle narrows no further.
+MAX_FTS_PHRASE = 64
 
 
 def _fts_phrase(text: str) -> str:
@@ -202,7 +231,7 @@ class DerivedIndex:
             try:
                 self._fp_dirs = self._ref_dirs()
                 fp = self._fingerprint()
-                refs = self.git.list_refs("refs/")
+                refs = {n: o for n, o in self.git.list_refs("refs/").items() if _indexable_ref(n)}
                 self._sync_refs(refs)
                 self._sync_tags(refs)
                 self._sync_notes(refs.get(self.notes_ref))
@@ -227,7 +256,11 @@ class DerivedIndex:
         crow = cur.lastrowid
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
         db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
-        for path, old, new in self.git.changed_paths(c):
+        try:
+            changed = self.git.changed_paths(c)
+        except _BROKEN:
+            changed = []  # a tree we cannot read: the message is still searchable
+        for path, old, new in changed:
             db.execute("INSERT INTO changes VALUES(?,?,?,?)", (crow, path, old, new))
             for blob in (old, new):
                 if blob:
@@ -238,27 +271,33 @@ class DerivedIndex:
         db = self.db
         if db.execute("SELECT 1 FROM blobs WHERE oid=?", (oid,)).fetchone():
             return
-        data = self.git.read_blob(oid)
         text = None
-        if len(data) <= MAX_INDEXED_BLOB:
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
+        try:
+            if self.git.blob_size(oid) <= MAX_INDEXED_BLOB:
+                text = self.git.read_blob(oid).decode("utf-8")
+        except UnicodeDecodeError:
+            text = None  # binary: pickaxe counts its bytes
+        except _BROKEN:
+            return  # missing or not a blob: nothing to search in it
         cur = db.execute("INSERT INTO blobs(oid, text) VALUES(?,?)", (oid, text))
         if text is not None:
             db.execute("INSERT INTO blob_tri(rowid, text) VALUES(?,?)", (cur.lastrowid, text))
 
-    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str]) -> None:
+    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str]) -> bool:
+        """Index the commits of ``tips`` not in ``hide``; False when the walk broke off."""
         db = self.db
-        for c in self.git.walk(tips, hide):
-            crow = self._commit_row(c.oid)
-            if crow is None:
-                crow = self._add_commit(c)
-            elif ref is None:
-                continue
-            if ref is not None:
-                db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (ref, crow))
+        try:
+            for c in self.git.walk(tips, hide):
+                crow = self._commit_row(c.oid)
+                if crow is None:
+                    crow = self._add_commit(c)
+                elif ref is None:
+                    continue
+                if ref is not None:
+                    db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (ref, crow))
+        except _BROKEN:
+            return False  # a missing parent: what was walked stays indexed
+        return True
 
     def _sync_refs(self, refs: dict[str, str]) -> None:
         db = self.db
@@ -275,9 +314,11 @@ class DerivedIndex:
             tip = self.git.peel_to_commit(oid)
             if tip is None:
                 continue
-            if prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip):
-                self._walk_into(name, [tip], [prev])
-            else:
+            try:
+                ahead = prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip)
+            except _BROKEN:
+                ahead = False
+            if not (ahead and self._walk_into(name, [tip], [prev])):
                 db.execute("DELETE FROM member WHERE ref=?", (name,))
                 self._walk_into(name, [tip], [])
             db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, oid))
@@ -313,28 +354,43 @@ class DerivedIndex:
         if not tip:
             db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
         else:
-            new_tree = self.git.read_commit(tip).tree
-            old_tree = None
-            if prev and self.git.has_object(prev):
-                old_tree = self.git.read_commit(prev).tree
-            else:
+            try:
+                new_tree = self.git.read_commit(tip).tree
+                old_tree = None
+                if prev and self.git.has_object(prev):
+                    old_tree = self.git.read_commit(prev).tree
+                changed = self.git.changed_tree_paths(old_tree, new_tree)
+            except _BROKEN:
+                old_tree, changed = None, []  # not a readable notes commit: no scores from it
+            if old_tree is None:
                 db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
-            for path, _old, new in self.git.changed_tree_paths(old_tree, new_tree):
+            for path, _old, new in changed:
                 target = path.replace("/", "")
+                if not _HEX_OID.fullmatch(target):
+                    continue  # not a note (git notes names each one by its commit's SHA)
                 if new is None:
                     db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))
                     continue
-                body = self.git.read_blob(new).decode("utf-8", "replace")
-                score = None
-                try:
-                    data = json.loads(body)
-                    if isinstance(data, dict) and isinstance(data.get("s_comb"), (int, float)):
-                        score = float(data["s_comb"])
-                except ValueError:
-                    pass
+                body, score = self._note_body(new)
                 db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)",
                            (self.notes_ref, target, body, score))
         db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
+
+    def _note_body(self, blob: str) -> tuple[str | None, float | None]:
+        try:
+            if self.git.blob_size(blob) > MAX_INDEXED_BLOB:
+                return None, None
+            body = self.git.read_blob(blob).decode("utf-8", "replace")
+        except _BROKEN:
+            return None, None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body, None
+        score = data.get("s_comb") if isinstance(data, dict) else None
+        if isinstance(score, (int, float)) and not isinstance(score, bool) and score == score:
+            return body, float(score)
+        return body, None
 
     # ------------------------------------------------------------------ queries
     _SELECT = ("SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
@@ -361,11 +417,15 @@ class DerivedIndex:
              refs: Sequence[str] | None) -> list[tuple]:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
-        rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
+        try:
+            rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise InvalidInputError(f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
+                                    "fix it, or pass fixed=True (`got grep -F`) to search for the text") from None
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self.rows(where, [_fts_phrase(literal)], refs)
+            rows = self.rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
         else:
             rows = self.rows("1", (), refs)
         return [r for r in rows if rx.search(r[2])]
@@ -445,7 +505,7 @@ class DerivedIndex:
             if len(needle) >= 3:
                 cand = db.execute(
                     "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle),)).fetchall()
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),)).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
             texts = {oid: text for oid, text in cand}

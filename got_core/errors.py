@@ -10,6 +10,7 @@ also a :class:`ValueError`) and failures of the environment or the data
     GotError
     ├── GotUserError (ValueError)            the caller can fix it
     │   ├── InvalidNameError                 a ref, key, namespace or id git must not see raw
+    │   │   └── UnsafePathError              a tree path replay will not write (reserved name, link)
     │   ├── InvalidInputError                empty, non-UTF-8 or malformed payloads
     │   │   └── PayloadTooLargeError         over a configured size limit
     │   ├── UnknownRefError (KeyError)       no such SHA, branch, tag or node
@@ -39,6 +40,7 @@ __all__ = [
     "GotUserError",
     "GotRuntimeError",
     "InvalidNameError",
+    "UnsafePathError",
     "InvalidInputError",
     "PayloadTooLargeError",
     "UnknownRefError",
@@ -77,6 +79,23 @@ class InvalidNameError(GotUserError):
     Raised for empty names, names over the length limit, and strings that are
     not valid Unicode. Other hostile characters are percent-encoded instead.
     """
+
+
+class UnsafePathError(InvalidNameError):
+    """A path that cannot be written to disk safely, so nothing was written.
+
+    Raised by replay (:meth:`got_core.repo.ReasoningRepo.materialize`) for a tree entry
+    with a reserved or escaping name (any spelling of ``.git``, ``..``, not UTF-8, too
+    long), a symbolic link or gitlink entry, or a symbolic link already in the target
+    directory that a write would go through.
+
+    Attributes:
+        path: the offending path, printable (non-UTF-8 bytes shown as ``\\xNN``).
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
+        super().__init__(message)
 
 
 class InvalidInputError(GotUserError):

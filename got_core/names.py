@@ -14,6 +14,7 @@ Two kinds of names meet git:
 
 from __future__ import annotations
 
+import functools
 import re
 
 from got_core.errors import InvalidNameError
@@ -31,6 +32,8 @@ __all__ = [
     "is_dotgit",
     "path_component_problem",
     "check_path",
+    "printable_path",
+    "PLAIN_NAME",
 ]
 
 #: Longest encoded component; git allows more, filesystems (255 bytes) do not.
@@ -229,6 +232,20 @@ def path_component_problem(name: str) -> str | None:
     """
     if not isinstance(name, str):
         return f"a name must be text, not {type(name).__name__}"
+    if len(name) <= MAX_PATH_COMPONENT_BYTES and PLAIN_NAME.match(name):
+        return None
+    return _component_problem(name)
+
+
+#: Plain ASCII names that cannot be any spelling of ".git" (every such spelling starts
+#: with "." or holds "~" or a non-ASCII code point): safe up to the length limit without
+#: further checks. The fast path for listing large trees.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_%+,=@-][A-Za-z0-9_.%+,=@-]*\Z")
+
+
+# Every tree listing checks each name it returns; the same few names recur endlessly.
+@functools.lru_cache(maxsize=8192)
+def _component_problem(name: str) -> str | None:
     if name in ("", ".", ".."):
         return "an empty, '.' or '..' component"
     if "/" in name or "\\" in name:
@@ -244,6 +261,27 @@ def path_component_problem(name: str) -> str | None:
     if is_dotgit(name):
         return "a spelling of '.git'"
     return None
+
+
+def printable_path(raw: bytes | str) -> str:
+    """A path read from a tree, safe to print and to put in an error message.
+
+    Bytes that are not UTF-8 (and lone surrogates) become ``\\xNN`` escapes; control
+    characters are escaped as :func:`repr` would; long paths are cut at 200 characters.
+    """
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape") if _encodable(raw) else raw.encode("utf-8", "backslashreplace")
+    text = raw.decode("utf-8", "backslashreplace")
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def check_path(path: str, what: str = "path") -> tuple[str, ...]:

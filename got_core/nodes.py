@@ -11,12 +11,12 @@ exposes both as methods.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError
-from got_core.names import encode_component
+from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, InvalidNameError
+from got_core.names import decode_component, encode_component
 from got_core.types import NODE_FILES, Node, canonical_json
-from got_core.validate import clean_text
+from got_core.validate import clean_revs, clean_text
 
 if TYPE_CHECKING:
     from got_core.repo import ReasoningRepo
@@ -43,9 +43,19 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
         tag: tag ``success_<id>`` / ``failed_<id>`` when the outcome says so.
 
     Returns:
-        The node as stored (``oid``, ``parents``, ``node_id`` filled in).
+        The node as stored (``oid``, ``parents``, ``node_id`` filled in). ``node_id``
+        is the id as given (or derived); refs, tags and trailers hold it encoded with
+        :func:`~got_core.names.encode_component`, and ``read_node`` / ``resolve``
+        accept either spelling.
+
+    Raises:
+        InvalidInputError: a field of the wrong type, or scores/trace/metadata that are
+            not JSON-serialisable.
+        InvalidNameError: an id that cannot be encoded (not text, or too long).
     """
     ref_name = repo.ref(ref) if ref else repo.session_ref
+    _check_fields(node)
+    parents = clean_revs(parents)
     thought = clean_text(node.thought, "thought")
     try:
         scores_text = canonical_json(dict(node.scores))
@@ -56,7 +66,8 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
     for _ in repo.attempts(ref_name):
         tip = repo.git.ref_target(ref_name)
         these = [repo.resolve(p) for p in parents] if parents is not None else ([tip] if tip else [])
-        node_id = encode_component(node.node_id, "node id") if node.node_id else node.derive_id(these)
+        given_id = node.node_id or node.derive_id(these)
+        node_id = encode_component(given_id, "node id")
         meta = dict(node.metadata)
         meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth,
                      "outcome": node.outcome})
@@ -76,7 +87,7 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
             continue
         stored = Node(thought=thought, scores=dict(node.scores), trace=list(node.trace), metadata=meta,
                       problem_id=node.problem_id, depth=node.depth, outcome=node.outcome,
-                      node_id=node_id, oid=oid, parents=tuple(these))
+                      node_id=given_id, oid=oid, parents=tuple(these))
         if note and node.scores:
             stored.note = dict(node.scores)
             repo.set_note(oid, scores_text)
@@ -84,6 +95,26 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
             stored.tags = [repo.tag_outcome(oid, node.outcome, node_id)]
         return stored
     raise AssertionError("unreachable")
+
+
+def _check_fields(node: Node) -> None:
+    """Refuse fields of the wrong type before anything is derived or written."""
+    if not isinstance(node, Node):
+        raise InvalidInputError(f"commit_node needs a Node, not {type(node).__name__}")
+    for name in ("problem_id", "outcome", "node_id"):
+        value = getattr(node, name)
+        if not isinstance(value, str):
+            raise InvalidNameError(f"node {name} must be text (str), not {type(value).__name__}")
+        if value:
+            encode_component(value, f"node {name.replace('_', ' ')}")  # valid Unicode, not too long
+    if isinstance(node.depth, bool) or not isinstance(node.depth, int):
+        raise InvalidInputError(f"node depth must be an int, not {type(node.depth).__name__}")
+    for name in ("scores", "metadata"):
+        if not isinstance(getattr(node, name), Mapping):
+            raise InvalidInputError(f"node {name} must be a mapping, not {type(getattr(node, name)).__name__}")
+    if not isinstance(node.trace, (list, tuple)) or not all(isinstance(s, Mapping) for s in node.trace):
+        raise InvalidInputError("node trace must be a list of mappings (one per step)")
+
 
 def node_message(node: Node, node_id: str, thought: str) -> str:
     """The structured commit message of a node: summary, thought, ``Got-*`` trailers."""
@@ -99,6 +130,17 @@ def node_message(node: Node, node_id: str, thought: str) -> str:
     if isinstance(score, (int, float)):
         lines.append(f"Got-Score: {float(score):.6f}")
     return "\n".join(lines) + "\n"
+
+
+def _decoded_id(value: Any) -> str:
+    """A stored (encoded) id back as the caller gave it; ids we did not write stay as stored."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        return decode_component(value)
+    except InvalidNameError:
+        return value
+
 
 def read_node(repo: "ReasoningRepo", rev: str) -> Node:
     """Replay: the whole node at a SHA, tag, branch or node id.
@@ -118,11 +160,18 @@ def read_node(repo: "ReasoningRepo", rev: str) -> Node:
         meta = json.loads(files.get("metadata.json", b"{}") or b"{}")
         trace = [json.loads(line) for line in files.get("trace.jsonl", b"").decode("utf-8").splitlines()
                  if line.strip()]
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptRepositoryError(f"node {oid[:12]} has unreadable files: {exc}") from None
+    depth = meta.get("depth", 0) if isinstance(meta, dict) else None
+    if (not isinstance(scores, dict) or not isinstance(meta, dict) or not all(isinstance(s, dict) for s in trace)
+            or isinstance(depth, bool) or not isinstance(depth, int)
+            or not all(isinstance(meta.get(k, ""), str) for k in ("problem_id", "outcome", "node_id"))):
+        raise CorruptRepositoryError(
+            f"node {oid[:12]} has files of the wrong shape (scores.json and metadata.json must be objects, "
+            "trace.jsonl one object per line, depth a number); it was not written by GitOfThoughts")
     return Node(
         thought=files["thought.md"].decode("utf-8", "replace"), scores=scores, trace=trace,
-        metadata=meta, problem_id=meta.get("problem_id", ""), depth=int(meta.get("depth", 0)),
-        outcome=meta.get("outcome", ""), node_id=meta.get("node_id", ""), oid=oid,
+        metadata=meta, problem_id=meta.get("problem_id", ""), depth=depth,
+        outcome=meta.get("outcome", ""), node_id=_decoded_id(meta.get("node_id", "")), oid=oid,
         parents=commit.parents, note=repo.note_json(oid), tags=repo.tags_at(oid),
     )

@@ -33,13 +33,16 @@ from got_core._git import BlobId, CommitData, GitRepo, RefRace
 from got_core._index import DerivedIndex
 from got_core.errors import (
     ConcurrentUpdateError,
-    CorruptRepositoryError,
     InvalidInputError,
+    InvalidNameError,
     PayloadTooLargeError,
+    RemoteError,
+    StorageError,
     UnknownRefError,
 )
-from got_core.names import branch_ref, check_ref_name, encode_component, short_ref, tag_ref
-from got_core.validate import clean_text, to_bytes
+from got_core.names import branch_ref, check_path, check_ref_name, encode_component, short_ref, tag_ref
+from got_core.replay import MAX_REPLAY_BYTES, MAX_REPLAY_FILES, ReplayPlan, plan_replay, write_replay
+from got_core.validate import clean_count, clean_fs_path, clean_name, clean_revs, clean_text, to_bytes
 from got_core.signing import Signer, TrustStore, verify_history
 from got_core.types import (
     Clock,
@@ -167,10 +170,20 @@ class ReasoningRepo:
         try:
             return self.git.resolve(rev)
         except UnknownRefError:
-            if isinstance(rev, str) and 0 < len(rev) <= 200:
-                rows = self._idx().by_node_id(rev)
-                if rows:
-                    return rows[0][1]
+            if isinstance(rev, str) and 0 < len(rev) <= 1024:
+                # Node ids are stored encoded (Got-Node trailer): the id as given first, then
+                # the encoded spelling itself ("a/b" is stored "a%2Fb"; "a%2Fb" as "a%252Fb").
+                wanted = []
+                for spell in (encode_component, clean_text):
+                    try:
+                        wanted.append(spell(rev, "node id"))
+                    except (InvalidInputError, InvalidNameError):
+                        continue
+                index = self._idx() if wanted else None
+                for node_id in dict.fromkeys(wanted):
+                    rows = index.by_node_id(node_id)
+                    if rows:
+                        return rows[0][1]
             raise
 
     def branches(self) -> dict[str, str]:
@@ -179,7 +192,7 @@ class ReasoningRepo:
 
     def refs(self, prefix: str = "refs/") -> dict[str, str]:
         """Every ref under ``prefix`` -> target SHA."""
-        return self.git.list_refs(prefix)
+        return self.git.list_refs(clean_name(prefix, "ref prefix"))
 
     def set_ref(self, ref: str, target: str, *, expected: str | None | Any = _MISSING) -> None:
         """Point ``ref`` at ``target`` (compare-and-swap against ``expected`` when given).
@@ -277,6 +290,9 @@ class ReasoningRepo:
         """
         name = self.ref(ref)
         message = clean_text(message, "commit message")
+        if not isinstance(changes, Mapping):
+            raise InvalidInputError(f"changes must be a mapping of path -> content, not {type(changes).__name__}")
+        parents = clean_revs(parents)
         payload: dict[str, bytes | BlobId | None] = {}
         for path, value in changes.items():
             if value is None:
@@ -347,19 +363,57 @@ class ReasoningRepo:
         return self.git.tree_names(commit.tree, path)
 
     def read_blob(self, oid: str) -> bytes:
-        """Bytes of a blob by SHA."""
+        """Bytes of a blob by SHA.
+
+        Raises:
+            CorruptRepositoryError: no such blob (or not a blob).
+        """
+        if not isinstance(oid, str):
+            raise InvalidInputError(f"a blob SHA must be text, not {type(oid).__name__}")
         return self.git.read_blob(oid)
 
-    def materialize(self, rev: str, directory: str | os.PathLike[str]) -> Path:
-        """Write the files of ``rev`` into ``directory`` (replay onto disk); returns it."""
-        out = Path(directory)
-        for path, data in self.files(rev).items():
-            target = out.joinpath(*path.split("/"))
-            if out.resolve() not in target.resolve().parents:
-                raise CorruptRepositoryError(f"tree entry {path!r} escapes the target directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return out
+    def replay_plan(self, rev: str, *, links: str = "refuse", max_files: int = MAX_REPLAY_FILES,
+                    max_bytes: int = MAX_REPLAY_BYTES) -> ReplayPlan:
+        """Judge the tree of ``rev`` for replay without writing anything (see :mod:`got_core.replay`).
+
+        Args:
+            rev: the commit.
+            links: ``"refuse"`` (default) symbolic-link and gitlink entries, or ``"skip"`` them.
+            max_files: most files the replay may write.
+            max_bytes: most bytes in all; each file is also limited to ``max_file_bytes``.
+
+        Returns:
+            The files that would be written, and the links skipped.
+
+        Raises:
+            UnsafePathError: an entry replay refuses (reserved or escaping name, not UTF-8, a link).
+            PayloadTooLargeError: over ``max_file_bytes`` or ``max_bytes``.
+            InvalidInputError: over ``max_files``.
+        """
+        commit = self.git.read_commit(self.resolve(rev))
+        return plan_replay(self.git, commit.tree, links=links, max_file_bytes=self.max_file_bytes,
+                           max_files=clean_count(max_files, "max_files"),
+                           max_bytes=clean_count(max_bytes, "max_bytes"))
+
+    def materialize(self, rev: str, directory: str | os.PathLike[str], *, links: str = "refuse",
+                    max_files: int = MAX_REPLAY_FILES, max_bytes: int = MAX_REPLAY_BYTES) -> Path:
+        """Write the files of ``rev`` into ``directory`` (replay onto disk); returns it.
+
+        The whole tree is judged first (:meth:`replay_plan`), so a tree with one bad
+        entry writes nothing. Nothing is ever written outside ``directory``: no
+        ``.git`` in any spelling, no ``..``, no links created or followed (an existing
+        symbolic link inside ``directory`` on the way is refused). Files are written as
+        plain, non-executable files.
+
+        Raises:
+            UnsafePathError: an entry replay refuses, or a symbolic link in ``directory``
+                where a write would go; nothing was written.
+            PayloadTooLargeError: over ``max_file_bytes`` or ``max_bytes``.
+            StorageError: the filesystem refused a write.
+        """
+        directory = clean_fs_path(directory, "replay directory")
+        plan = self.replay_plan(rev, links=links, max_files=max_files, max_bytes=max_bytes)
+        return write_replay(self.git, plan, directory)
 
     # ------------------------------------------------------------------ nodes
     def commit_node(self, node: Node, *, ref: str | None = None, parents: Sequence[str] | None = None,
@@ -397,23 +451,27 @@ class ReasoningRepo:
 
     def set_note(self, target: str, content: Mapping[str, Any] | str | bytes, *, ref: str | None = None) -> str:
         """Attach (or replace) the note on ``target`` (fan-out layout); returns the notes commit."""
-        return _notes.set_notes(self, {target: content}, ref=ref)
+        target = clean_name(target, "note target")
+        return _notes.set_notes(self, {target: content}, ref=clean_name(ref, "notes ref", True))
 
     def set_notes(self, notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None) -> str:
         """Attach (or replace) several notes in ONE notes commit; returns it."""
-        return _notes.set_notes(self, notes, ref=ref)
+        if not isinstance(notes, Mapping):
+            raise InvalidInputError(f"notes must be a mapping of commit -> note, not {type(notes).__name__}")
+        notes = {clean_name(t, "note target"): c for t, c in notes.items()}
+        return _notes.set_notes(self, notes, ref=clean_name(ref, "notes ref", True))
 
     def get_note(self, target: str, *, ref: str | None = None) -> bytes | None:
         """The note bytes on ``target``, or None."""
-        return _notes.get_note(self, target, ref=ref)
+        return _notes.get_note(self, clean_name(target, "note target"), ref=clean_name(ref, "notes ref", True))
 
     def note_json(self, target: str, *, ref: str | None = None) -> dict[str, Any] | None:
         """The note on ``target`` parsed as a JSON object, or None."""
-        return _notes.note_json(self, target, ref=ref)
+        return _notes.note_json(self, clean_name(target, "note target"), ref=clean_name(ref, "notes ref", True))
 
     def notes(self, *, ref: str | None = None) -> dict[str, bytes]:
         """Every note on the notes ref: annotated commit SHA -> note bytes."""
-        return _notes.all_notes(self, ref=ref)
+        return _notes.all_notes(self, ref=clean_name(ref, "notes ref", True))
 
     # ------------------------------------------------------------------ tags
     def tag(self, name: str, target: str, *, force: bool = False) -> str:
@@ -440,7 +498,7 @@ class ReasoningRepo:
 
     def tag_outcome(self, target: str, outcome: str, node_id: str | None = None) -> str:
         """Tag a validated node ``success_<id>`` or ``failed_<id>``; returns the tag name."""
-        if outcome not in _nodes.OUTCOME_TAGS:
+        if not isinstance(outcome, str) or outcome not in _nodes.OUTCOME_TAGS:
             raise InvalidInputError(f"outcome must be one of {sorted(_nodes.OUTCOME_TAGS)}, not {outcome!r}")
         oid = self.resolve(target)
         ident = encode_component(node_id, "node id") if node_id else oid[:16]
@@ -452,6 +510,7 @@ class ReasoningRepo:
 
     def tags(self, prefix: str = "") -> dict[str, str]:
         """Tag name -> tagged commit SHA, for tags starting with ``prefix``."""
+        prefix = clean_text(prefix, "tag prefix")
         out = {}
         for name, oid in self.git.list_refs("refs/tags/").items():
             short = name[len("refs/tags/"):]
@@ -501,6 +560,7 @@ class ReasoningRepo:
             decorate: add tags and note scores (this syncs the search index; pass False
                 for a plain walk of messages and parents).
         """
+        limit = clean_count(limit, "limit", optional=True)
         if all_refs:
             tips = [t for n, o in self.git.list_refs().items()
                     if not n.startswith("refs/notes/") and (t := self.git.peel_to_commit(o))]
@@ -536,9 +596,12 @@ class ReasoningRepo:
             a, b: revisions (``success_X``, ``failed_Y``, SHAs, branches).
             path: only this file (e.g. ``thought.md``); default every changed file.
         """
+        context = clean_count(context, "context")
+        if path is not None:
+            check_path(path)
         ta = self.git.read_commit(self.resolve(a)).tree
         tb = self.git.read_commit(self.resolve(b)).tree
-        return self.git.diff_trees(ta, tb, [path] if path else None, context=context)
+        return self.git.diff_trees(ta, tb, [path] if path else None, context=min(context, 1 << 20))
 
     # ------------------------------------------------------------------ retrieval
     def _idx(self) -> DerivedIndex:
@@ -554,11 +617,19 @@ class ReasoningRepo:
         self._idx().rebuild()
 
     def _scope(self, refs: Sequence[str] | None) -> list[str] | None:
+        if isinstance(refs, (str, bytes)):
+            refs = [refs]  # one branch given on its own
+        if refs is not None and not isinstance(refs, Iterable):
+            raise InvalidInputError(f"refs must be a list of branch names, not {type(refs).__name__}")
         return None if refs is None else [self.ref(r) for r in refs]
 
     def grep(self, pattern: str, *, refs: Sequence[str] | None = None, fixed: bool = False,
              ignore_case: bool = False) -> list[CommitInfo]:
-        """Commits whose message matches ``pattern`` (``git log -P --grep``; ``fixed`` = ``-F``)."""
+        """Commits whose message matches ``pattern`` (``git log -P --grep``; ``fixed`` = ``-F``).
+
+        Raises:
+            InvalidInputError: ``pattern`` is not text, or not a valid regular expression.
+        """
         pattern = clean_text(pattern, "pattern")
         rows = self._idx().grep(pattern, fixed=fixed, ignore_case=ignore_case, refs=self._scope(refs))
         return retrieval.rows_to_infos(self._idx(), rows)
@@ -572,6 +643,7 @@ class ReasoningRepo:
 
     def tagged(self, prefix: str = "success_") -> list[CommitInfo]:
         """Commits carrying a tag that starts with ``prefix``."""
+        prefix = clean_text(prefix, "tag prefix")
         return retrieval.rows_to_infos(self._idx(), self._idx().tagged(prefix))
 
     def frontier(self, base: str = "master", tip: str = "memory") -> list[CommitInfo]:
@@ -586,11 +658,19 @@ class ReasoningRepo:
     # ------------------------------------------------------------------ sharing, signing
     def fetch(self, source: str | os.PathLike[str], **options: Any) -> dict[str, str]:
         """Fetch a peer's branches (and tags/notes) under ``refs/remotes/<name>/``; see :mod:`got_core.sharing`."""
-        return sharing.fetch(self, str(source), **options)
+        source = clean_fs_path(source, "fetch source", text=True)
+        try:
+            return sharing.fetch(self, source, **options)
+        except OSError as exc:  # a source path the filesystem cannot even look at
+            raise RemoteError(f"cannot fetch from {source[:200]!r}: {exc.strerror or exc}") from None
 
     def push(self, dest: str | os.PathLike[str], **options: Any) -> list[str]:
         """Push branches/tags/notes to another repository; see :mod:`got_core.sharing`."""
-        return sharing.push(self, str(dest), **options)
+        dest = clean_fs_path(dest, "push destination", text=True)
+        try:
+            return sharing.push(self, dest, **options)
+        except OSError as exc:
+            raise RemoteError(f"cannot push to {dest[:200]!r}: {exc.strerror or exc}") from None
 
     def merge(self, theirs: str, *, into: str = "memory", message: str | None = None,
               strategy: str | Callable[..., bytes | None] = "review") -> MergeResult:
@@ -599,11 +679,25 @@ class ReasoningRepo:
 
     def bundle(self, path: str | os.PathLike[str], refs: Sequence[str] | None = None) -> Path:
         """Export branches, tags and notes as one ``git bundle`` file."""
-        return sharing.bundle(self, Path(path), refs)
+        if refs is not None:
+            if isinstance(refs, (str, bytes)):
+                refs = [refs]
+            if not isinstance(refs, Iterable):
+                raise InvalidInputError(f"refs must be a list of ref names, not {type(refs).__name__}")
+            refs = [clean_name(r, "ref name") for r in refs]
+        path = clean_fs_path(path, "bundle path")
+        try:
+            return sharing.bundle(self, Path(path), refs)
+        except OSError as exc:
+            raise StorageError(f"cannot write the bundle {path[:200]!r}: {exc.strerror or exc}") from None
 
     def unbundle(self, path: str | os.PathLike[str]) -> dict[str, str]:
         """Import every ref of a bundle (verified first), bit-identically."""
-        return sharing.unbundle(self, Path(path))
+        path = clean_fs_path(path, "bundle path")
+        try:
+            return sharing.unbundle(self, Path(path))
+        except OSError as exc:
+            raise StorageError(f"cannot read the bundle {path[:200]!r}: {exc.strerror or exc}") from None
 
     def verify(self, rev: str | None = None, *, trust: TrustStore | None = None,
                limit: int | None = None) -> list[VerifyResult]:
@@ -614,7 +708,7 @@ class ReasoningRepo:
             trust: which keys are trusted (SSH allowed-signers file / GnuPG home).
             limit: stop after this many commits.
         """
-        return verify_history(self, rev, trust=trust or TrustStore(), limit=limit)
+        return verify_history(self, rev, trust=trust or TrustStore(), limit=clean_count(limit, "limit", optional=True))
 
     # ------------------------------------------------------------------ maintenance
     def maintenance(self) -> dict[str, int]:

@@ -15,12 +15,16 @@ The weights are configurable per call.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from typing import Mapping, Sequence
 
 from got_core._index import DerivedIndex
 from got_core._text import STOP_WORDS
+from got_core.errors import InvalidInputError, InvalidNameError
+from got_core.names import decode_component
+from got_core.validate import clean_text
 from got_core.types import CommitInfo, Hit
 
 __all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value", "stem", "terms"]
@@ -71,6 +75,29 @@ def tag_value(tags: Sequence[str]) -> tuple[float, str | None]:
     return 0.5, None
 
 
+def _decoded(value: str | None) -> str:
+    # trailers hold ids encoded (names.encode_component); hand them back as they were given
+    if not value:
+        return ""
+    try:
+        return decode_component(value)
+    except InvalidNameError:
+        return value
+
+
+def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    if not isinstance(weights, Mapping):
+        raise InvalidInputError(f"weights must be a mapping, not {type(weights).__name__}")
+    out = {}
+    for name, value in weights.items():
+        if name not in DEFAULT_WEIGHTS:
+            raise InvalidInputError(f"unknown weight {name!r}; use {sorted(DEFAULT_WEIGHTS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InvalidInputError(f"weight {name!r} must be a finite number, not {value!r}")
+        out[name] = float(value)
+    return out
+
+
 def rows_to_infos(index: DerivedIndex, rows: Sequence[tuple]) -> list[CommitInfo]:
     """Index rows -> :class:`CommitInfo` with tags and scores."""
     tags = index.tags_for(r[1] for r in rows)
@@ -93,12 +120,19 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
         k: how many hits; ``k <= 0`` gives ``[]``.
         refs: restrict to commits reachable from these full refs.
         weights: override any of ``score``, ``tag``, ``recency``, ``match``.
+
+    Raises:
+        InvalidInputError: a query that is not text, a ``k`` that is not an int, or
+            weights with unknown names or values that are not finite numbers.
     """
-    if k <= 0:
-        return []
+    query = clean_text(query, "search query")
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise InvalidInputError(f"k must be an int, not {type(k).__name__}")
     w = dict(DEFAULT_WEIGHTS)
     if weights:
-        w.update(weights)
+        w.update(_check_weights(weights))
+    if k <= 0:
+        return []
     stems = [stem(word) for word in keywords(query)]
     phrase = query.strip()
     extra: list[int] = []
@@ -111,5 +145,5 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
         _crow, oid, message, _ctime, _parents, score, node_id, problem_id, _tg, match, recency, rho = r
         _value, which = tag_value(tags.get(oid, ()))
         hits.append(Hit(oid, message.split("\n", 1)[0], float(rho), score, which, float(recency),
-                        float(match), node_id or "", problem_id or "", message))
+                        float(match), _decoded(node_id), _decoded(problem_id), message))
     return hits

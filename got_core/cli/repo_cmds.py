@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -14,6 +15,18 @@ from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json
 from got_core.signing import TrustStore
 
 __all__: list[str] = []
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _safe(text: object) -> str:
+    """Text from a repository, ready for rich: markup escaped, control characters shown as escapes.
+
+    A fetched repository may hold terminal escape sequences or bidi overrides in
+    messages, ids and files; they are shown, never interpreted by the terminal.
+    """
+    return escape(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text)))
 
 
 def _score(value: float | None) -> str:
@@ -39,7 +52,7 @@ def log(
     for col in ("commit", "time", "score", "tags", "summary"):
         table.add_column(col, overflow="fold")
     for i in infos:
-        table.add_row(i.oid[:10], when(i.time), _score(i.score), escape(", ".join(i.tags)), escape(i.summary))
+        table.add_row(i.oid[:10], when(i.time), _score(i.score), _safe(", ".join(i.tags)), _safe(i.summary))
     console.print(table)
 
 
@@ -57,9 +70,9 @@ def show(
         if json:
             emit_json({"oid": info.oid, "message": info.message, "files": sorted(files), "tags": list(info.tags)})
             return
-        console.print(f"[bold]{info.oid}[/]  {when(info.time)}\n{escape(info.message)}")
+        console.print(f"[bold]{info.oid}[/]  {when(info.time)}\n{_safe(info.message)}")
         for path in sorted(files):
-            console.print(f"  {escape(path)}")
+            console.print(f"  {_safe(path)}")
         return
     node = r.read_node(info.oid)
     if json:
@@ -68,18 +81,18 @@ def show(
     console.print(f"[bold]commit {node.oid}[/]  ({when(info.time)})")
     if node.parents:
         console.print(f"parents: {', '.join(p[:10] for p in node.parents)}")
-    console.print(f"node {node.node_id}  problem {escape(node.problem_id)}  depth {node.depth}  "
+    console.print(f"node {_safe(node.node_id)}  problem {_safe(node.problem_id)}  depth {node.depth}  "
                   f"outcome {node.outcome or '-'}  score {_score(node.score)}")
     if node.tags:
-        console.print(f"tags: {escape(', '.join(node.tags))}")
+        console.print(f"tags: {_safe(', '.join(node.tags))}")
     console.rule("thought.md")
-    console.print(escape(node.thought))
+    console.print(_safe(node.thought))
     console.rule("scores.json")
-    console.print(escape(str(node.scores)))
+    console.print(_safe(str(node.scores)))
     if node.trace:
         console.rule(f"trace.jsonl ({len(node.trace)} steps)")
         for step in node.trace:
-            console.print(escape(str(step)))
+            console.print(_safe(str(step)))
 
 
 @app.command()
@@ -96,21 +109,33 @@ def diff(
     if not text:
         console.print("(no differences)")
         return
-    console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
+    console.print(Syntax(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text), "diff", theme="ansi_dark",
+                         word_wrap=True))
 
 
 @app.command()
 def replay(
     rev: str = typer.Argument(..., help="The node to rebuild."),
     out: Path = typer.Argument(..., help="Directory to write the node's files into."),
+    skip_links: bool = typer.Option(False, "--skip-links",
+                                    help="Leave symbolic-link and gitlink entries out instead of refusing the tree."),
     repo: Optional[Path] = RepoOption,
 ) -> None:
-    """Materialise a node's files into a directory (the full reasoning state at that SHA)."""
+    """Materialise a node's files into a directory (the full reasoning state at that SHA).
+
+    The whole tree is checked first: a reserved name (any spelling of .git), an escaping
+    path or a link refuses the replay with nothing written. Files are written as plain,
+    non-executable files, never through a symbolic link.
+    """
     r = open_repo(repo)
     oid = r.resolve(rev)
-    target = r.materialize(oid, out)
-    for path in sorted(r.list_files(oid)):
-        console.print(f"wrote {escape(str(target / path))}")
+    links = "skip" if skip_links else "refuse"
+    plan = r.replay_plan(oid, links=links)
+    target = r.materialize(oid, out, links=links)
+    for path, _blob in sorted(plan.files):
+        console.print(f"wrote {_safe(str(target / path))}")
+    for path, kind in plan.skipped:
+        console.print(f"[yellow]skipped[/] {_safe(path)} ({kind})")
 
 
 @app.command()
@@ -132,8 +157,8 @@ def grep(
         emit_json([{"oid": i.oid, "summary": i.summary, "tags": list(i.tags), "score": i.score} for i in infos])
         return
     for i in infos:
-        console.print(f"[yellow]{i.oid[:10]}[/] {_score(i.score):>6} {escape(i.summary)} "
-                      f"[cyan]{escape(' '.join(i.tags))}[/]")
+        console.print(f"[yellow]{i.oid[:10]}[/] {_score(i.score):>6} {_safe(i.summary)} "
+                      f"[cyan]{_safe(' '.join(i.tags))}[/]")
     console.print(f"{len(infos)} match(es)")
 
 
@@ -155,7 +180,7 @@ def search(
     for col in ("rho", "commit", "score", "tag", "summary"):
         table.add_column(col, overflow="fold")
     for h in hits:
-        table.add_row(f"{h.rho:.3f}", h.oid[:10], _score(h.score), escape(h.tag or ""), escape(h.summary))
+        table.add_row(f"{h.rho:.3f}", h.oid[:10], _score(h.score), _safe(h.tag or ""), _safe(h.summary))
     console.print(table)
 
 
@@ -173,7 +198,7 @@ def tags(
         return
     for name, oid in sorted(found.items()):
         style = "green" if name.startswith(("success_", "best")) else "red" if name.startswith("failed_") else ""
-        console.print(f"[{style}]{escape(name)}[/] {oid[:10]}" if style else f"{escape(name)} {oid[:10]}")
+        console.print(f"[{style}]{_safe(name)}[/] {oid[:10]}" if style else f"{_safe(name)} {oid[:10]}")
 
 
 @app.command()
@@ -192,7 +217,7 @@ def verify(
     else:
         colors = {"good": "green", "bad": "bold red", "unknown-key": "yellow", "unsigned": "dim"}
         for v in results:
-            console.print(f"[{colors[v.status]}]{v.status:<11}[/] {v.oid[:10]} {escape(v.signer)}")
+            console.print(f"[{colors[v.status]}]{v.status:<11}[/] {v.oid[:10]} {_safe(v.signer)}")
         counts: dict[str, int] = {}
         for v in results:
             counts[v.status] = counts.get(v.status, 0) + 1
@@ -207,7 +232,7 @@ def fsck(repo: Optional[Path] = RepoOption) -> None:
     r = open_repo(repo)
     ok, output = r.fsck()
     if output.strip():
-        console.print(escape(output.strip()))
+        console.print(_safe(output.strip()))
     console.print("[green]clean[/]" if ok else "[red]problems found[/]")
     if not ok:
         raise typer.Exit(1)

@@ -239,8 +239,13 @@ def test_hostile_ids_are_encoded(repo):
     evil = "../../../etc/passwd\x00-rf"
     n = repo.commit_node(Node("hostile ids", problem_id=evil, node_id=evil, outcome="success",
                               scores={"s_comb": 0.5}))
-    assert "/" not in n.node_id and "\x00" not in n.node_id
-    assert repo.read_node(n.oid).problem_id == evil
+    assert n.node_id == evil  # the id as given; git only ever sees it encoded
+    (tag,) = n.tags
+    assert "/" not in tag and "\x00" not in tag and repo.resolve(tag) == n.oid
+    trailer = git(repo.gitdir, "log", "-1", "--format=%(trailers:key=Got-Node,valueonly)", n.oid).strip()
+    assert "/" not in trailer and "\x00" not in trailer
+    back = repo.read_node(n.oid)
+    assert back.problem_id == evil and back.node_id == evil
     assert fsck_clean(repo.gitdir)[0]
 
 
