@@ -96,6 +96,11 @@ def _over(source: str, what: str, value: int, limit: str, limits: InboundLimits,
         oid=oid, path=path, limit=limit)
 
 
+def _said(exc: GitCommandError) -> str:
+    """What git said, on one line."""
+    return "; ".join(line.strip() for line in exc.stderr.splitlines() if line.strip())[:600]
+
+
 def entry_name_problem(raw: bytes) -> str | None:
     """Why a raw tree-entry name must not come in, or None when it may.
 
@@ -200,24 +205,45 @@ class Quarantine:
     def _packs(self) -> list[Path]:
         return sorted((self.path / "objects" / "pack").glob("pack-*.pack"))
 
-    def _pack_loose(self) -> None:
-        # Our transports always write packs; should one leave loose objects, pack them so
-        # that every received object goes through the same checks.
-        loose = [d.name + f.name for d in (self.path / "objects").iterdir()
-                 if len(d.name) == 2 and d.is_dir() for f in d.iterdir()]
-        if loose:
-            run_git(["pack-objects", "-q", str(self.path / "objects" / "pack" / "pack")],
-                    git_dir=self.path, input="".join(o + "\n" for o in loose).encode())
-            run_git(["prune-packed", "-q"], git_dir=self.path)
+    def _keep_reachable(self, tips: Sequence[str]) -> None:
+        """Replace what came in by one pack of exactly the objects ``tips`` reach that the
+        target lacks: libgit2's local transport sends all of a peer's history, and objects
+        no fetched ref needs should neither be judged nor kept."""
+        pack_dir = self.path / "objects" / "pack"
+        received = self._packs()
+        if not received:
+            return  # nothing new came in (loose objects never arrive: both transports write packs)
+        haves = [oid for name, oid in self.git.list_refs().items() if name.startswith(_HAVE_PREFIX)]
+        out = self.path / "reachable"
+        out.mkdir()
+        if tips:
+            revs = "".join(f"{t}\n" for t in sorted(set(tips))) + "".join(f"^{h}\n" for h in haves)
+            try:
+                run_git(["pack-objects", "--revs", "--local", "-q", str(out / "pack")], git_dir=self.path,
+                        input=revs.encode())
+            except GitCommandError as exc:
+                raise UntrustedContentError(
+                    f"refusing {self.source}: git cannot walk what it sent ({_said(exc)}); nothing was changed"
+                ) from None
+        for pack in received:
+            for suffix in (".pack", ".idx", ".rev"):
+                pack.with_suffix(suffix).unlink(missing_ok=True)
+        for idx in out.glob("*.idx"):
+            if not _idx_oids(idx):  # everything was known already
+                continue
+            for suffix in (".pack", ".rev", ".idx"):
+                if idx.with_suffix(suffix).exists():
+                    os.replace(idx.with_suffix(suffix), pack_dir / ("pack-" + idx.stem.rsplit("-", 1)[1] + suffix))
 
     # ------------------------------------------------------------------ checks
-    def check(self) -> int:
-        """Validate every received object; returns how many there are.
+    def check(self, tips: Sequence[str]) -> int:
+        """Keep only the objects ``tips`` (the refs that will be taken in) reach, and
+        validate every one of them; returns how many there are.
 
         Raises:
             UntrustedContentError: a limit or rule was broken (see the module docstring).
         """
-        self._pack_loose()
+        self._keep_reachable(tips)
         received: dict[str, tuple[str, int]] = {}
         total = 0
         for pack in self._packs():
@@ -247,9 +273,8 @@ class Quarantine:
                     run_git(["index-pack", "--strict", "-o", str(Path(scratch) / "check.idx"), str(pack)],
                             git_dir=self.path)
             except GitCommandError as exc:
-                said = "; ".join(line.strip() for line in exc.stderr.splitlines() if line.strip())
                 raise UntrustedContentError(
-                    f"refusing {self.source}: git fsck --strict rejects what it sent: {said[:600]}; "
+                    f"refusing {self.source}: git fsck --strict rejects what it sent: {_said(exc)}; "
                     "nothing was changed") from None
         return len(received)
 

@@ -103,8 +103,9 @@ def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None 
         specs.append(f"+refs/tags/*:{staging}*")
     with Quarantine(repo.git, f"what {source} sent", limits) as q:
         q.git.fetch(source, specs, progress=q.progress)
-        q.check()
-        incoming = q.incoming_refs()
+        incoming = {ref: oid for ref, oid in q.incoming_refs().items()
+                    if ref.startswith((staging, f"refs/remotes/{name}/", f"refs/notes/remotes/{name}/"))}
+        q.check(list(incoming.values()))
         q.adopt()
     for ref, oid in sorted(incoming.items()):
         if ref.startswith(staging):
@@ -114,9 +115,8 @@ def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None 
                     repo.git.cas_ref(tag, oid, None)
                 except RefRace:
                     pass
-        elif ref.startswith((f"refs/remotes/{name}/", f"refs/notes/remotes/{name}/")):
+        else:
             _force_ref(repo, ref, oid)
-        # anything else (tags libgit2 follows on its own) stays in the quarantine
     return repo.git.list_refs(f"refs/remotes/{name}/")
 
 
@@ -364,7 +364,7 @@ def verify_bundle(path: Path, *, limits: InboundLimits | None = None) -> dict[st
     heads = _bundle_header(path, limits)
     with Quarantine(None, f"bundle {path}", limits) as q:
         _receive_bundle(q, path)
-        q.check()
+        q.check(list(q.incoming_refs().values()))
     return heads
 
 
@@ -385,12 +385,11 @@ def unbundle(repo: "ReasoningRepo", path: Path, *, limits: InboundLimits | None 
     heads = _bundle_header(path, limits)
     with Quarantine(repo.git, f"bundle {path}", limits) as q:
         _receive_bundle(q, path)
-        q.check()
-        incoming = q.incoming_refs()
+        incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(_INCOMING)}
+        q.check(list(incoming.values()))
         q.adopt()
     for ref, oid in sorted(incoming.items()):
-        if ref.startswith(_INCOMING):
-            _force_ref(repo, "refs/" + ref[len(_INCOMING):], oid)
+        _force_ref(repo, "refs/" + ref[len(_INCOMING):], oid)
     return heads
 
 
