@@ -10,16 +10,18 @@ is exactly as it was (the same refs, no new object).
 The checks, in order:
 
 1. while the pack streams in: the number of objects and bytes (:class:`InboundLimits`);
-2. every received object's size (``max_blob_bytes``, from the pack index, without
+2. only the objects the refs being taken in reach (and the repository lacks) are kept,
+   repacked by ``git pack-objects --revs --local``; the rest of what was sent is dropped;
+3. every kept object's size (``max_blob_bytes``, from the pack index, without
    inflating anything);
-3. a walk of every received tree: each entry's mode (one of git's five), each name
+4. a walk of every kept tree: each entry's mode (one of git's five), each name
    (:func:`got_core.names.path_component_problem`: no ``..``, no ``.git`` in any spelling,
    no ``/``, ``\\`` or NUL, at most 255 bytes; names that are not UTF-8 are allowed as git
    allows them), the depth of nesting (``max_tree_depth``) and the length of every path
-   (``max_path_bytes``);
-4. ``git index-pack --strict`` on every received pack: all of ``git fsck --strict``'s
-   object checks (malformed trees, commits and tags, duplicate or unsorted entries,
-   zero-padded modes, ``.gitmodules`` rules) and that every object they name exists.
+   (``max_path_bytes``), without recursion and visiting each tree once;
+5. ``git index-pack --strict`` on the kept pack: all of ``git fsck --strict``'s object
+   checks (malformed trees, commits and tags, duplicate or unsorted entries, zero-padded
+   modes, ``.gitmodules`` rules) and that every object they name exists.
 
 Anything refused raises :class:`~got_core.errors.UntrustedContentError` naming the object,
 the path and the limit (the knob to raise) when one applies.
@@ -31,6 +33,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -142,6 +145,17 @@ def _tree_entries(data: bytes, oid: str) -> Iterator[tuple[bytes, bytes, str]]:
         i = nul + 21
 
 
+def _sweep_stale(gitdir: Path, max_age: float = 24 * 3600) -> None:
+    """Delete quarantines a killed process left behind (a day old: no transfer lasts that long)."""
+    now = time.time()
+    for stale in gitdir.glob(QUARANTINE_PREFIX + "*"):
+        try:
+            if now - stale.stat().st_mtime > max_age:
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            continue
+
+
 class Quarantine:
     """A scratch bare repository that receives objects before the real one trusts them.
 
@@ -160,6 +174,8 @@ class Quarantine:
         self.source = source
         self.limits = limits
         parent = target.gitdir if target is not None else None
+        if parent is not None:
+            _sweep_stale(parent)
         try:
             self.path = Path(tempfile.mkdtemp(prefix=QUARANTINE_PREFIX, dir=parent))
         except OSError as exc:
@@ -170,9 +186,9 @@ class Quarantine:
             if target is not None:
                 objects = (target.gitdir / "objects").resolve()
                 (self.path / "objects" / "info" / "alternates").write_text(f"{objects}\n")
-                # The target's refs, so a fetch negotiates only what is new.
-                lines = "".join(f"{oid} {_HAVE_PREFIX}{i}\n" for i, oid in enumerate(
-                    sorted(set(target.list_refs().values()))))
+                # The target's refs, so a fetch negotiates only what is new (named by their
+                # targets: sorted, as the "sorted" trait promises).
+                lines = "".join(f"{oid} {_HAVE_PREFIX}{oid}\n" for oid in sorted(set(target.list_refs().values())))
                 (self.path / "packed-refs").write_text("# pack-refs with: sorted \n" + lines)
             self.git = GitRepo(self.path, create=False)  # reopened: libgit2 reads alternates on open
         except BaseException:

@@ -20,7 +20,7 @@ from got_core.types import Conflict
 __all__: list[str] = []
 
 # Inbound limits (got_core.inbound.InboundLimits): one flag per knob, on every command that takes
-# objects in (fetch, merge PEER, unbundle).
+# objects in (fetch, merge PEER, unbundle) and on bundle, which verifies what it wrote under them.
 MaxBlobOption = typer.Option(DEFAULT_LIMITS.max_blob_bytes, "--max-blob-bytes", min=1,
                              help="Refuse any incoming object (a file's blob, a tree...) larger than this.")
 MaxDepthOption = typer.Option(DEFAULT_LIMITS.max_tree_depth, "--max-tree-depth", min=1,
@@ -169,11 +169,20 @@ def bundle(
     out: Path = typer.Argument(..., help="Bundle file to write."),
     ref: list[str] = typer.Option([], "--ref", help="Only these branches/tags/refs (default: all)."),
     repo: Optional[Path] = RepoOption,
+    max_blob_bytes: int = MaxBlobOption,
+    max_tree_depth: int = MaxDepthOption,
+    max_path_bytes: int = MaxPathOption,
+    max_objects: int = MaxObjectsOption,
+    max_total_bytes: int = MaxTotalOption,
 ) -> None:
-    """Export branches, tags and notes as one reproducible `git bundle` file."""
+    """Export branches, tags and notes as one reproducible `git bundle` file.
+
+    The file is then verified as `got unbundle` will check it, under the same limits.
+    """
     r = open_repo(repo)
     path = r.bundle(out, ref or None)
-    heads = verify_bundle(path)
+    heads = verify_bundle(path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects,
+                                               max_total_bytes))
     console.print(f"wrote {escape(str(path))} ({path.stat().st_size:,} bytes, {len(heads)} refs, verified)")
 
 

@@ -220,3 +220,20 @@ def test_bundle_header_is_checked_line_by_line(tmp_path):
             verify_bundle(path)
     with pytest.raises(InvalidInputError):
         verify_bundle(tmp_path / "missing.bundle")
+
+
+def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
+    import os
+    import time
+
+    a, b = make(tmp_path, "alice"), make(tmp_path, "bob")
+    lesson(a, "units", "Check units.")
+    stale = b.gitdir / "got-incoming-killed"
+    (stale / "objects").mkdir(parents=True)
+    old = time.time() - 3 * 24 * 3600
+    os.utime(stale, (old, old))
+    fresh = b.gitdir / "got-incoming-running"
+    fresh.mkdir()
+    b.fetch(a.gitdir, name="alice")
+    assert not stale.exists() and fresh.exists()  # a transfer under way elsewhere is left alone
+    assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")

@@ -25,6 +25,7 @@ from got_core import (
     Identity,
     Node,
     ReasoningRepo,
+    RemoteError,
     UntrustedContentError,
 )
 from got_core.cli import main
@@ -312,6 +313,36 @@ def test_names_git_allows_come_in_and_the_victim_owns_every_object(tmp_path, sen
     subprocess.run(["rm", "-rf", str(peer.gitdir)], check=True)
     clean, out = fsck_clean(v.gitdir)  # nothing borrowed from the peer or the quarantine
     assert clean, out
+
+
+@pytest.mark.parametrize("hops,relative_at", [(1, None), (6, None), (7, None), (2, 0), (2, 1)])
+def test_a_peers_alternates_are_followed_no_further_than_git_follows_them(tmp_path, sentinel, hops, relative_at):
+    # The peer's refs name a commit that only an alternate object store `hops` links away holds.
+    chain = [make(tmp_path, f"store{i}") for i in range(hops + 1)]
+    for i in range(hops):
+        target = chain[i + 1].gitdir / "objects"
+        line = os.path.relpath(target, chain[i].gitdir / "objects") if i == relative_at else str(target)
+        (chain[i].gitdir / "objects" / "info" / "alternates").write_text(line + "\n")
+    far = chain[-1].commit_files("memory", {"lessons/far.md": "Far away.\n"}, "far\n")
+    (chain[0].gitdir / "refs" / "heads" / "memory").write_text(far + "\n")
+    plant_traps(chain[0].gitdir, sentinel)
+    git_sees = subprocess.run(["git", f"--git-dir={chain[0].gitdir}", "-c", "core.hooksPath=/dev/null",
+                               "cat-file", "-e", far], capture_output=True).returncode == 0
+    v = make(tmp_path, "victim")
+    before = snapshot(v.gitdir)
+    if git_sees:
+        v.fetch(chain[0].gitdir, name="peer")
+        assert v.git.ref_target("refs/remotes/peer/memory") == far
+        assert not (v.gitdir / "objects" / "info" / "alternates").exists()
+        for store in chain:
+            subprocess.run(["rm", "-rf", str(store.gitdir)], check=True)
+        clean, out = fsck_clean(v.gitdir)  # the victim keeps its own copy of everything
+        assert clean, out
+    else:
+        with pytest.raises(RemoteError):
+            v.fetch(chain[0].gitdir, name="peer")
+        assert_untouched(v, before, far)
+    assert hops < 7 or not git_sees  # git's own limit, which libgit2 shares
 
 
 def test_fetch_brings_only_new_objects(tmp_path):
