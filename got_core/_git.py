@@ -33,7 +33,7 @@ from got_core.errors import (
 from got_core.names import check_path
 from got_core.types import Identity
 
-__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
+__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -343,7 +343,8 @@ class GitRepo:
         try:
             return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
         except (GitError, ValueError, KeyError) as exc:
-            raise _merge_error(exc, descendant, ancestor) from None
+            raise CorruptRepositoryError(
+                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`") from None
 
     def merge_base(self, a: str, b: str) -> str | None:
         """Best common ancestor of two commits, or None for unrelated histories.
@@ -354,7 +355,8 @@ class GitRepo:
         try:
             base = self._r.merge_base(a, b)
         except (GitError, ValueError, KeyError) as exc:
-            raise _merge_error(exc, a, b) from None
+            raise CorruptRepositoryError(
+                f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
         return str(base) if base else None
 
     def changed_paths(self, commit: CommitData) -> list[tuple[str, str | None, str | None]]:
@@ -587,6 +589,18 @@ class GitRepo:
         except (GitError, ValueError, KeyError):
             return None
         return _TYPE_NAMES.get(int(kind), "unknown"), int(size)
+
+
+def init_bare(path: Path) -> None:
+    """Create an empty bare repository at ``path`` (an existing empty directory), in-process.
+
+    Raises:
+        StorageError: the directory cannot be written.
+    """
+    try:
+        pygit2.init_repository(str(path), bare=True)
+    except (GitError, OSError) as exc:
+        raise StorageError(f"cannot create a repository at {path}: {exc}") from None
 
 
 _TYPE_NAMES = {int(pygit2.GIT_OBJECT_COMMIT): "commit", int(pygit2.GIT_OBJECT_TREE): "tree",

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from got_core._git import GitRepo
+from got_core._git import GitRepo, init_bare
 from got_core._gitcli import GitCommandError, run_git
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError, UntrustedContentError
 from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, is_dotgit, path_component_problem
@@ -181,8 +181,7 @@ class Quarantine:
         except OSError as exc:
             raise StorageError(f"cannot receive objects into {parent or 'the temp directory'}: {exc}") from None
         try:
-            # No templates: the quarantine has no hooks, and a config of git's defaults only.
-            run_git(["init", "-q", "--bare", "--template=", str(self.path)])
+            init_bare(self.path)  # libgit2's own minimal layout: no hooks, a default config
             if target is not None:
                 objects = (target.gitdir / "objects").resolve()
                 (self.path / "objects" / "info" / "alternates").write_text(f"{objects}\n")
@@ -191,8 +190,10 @@ class Quarantine:
                 lines = "".join(f"{oid} {_HAVE_PREFIX}{oid}\n" for oid in sorted(set(target.list_refs().values())))
                 (self.path / "packed-refs").write_text("# pack-refs with: sorted \n" + lines)
             self.git = GitRepo(self.path, create=False)  # reopened: libgit2 reads alternates on open
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(self.path, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot set up a quarantine in {self.path.parent}: {exc}") from None
             raise
 
     def __enter__(self) -> "Quarantine":
@@ -312,12 +313,15 @@ class Quarantine:
         if self.target is None:
             return
         dest = self.target.gitdir / "objects" / "pack"
-        dest.mkdir(parents=True, exist_ok=True)
-        for pack in self._packs():
-            for suffix in (".pack", ".rev", ".idx"):
-                src = pack.with_suffix(suffix)
-                if src.exists() and not (dest / src.name).exists():
-                    os.replace(src, dest / src.name)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            for pack in self._packs():
+                for suffix in (".pack", ".rev", ".idx"):
+                    src = pack.with_suffix(suffix)
+                    if src.exists() and not (dest / src.name).exists():
+                        os.replace(src, dest / src.name)
+        except OSError as exc:
+            raise StorageError(f"cannot move the checked objects into {dest}: {exc}") from None
 
 
 class _TreeChecker:
