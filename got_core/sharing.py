@@ -290,8 +290,7 @@ def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
             if line == b"\n":
                 break
             if not line.endswith(b"\n"):
-                raise CorruptRepositoryError(f"{shown} is cut short inside its header (no end of the ref list); "
-                                             "copy the bundle again")
+                raise CorruptRepositoryError(f"{shown} is cut short inside its header; copy the bundle again")
             if line.startswith(b"@"):
                 if line.strip() not in (b"@object-format=sha1",):
                     raise CorruptRepositoryError(f"{shown} needs a capability we do not support: "
@@ -315,8 +314,7 @@ def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
         pack = f.read(12)
         start = f.tell()
     if pack[:4] != b"PACK" or len(pack) < 12:
-        raise CorruptRepositoryError(f"{shown} is cut short: its header ends but no pack data follows; "
-                                     "copy the bundle again")
+        raise CorruptRepositoryError(f"{shown} is cut short after its header; copy the bundle again")
     count = int.from_bytes(pack[8:12], "big")
     if count > limits.max_objects:
         raise UntrustedContentError(
