@@ -23,10 +23,12 @@ from pygit2.enums import MergeFavor, SortMode
 
 from got_core.errors import (
     CorruptRepositoryError,
+    GotError,
     RemoteError,
     RepositoryNotFoundError,
     StorageError,
     UnknownRefError,
+    UntrustedContentError,
 )
 from got_core.names import (
     MAX_PATH_BYTES,
@@ -37,7 +39,7 @@ from got_core.names import (
 )
 from got_core.types import Identity
 
-__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE"]
+__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -438,12 +440,28 @@ class GitRepo:
             raise CorruptRepositoryError(f"history walk failed in {self.gitdir}: {exc}; run `got fsck`") from None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """True when ``ancestor`` is reachable from ``descendant`` (or equal)."""
-        return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
+        """True when ``ancestor`` is reachable from ``descendant`` (or equal).
+
+        Raises:
+            CorruptRepositoryError: the history between them cannot be read.
+        """
+        try:
+            return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
+        except (GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(
+                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`") from None
 
     def merge_base(self, a: str, b: str) -> str | None:
-        """Best common ancestor of two commits, or None for unrelated histories."""
-        base = self._r.merge_base(a, b)
+        """Best common ancestor of two commits, or None for unrelated histories.
+
+        Raises:
+            CorruptRepositoryError: the history of either cannot be read.
+        """
+        try:
+            base = self._r.merge_base(a, b)
+        except (GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(
+                f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
         return str(base) if base else None
 
     def changed_paths(self, commit: CommitData) -> list[tuple[str, str | None, str | None]]:
@@ -599,71 +617,153 @@ class GitRepo:
         Returns:
             (tree SHA or None when conflicted, conflicts as (path, base, ours, theirs) blob SHAs,
             an opaque merge state for :meth:`resolve_merge`).
+
+        Raises:
+            UntrustedContentError: a tree holds a path libgit2 refuses (``..``, ``.git``, ...).
+            CorruptRepositoryError: an object is missing or damaged.
         """
-        base_tree = self._get(self._get(base).tree_id) if base else self._get(self._empty_tree())
-        idx = self._r.merge_trees(base_tree, self._get(self._get(ours).tree_id),
-                                  self._get(self._get(theirs).tree_id), favor=MergeFavor.NORMAL)
-        conflicts = []
-        if idx.conflicts is not None:
-            for anc, our, their in idx.conflicts:
-                entry = our or their or anc
-                conflicts.append((entry.path,
-                                  str(anc.id) if anc else None,
-                                  str(our.id) if our else None,
-                                  str(their.id) if their else None))
-        if conflicts:
-            return None, sorted(conflicts), idx
-        return str(idx.write_tree(self._r)), [], idx
+        try:
+            base_tree = self._get(self._get(base).tree_id) if base else self._get(self._empty_tree())
+            idx = self._r.merge_trees(base_tree, self._get(self._get(ours).tree_id),
+                                      self._get(self._get(theirs).tree_id), favor=MergeFavor.NORMAL)
+            conflicts = []
+            if idx.conflicts is not None:
+                for anc, our, their in idx.conflicts:
+                    entry = our or their or anc
+                    conflicts.append((entry.path,
+                                      str(anc.id) if anc else None,
+                                      str(our.id) if our else None,
+                                      str(their.id) if their else None))
+            if conflicts:
+                return None, sorted(conflicts), idx
+            return str(idx.write_tree(self._r)), [], idx
+        except (GitError, OSError, KeyError, ValueError) as exc:
+            raise _merge_error(exc, ours, theirs) from None
 
     def resolve_merge(self, state: object, decisions: Mapping[str, bytes | None]) -> str:
-        """Write the merged tree after deciding each conflicted path (bytes, or None to delete)."""
+        """Write the merged tree after deciding each conflicted path (bytes, or None to delete).
+
+        Raises:
+            CorruptRepositoryError: conflicts are left undecided, or the tree cannot be written.
+            UntrustedContentError: a decided path is one libgit2 refuses.
+        """
         idx = state  # a pygit2.Index from merge_trees
-        for path, content in decisions.items():
-            if idx.conflicts is not None and path in idx.conflicts:
-                del idx.conflicts[path]
-            if content is None:
-                try:
-                    idx.remove(path)
-                except (GitError, OSError, KeyError):
-                    pass
-            else:
-                idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), _BLOB))
-        if idx.conflicts is not None and len(list(idx.conflicts)):
-            raise CorruptRepositoryError("merge still has undecided conflicts")
-        return str(idx.write_tree(self._r))
+        try:
+            for path, content in decisions.items():
+                if idx.conflicts is not None and path in idx.conflicts:
+                    del idx.conflicts[path]
+                if content is None:
+                    try:
+                        idx.remove(path)
+                    except (GitError, OSError, KeyError):
+                        pass
+                else:
+                    idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), _BLOB))
+            if idx.conflicts is not None and len(list(idx.conflicts)):
+                raise CorruptRepositoryError("merge still has undecided conflicts")
+            return str(idx.write_tree(self._r))
+        except (GitError, OSError, KeyError, ValueError) as exc:
+            raise _merge_error(exc, None, None) from None
 
     # ------------------------------------------------------------------ remotes
-    def fetch(self, url: str, refspecs: list[str]) -> None:
-        """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials."""
-        self._remote("fetch", url, refspecs)
+    def fetch(self, url: str, refspecs: list[str],
+              progress: Callable[[int, int, int], None] | None = None) -> None:
+        """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials.
+
+        libgit2 does the transfer in-process: nothing of the peer is executed (no
+        upload-pack, hooks or config-defined commands), and a local peer's
+        ``objects/info/alternates`` are followed no further than git itself would.
+
+        Args:
+            progress: called while the pack streams in with (objects announced, objects
+                received, bytes received); raising aborts the fetch with that error.
+        """
+        self._remote("fetch", url, refspecs, progress)
 
     def push(self, url: str, refspecs: list[str]) -> None:
-        """Push ``refspecs`` to ``url``; never prompts for credentials."""
+        """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
         self._remote("push", url, refspecs)
 
-    def _remote(self, verb: str, url: str, refspecs: list[str]) -> None:
+    def _remote(self, verb: str, url: str, refspecs: list[str],
+                progress: Callable[[int, int, int], None] | None = None) -> None:
         try:
             remote = self._r.remotes.create_anonymous(url)
-            getattr(remote, verb)(refspecs, callbacks=_NoPrompt(url))
-        except RemoteError:
+            getattr(remote, verb)(refspecs, callbacks=_NoPrompt(url, progress))
+        except GotError:
             raise
         except (GitError, OSError, KeyError) as exc:
             where = "from" if verb == "fetch" else "to"
             raise RemoteError(f"{verb} {where} {url} failed: {exc}") from None
 
+    # ------------------------------------------------------------------ raw objects (inbound checks)
+    def read_raw(self, oid: str) -> tuple[str, bytes]:
+        """(type name, raw bytes) of any object, without parsing it (``tree``, ``blob``, ...).
+
+        Raises:
+            CorruptRepositoryError: missing or unreadable.
+        """
+        try:
+            kind, data = self._r.odb.read(oid)
+        except (GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(f"object {oid} cannot be read from {self.gitdir}: {exc}") from None
+        return _TYPE_NAMES.get(int(kind), "unknown"), data
+
+    def object_header(self, oid: str) -> tuple[str, int] | None:
+        """(type name, size in bytes) of an object, or None when the store lacks it."""
+        try:
+            kind, size = self._r.odb.read_header(oid)
+        except (GitError, ValueError, KeyError):
+            return None
+        return _TYPE_NAMES.get(int(kind), "unknown"), int(size)
+
+
+def init_bare(path: Path) -> None:
+    """Create an empty bare repository at ``path`` (an existing empty directory), in-process.
+
+    Raises:
+        StorageError: the directory cannot be written.
+    """
+    try:
+        pygit2.init_repository(str(path), bare=True)
+    except (GitError, OSError) as exc:
+        raise StorageError(f"cannot create a repository at {path}: {exc}") from None
+
+
+_TYPE_NAMES = {int(pygit2.GIT_OBJECT_COMMIT): "commit", int(pygit2.GIT_OBJECT_TREE): "tree",
+               int(pygit2.GIT_OBJECT_BLOB): "blob", int(pygit2.GIT_OBJECT_TAG): "tag"}
+
+
+def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Exception:
+    """A typed error for a libgit2 merge failure (it raises raw GitError for hostile paths)."""
+    text = str(exc)
+    between = f" merging {theirs} into {ours}" if ours and theirs else ""
+    if "invalid path" in text.lower():
+        return UntrustedContentError(
+            f"refusing to merge{between}: {text}; the branch holds a path git refuses "
+            "(see `got fsck`), so it cannot be merged", path=text.partition("'")[2].rstrip("'") or None)
+    if isinstance(exc, OSError):
+        return StorageError(f"cannot write the merge{between}: {exc}")
+    return CorruptRepositoryError(f"merge{between} failed: {text}; run `got fsck`")
+
 
 class _NoPrompt(pygit2.RemoteCallbacks):
-    """Remote callbacks that refuse to ask for credentials and reject failed ref updates."""
+    """Remote callbacks that refuse to ask for credentials, reject failed ref updates,
+    and hand transfer progress to an optional limit check."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, progress: Callable[[int, int, int], None] | None = None) -> None:
         super().__init__()
         self._url = url
+        self._progress = progress
 
     def credentials(self, url, username_from_url, allowed_types):  # noqa: D401 - libgit2 callback
         raise RemoteError(
             f"{self._url} asks for credentials; GitOfThoughts never prompts. "
             "Use a local path, a URL that needs none, or configure access outside the agent"
         )
+
+    def transfer_progress(self, stats):  # noqa: D401 - libgit2 callback
+        if self._progress is not None:
+            self._progress(stats.total_objects, stats.received_objects, stats.received_bytes)
 
     def push_update_reference(self, refname, message):  # noqa: D401 - libgit2 callback
         if message:

@@ -1,7 +1,10 @@
 """Running the real ``git`` binary, off the hot path (bundles, repack, fsck).
 
 The environment is scrubbed so the user's global and system git config (signing,
-hooks, credential helpers, pagers) never leak in, and git never prompts.
+hooks, credential helpers, pagers) never leak in, and git never prompts. Command-line
+settings (which outrank a repository's own config) switch off what a hostile
+repository's config could otherwise make git run: hooks, fsmonitor, automatic
+maintenance, and every transport but local files.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Sequence
 
 from got_core.errors import ConfigError, GotRuntimeError
 
-__all__ = ["git_env", "run_git", "GitCommandError"]
+__all__ = ["git_env", "run_git", "GitCommandError", "HARDENING"]
 
 
 class GitCommandError(GotRuntimeError):
@@ -43,10 +46,23 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: ``git -c`` settings on every call. Hooks: none (``core.hooksPath`` at a path that
+#: holds no files). ``core.fsmonitor``: off. No automatic gc/maintenance (it would run
+#: ``pre-auto-gc``). Only the file and bundle transports (no ``ext::`` commands, no network).
+HARDENING = (
+    "core.hooksPath=" + os.devnull,
+    "core.fsmonitor=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "protocol.allow=never",
+    "protocol.file.allow=always",
+)
+
+
 def run_git(args: Sequence[str], *, git_dir: Path | str | None = None, cwd: Path | str | None = None,
             input: bytes | None = None, check: bool = True, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git [--git-dir=...] args`` with the scrubbed environment.
+    """Run ``git -c <HARDENING> [--git-dir=...] args`` with the scrubbed environment.
 
     Raises:
         ConfigError: the git binary is not installed.
@@ -56,6 +72,8 @@ def run_git(args: Sequence[str], *, git_dir: Path | str | None = None, cwd: Path
     if exe is None:
         raise ConfigError("this operation needs the git binary on PATH (apt-get install git)")
     cmd = [exe]
+    for setting in HARDENING:
+        cmd += ["-c", setting]
     if git_dir is not None:
         cmd.append(f"--git-dir={git_dir}")
     cmd += list(args)

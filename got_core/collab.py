@@ -45,6 +45,7 @@ from got_core.errors import (
     StorageError,
     UnknownRefError,
 )
+from got_core.inbound import InboundLimits
 from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import GitMemory, parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
@@ -425,12 +426,16 @@ class Worker:
         central: path or URL of the central repository.
         agent_id: the worker's id (any string; encoded for refs).
         identity: author of its commits (default: named after the agent).
+        limits: what one :meth:`sync` may fetch from central (default
+            :data:`got_core.inbound.DEFAULT_LIMITS`); central is a peer like any other.
         **repo_options: passed to :class:`ReasoningRepo` (clock, signer, ...).
     """
 
     def __init__(self, path: str | os.PathLike[str], central: str | os.PathLike[str], agent_id: str,
-                 *, identity: Identity | None = None, **repo_options: Any) -> None:
+                 *, identity: Identity | None = None, limits: InboundLimits | None = None,
+                 **repo_options: Any) -> None:
         self.agent_id = agent_id
+        self.limits = limits
         self.branch = agent_branch(agent_id)
         self.notes_ref = agent_notes_ref(agent_id)
         self.central = str(central)
@@ -447,8 +452,9 @@ class Worker:
 
         Raises:
             RemoteError: central is unreachable or asks for credentials.
+            UntrustedContentError: what central sent broke a check or a limit; nothing changed.
         """
-        self.repo.fetch(self.central, branches=["memory"], name="central")
+        self.repo.fetch(self.central, branches=["memory"], name="central", limits=self.limits)
         remote = "refs/remotes/central/memory"
         if self.repo.tip(self.branch) is None:
             self.repo.set_ref(self.branch, remote, expected=None)

@@ -20,6 +20,7 @@ also a :class:`ValueError`) and failures of the environment or the data
     │   └── RepositoryNotFoundError          no repository at the path
     └── GotRuntimeError (RuntimeError)       the world got in the way
         ├── CorruptRepositoryError           missing or damaged objects
+        ├── UntrustedContentError            fetched/bundled/merged objects broke a rule or limit
         ├── ConcurrentUpdateError            a compare-and-swap on a ref kept losing
         ├── MergeConflictError               a merge needs a decision (conflicts as data)
         ├── SigningError                     the signing key or tool failed
@@ -49,6 +50,7 @@ __all__ = [
     "UnknownBackendError",
     "RepositoryNotFoundError",
     "CorruptRepositoryError",
+    "UntrustedContentError",
     "ConcurrentUpdateError",
     "MergeConflictError",
     "SigningError",
@@ -147,6 +149,29 @@ class RepositoryNotFoundError(GotUserError):
 
 class CorruptRepositoryError(GotRuntimeError):
     """Objects are missing or damaged, or the data is not what we wrote."""
+
+
+class UntrustedContentError(GotRuntimeError):
+    """Objects from a peer, a bundle or a branch being merged were refused.
+
+    They broke one of ``git fsck --strict``'s checks, one of our tree-path rules
+    (:func:`got_core.names.check_path`), or an inbound limit
+    (:class:`got_core.inbound.InboundLimits`). Nothing was imported or merged: the
+    repository's refs and objects are exactly as they were.
+
+    Attributes:
+        oid: the offending object, when one is known.
+        path: the offending tree path, when one is known.
+        limit: the name of the :class:`~got_core.inbound.InboundLimits` field that was
+            exceeded (the knob to raise), or None when a rule, not a limit, refused it.
+    """
+
+    def __init__(self, message: str, *, oid: str | None = None, path: str | None = None,
+                 limit: str | None = None) -> None:
+        self.oid = oid
+        self.path = path
+        self.limit = limit
+        super().__init__(message)
 
 
 class ConcurrentUpdateError(GotRuntimeError):

@@ -8,9 +8,10 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from got_core import collab
+from got_core import collab, sharing
 from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json, open_repo
-from got_core.errors import InvalidInputError
+from got_core.errors import InvalidInputError, RepositoryNotFoundError
+from got_core.inbound import DEFAULT_LIMITS, InboundLimits
 from got_core.names import encode_component
 from got_core.repo import ReasoningRepo
 from got_core.sharing import verify_bundle
@@ -18,16 +19,46 @@ from got_core.types import Conflict
 
 __all__: list[str] = []
 
+# Inbound limits (got_core.inbound.InboundLimits): one flag per knob, on every command that takes
+# objects in (fetch, merge PEER, unbundle) and on bundle, which verifies what it wrote under them.
+MaxBlobOption = typer.Option(DEFAULT_LIMITS.max_blob_bytes, "--max-blob-bytes", min=1,
+                             help="Refuse any incoming object (a file's blob, a tree...) larger than this.")
+MaxDepthOption = typer.Option(DEFAULT_LIMITS.max_tree_depth, "--max-tree-depth", min=1,
+                              help="Refuse incoming paths with more components than this.")
+MaxPathOption = typer.Option(DEFAULT_LIMITS.max_path_bytes, "--max-path-bytes", min=1,
+                             help="Refuse incoming paths longer than this many bytes.")
+MaxObjectsOption = typer.Option(DEFAULT_LIMITS.max_objects, "--max-objects", min=1,
+                                help="Refuse a transfer of more objects than this.")
+MaxTotalOption = typer.Option(DEFAULT_LIMITS.max_total_bytes, "--max-total-bytes", min=1,
+                              help="Refuse a transfer (pack) larger than this many bytes.")
+
+
+def _limits(max_blob_bytes: int, max_tree_depth: int, max_path_bytes: int, max_objects: int,
+            max_total_bytes: int) -> InboundLimits:
+    return InboundLimits(max_blob_bytes=max_blob_bytes, max_tree_depth=max_tree_depth,
+                         max_path_bytes=max_path_bytes, max_objects=max_objects, max_total_bytes=max_total_bytes)
+
 
 @app.command()
 def fetch(
     peer: str = typer.Argument(..., help="Path or URL of the peer repository."),
     name: Optional[str] = typer.Option(None, help="Local name for the peer (default: from its path)."),
     repo: Optional[Path] = RepoOption,
+    max_blob_bytes: int = MaxBlobOption,
+    max_tree_depth: int = MaxDepthOption,
+    max_path_bytes: int = MaxPathOption,
+    max_objects: int = MaxObjectsOption,
+    max_total_bytes: int = MaxTotalOption,
 ) -> None:
-    """Fetch a peer's branches, success tags and notes (never prompts for credentials)."""
+    """Fetch a peer's branches, tags and notes; everything is checked before anything moves.
+
+    Never prompts for credentials and never runs anything of the peer. Objects that
+    `git fsck --strict` or our path rules refuse, or that break a limit, are refused
+    with the object, path and limit named; the repository is then left as it was.
+    """
     r = open_repo(repo)
-    refs = r.fetch(peer, name=name)
+    limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+    refs = sharing.fetch(r, peer, name=name, limits=limits)
     for ref, oid in sorted(refs.items()):
         console.print(f"{oid[:10]} {escape(ref)}")
 
@@ -69,8 +100,16 @@ def merge(
                                  help="Merge every agents/<id>/memory branch of this (central) repository."),
     repo: Optional[Path] = RepoOption,
     json: bool = JsonOption,
+    max_blob_bytes: int = MaxBlobOption,
+    max_tree_depth: int = MaxDepthOption,
+    max_path_bytes: int = MaxPathOption,
+    max_objects: int = MaxObjectsOption,
+    max_total_bytes: int = MaxTotalOption,
 ) -> None:
     """Three-way merge of a peer's branch; conflicts are listed, never resolved silently.
+
+    A peer given by path or URL is fetched first, with the same checks and limits as
+    `got fetch`; a branch holding paths git refuses is never merged.
 
     A conflicted merge is left for review (`got merge --status` lists it, `got merge
     --resolve ours|theirs NAME` decides it). Exit status 3 when conflicts are left for review.
@@ -93,7 +132,8 @@ def merge(
             raise InvalidInputError("name a peer to merge, or use --status, --resolve or --workers")
         if Path(peer).exists() or "://" in peer:
             name = encode_component(Path(peer.rstrip("/")).name.removesuffix(".git") or "peer")
-            r.fetch(peer, name=name, branches=[branch])
+            limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+            sharing.fetch(r, peer, name=name, branches=[branch], limits=limits)
             theirs = f"refs/remotes/{name}/{branch}"
         else:
             name, theirs = peer, peer
@@ -129,11 +169,20 @@ def bundle(
     out: Path = typer.Argument(..., help="Bundle file to write."),
     ref: list[str] = typer.Option([], "--ref", help="Only these branches/tags/refs (default: all)."),
     repo: Optional[Path] = RepoOption,
+    max_blob_bytes: int = MaxBlobOption,
+    max_tree_depth: int = MaxDepthOption,
+    max_path_bytes: int = MaxPathOption,
+    max_objects: int = MaxObjectsOption,
+    max_total_bytes: int = MaxTotalOption,
 ) -> None:
-    """Export branches, tags and notes as one reproducible `git bundle` file."""
+    """Export branches, tags and notes as one reproducible `git bundle` file.
+
+    The file is then verified as `got unbundle` will check it, under the same limits.
+    """
     r = open_repo(repo)
     path = r.bundle(out, ref or None)
-    heads = verify_bundle(path)
+    heads = verify_bundle(path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects,
+                                               max_total_bytes))
     console.print(f"wrote {escape(str(path))} ({path.stat().st_size:,} bytes, {len(heads)} refs, verified)")
 
 
@@ -141,9 +190,23 @@ def bundle(
 def unbundle(
     src: Path = typer.Argument(..., help="Bundle file to import."),
     repo: Optional[Path] = RepoOption,
+    max_blob_bytes: int = MaxBlobOption,
+    max_tree_depth: int = MaxDepthOption,
+    max_path_bytes: int = MaxPathOption,
+    max_objects: int = MaxObjectsOption,
+    max_total_bytes: int = MaxTotalOption,
 ) -> None:
-    """Verify a bundle and import every ref bit-identically (creates the repository if needed)."""
-    r = open_repo(repo, create=True)
-    heads = r.unbundle(src)
+    """Verify a bundle and import every ref bit-identically (creates the repository if needed).
+
+    A damaged, cut-short or hostile bundle is refused with one line and exit status 1;
+    nothing is imported, and no repository is created for it.
+    """
+    limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+    try:
+        r = open_repo(repo)
+    except RepositoryNotFoundError:
+        verify_bundle(src, limits=limits)  # before creating anything
+        r = open_repo(repo, create=True)
+    heads = sharing.unbundle(r, src, limits=limits)
     for ref, oid in sorted(heads.items()):
         console.print(f"{oid[:10]} {escape(ref)}")

@@ -161,3 +161,79 @@ def test_bundle_roundtrip_is_bit_identical(tmp_path):
     broken.write_bytes(out.read_bytes()[:200])
     with pytest.raises(CorruptRepositoryError):
         verify_bundle(broken)
+
+
+def test_inbound_limits_must_be_positive_integers(tmp_path):
+    from got_core.errors import ConfigError
+    from got_core.sharing import InboundLimits
+
+    for bad in (0, -1, True, 1.5, "10"):
+        with pytest.raises(ConfigError, match="max_blob_bytes"):
+            InboundLimits(max_blob_bytes=bad)
+    b = make(tmp_path, "bob")
+    with pytest.raises(ConfigError):
+        b.fetch(tmp_path, limits={"max_blob_bytes": 1})
+
+
+def test_concurrent_fetches_into_one_repository_each_get_their_own_quarantine(tmp_path):
+    import threading
+
+    peers = [make(tmp_path, f"peer{i}") for i in range(3)]
+    for i, p in enumerate(peers):
+        lesson(p, f"k{i}", f"Lesson {i}.")
+    b = make(tmp_path, "bob")
+    errors = []
+
+    def go(p):
+        try:
+            ReasoningRepo(b.gitdir).fetch(p.gitdir)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(p,)) for p in peers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for i, p in enumerate(peers):
+        assert b.git.ref_target(f"refs/remotes/peer{i}/memory") == p.tip("memory")
+    assert not list(b.gitdir.glob("got-incoming-*"))
+    assert fsck_clean(b.gitdir)[0]
+
+
+def test_bundle_header_is_checked_line_by_line(tmp_path):
+    a = make(tmp_path, "alice")
+    lesson(a, "units", "Check units.")
+    data = a.bundle(tmp_path / "a.bundle").read_bytes()
+    end = data.index(b"\n\n")
+    cases = {
+        "no-refs": b"# v2 git bundle\n\n" + data[end + 2:],
+        "capability": b"# v3 git bundle\n@filter=blob:none\n" + data[len(b"# v2 git bundle\n"):],
+        "damaged-line": data.replace(b"refs/heads/memory", b"refs/heads/memory", 1)[:16] + b"zz not-an-oid\n"
+                        + data[16:],
+    }
+    for name, raw in cases.items():
+        path = tmp_path / f"{name}.bundle"
+        path.write_bytes(raw)
+        with pytest.raises(CorruptRepositoryError):
+            verify_bundle(path)
+    with pytest.raises(InvalidInputError):
+        verify_bundle(tmp_path / "missing.bundle")
+
+
+def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
+    import os
+    import time
+
+    a, b = make(tmp_path, "alice"), make(tmp_path, "bob")
+    lesson(a, "units", "Check units.")
+    stale = b.gitdir / "got-incoming-killed"
+    (stale / "objects").mkdir(parents=True)
+    old = time.time() - 3 * 24 * 3600
+    os.utime(stale, (old, old))
+    fresh = b.gitdir / "got-incoming-running"
+    fresh.mkdir()
+    b.fetch(a.gitdir, name="alice")
+    assert not stale.exists() and fresh.exists()  # a transfer under way elsewhere is left alone
+    assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")
