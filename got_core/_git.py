@@ -8,6 +8,7 @@ lock on the hot path (DESIGN §2, §5).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -37,6 +38,29 @@ _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
+_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+
+
+def _parse_tree(data: bytes) -> list[tuple[int, str, str]] | None:
+    """Raw tree content as (mode, name, SHA) entries; None when it is not a well-formed tree.
+
+    Names are decoded for reports only (undecodable bytes as escapes), never used as paths.
+    """
+    out: list[tuple[int, str, str]] = []
+    i, n = 0, len(data)
+    while i < n:
+        space = data.find(b" ", i)
+        nul = data.find(b"\0", space + 1) if space >= 0 else -1
+        if space < 0 or nul < 0 or nul + 21 > n:
+            return None
+        try:
+            mode = int(data[i:space], 8)
+        except ValueError:
+            return None
+        name = data[space + 1:nul].decode("utf-8", "backslashreplace")
+        out.append((mode, name, data[nul + 1:nul + 21].hex()))
+        i = nul + 21
+    return out
 
 
 _strict_lock = threading.Lock()
@@ -158,6 +182,71 @@ class GitRepo:
         if obj is None:
             raise CorruptRepositoryError(f"object {oid} is missing from {self.gitdir}; run `got fsck`")
         return obj
+
+    def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
+        """Check one stored object byte for byte: ``(problem or None, raw content)``.
+
+        The object is read raw from the object database and hashed here (``"<type>
+        <size>\\0" + content``), so a flipped byte is caught even when libgit2's own
+        hash check is switched off. ``expected`` is the type the referrer says it has
+        (``commit``, ``tree``, ``blob``). Open a fresh :class:`GitRepo` to check what is
+        on disk now: libgit2 caches objects it has read.
+        """
+        try:
+            kind, data = self._r.odb.read(oid)
+        except KeyError:
+            return "is missing", None
+        except (GitError, ValueError, OSError) as exc:
+            text = str(exc)
+            if "hash mismatch" in text:
+                return "does not hash to its id (its content was altered)", None
+            return f"cannot be read ({text[:120]})", None
+        name = _TYPE_NAMES.get(int(kind), str(kind))
+        algo = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
+        if algo(f"{name} {len(data)}\0".encode() + data).hexdigest() != oid:
+            return "does not hash to its id (its content was altered)", None
+        if expected is not None and name != expected:
+            return f"is a {name}, not the {expected} its parent names", None
+        return None, data
+
+    def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
+                      prefix: str = "") -> list[tuple[str, str, str]]:
+        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
+
+        Args:
+            tree: the root tree SHA.
+            seen: object SHA -> problem (or None when sound), shared between calls so an
+                object reached from many commits is hashed once.
+            prefix: path of ``tree`` itself, for the report.
+
+        Returns:
+            ``(path, object SHA, problem)`` for each damaged object (the root is ``""``);
+            gitlinks (submodule commits) are not followed, as ``git fsck`` does not.
+        """
+        seen = {} if seen is None else seen
+        out: list[tuple[str, str, str]] = []
+        stack: list[tuple[str, str, str]] = [(prefix, tree, "tree")]
+        while stack:
+            path, oid, kind = stack.pop()
+            if oid in seen:
+                if seen[oid] is not None:
+                    out.append((path, oid, seen[oid]))  # type: ignore[arg-type]
+                continue
+            problem, data = self.object_problem(oid, kind)
+            if problem is None and kind == "tree":
+                entries = _parse_tree(data or b"")
+                if entries is None:
+                    problem = "is not a well-formed tree"
+                else:
+                    for mode, name, child in entries:
+                        if mode == 0o160000:
+                            continue  # a gitlink names a commit of another repository
+                        child_path = f"{path}/{name}" if path else name
+                        stack.append((child_path, child, "tree" if mode == 0o040000 else "blob"))
+            seen[oid] = problem
+            if problem is not None:
+                out.append((path, oid, problem))
+        return out
 
     def build_tree(self, base_tree: str | None, changes: Mapping[str, bytes | BlobId | None]) -> str:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
