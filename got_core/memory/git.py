@@ -21,7 +21,7 @@ import json
 import re
 from pathlib import Path
 
-from got_core.errors import ConcurrentUpdateError, ConfigError
+from got_core.errors import ConcurrentUpdateError, ConfigError, RepositoryNotFoundError
 from got_core.memory.base import BaseMemory, Lesson
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
@@ -91,20 +91,34 @@ class GitMemory(BaseMemory):
     """Lessons on the ``memory`` branch of a reasoning repository.
 
     Args:
-        path: the repository (created as a bare repo when missing); or pass ``repo``.
+        path: the repository (created as a bare repo when missing, unless ``create=False``);
+            or pass ``repo``.
         read_only: refuse writes silently (frozen-memory protocol arms).
         repo: share an open :class:`ReasoningRepo` (e.g. the solver's own).
         branch: the branch that holds lessons.
+        create: when false the repository must exist already; nothing is created.
+
+    Raises:
+        RepositoryNotFoundError: ``create=False`` and no repository at ``path``.
+        RepositoryAccessError: the repository belongs to another user or cannot be read.
     """
 
     name = "git"
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH) -> None:
+                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH,
+                 create: bool = True) -> None:
         if repo is None:
             if path is None:
                 raise ConfigError("the git memory backend needs a path (or repo=)")
-            repo = ReasoningRepo.open(path)
+            try:
+                repo = ReasoningRepo(path, create=create)
+            except RepositoryNotFoundError:
+                if create:
+                    raise
+                raise RepositoryNotFoundError(
+                    f"no git memory at {path} (no repository there); check the path, or store a "
+                    "lesson there first to create one") from None
         super().__init__(repo.gitdir, read_only=read_only)
         self.repo = repo
         self.branch = branch

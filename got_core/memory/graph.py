@@ -103,9 +103,11 @@ class GraphMemory(BaseMemory):
         fsync: fsync journal appends and snapshots (durability against power loss).
         compact_min: fold the journal into ``graph.json`` once it holds at least
             this many entries (and at least as many as there are lessons).
+        create: when false the store must exist already (nothing is created).
 
     Raises:
         ConfigError: no path given.
+        RepositoryNotFoundError: ``create=False`` and no graph memory at ``path``.
         StorageError: the directory cannot be created or written.
         CorruptRepositoryError: the snapshot or journal is not what this backend
             wrote (it is left untouched).
@@ -116,7 +118,7 @@ class GraphMemory(BaseMemory):
     supports_associative_search = True
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 fsync: bool = False, compact_min: int = COMPACT_MIN) -> None:
+                 fsync: bool = False, compact_min: int = COMPACT_MIN, create: bool = True) -> None:
         if path is None:
             raise ConfigError("the graph memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(compact_min, int) or isinstance(compact_min, bool) or compact_min < 1:
@@ -130,7 +132,9 @@ class GraphMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._snap_stamp: Any = "unset"  # (inode, mtime, size) of the loaded graph.json
         self._reset(None, 0)
-        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only)
+        journals = tuple(Path(p) for p in glob.glob(glob.escape(str(self.path)) + "/graph.journal.*.jsonl"))
+        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only,
+                          create=create, markers=(self.file, *journals))
         self._refresh()
 
     # -- state -------------------------------------------------------------------------

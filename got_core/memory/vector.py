@@ -21,7 +21,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
+from got_core.errors import (
+    ConfigError,
+    CorruptRepositoryError,
+    MissingExtraError,
+    RepositoryNotFoundError,
+    StorageError,
+)
 from got_core.memory.base import BaseMemory, Lesson
 from got_core.memory.embeddings import Embedder, get_embedder
 
@@ -62,8 +68,11 @@ class VectorMemory(BaseMemory):
             MiniLM embedder by default. Tests of *other* modules may pass
             :class:`got_core.testing.HashEmbedder`.
         collection: the collection name.
+        create: when false the store (and its collection) must exist already; nothing
+            is created.
 
     Raises:
+        RepositoryNotFoundError: ``create=False`` and no vector memory at ``path``.
         ConfigError: no path, a collection name chromadb rejects, or the store
             was written with a different embedder.
         StorageError: the directory cannot be created or opened.
@@ -74,7 +83,8 @@ class VectorMemory(BaseMemory):
     supports_semantic_search = True
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 embedder: Embedder | None = None, collection: str = COLLECTION) -> None:
+                 embedder: Embedder | None = None, collection: str = COLLECTION,
+                 create: bool = True) -> None:
         if path is None:
             raise ConfigError("the vector memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
@@ -88,14 +98,23 @@ class VectorMemory(BaseMemory):
         self._client: Any = None
         self._col: Any = None
         self._closed = False
-        if self.path.exists() and not self.path.is_dir():
-            raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
-                               "pass the directory that should hold the chromadb store")
-        if read_only and not (self.path / _CHROMA_FILE).exists():
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
+                                   "pass the directory that should hold the chromadb store")
+            stored = (self.path / _CHROMA_FILE).exists()
+        except PermissionError as exc:
+            raise StorageError(f"permission denied: cannot read the vector memory at {self.path} "
+                               f"({exc}); fix its permissions or choose another path") from None
+        if not create and not stored:
+            raise RepositoryNotFoundError(
+                f"no vector memory at {self.path} (no {_CHROMA_FILE} there); check the path, "
+                "or store a lesson there first to create one")
+        if read_only and not stored:
             return  # nothing stored yet, and a read-only memory must not create a store
-        self._open(create=not read_only)
+        self._open(create=create and not read_only, required=not create)
 
-    def _open(self, create: bool) -> None:
+    def _open(self, create: bool, required: bool = False) -> None:
         chromadb, Settings = _chromadb()
         if create:
             try:
@@ -119,6 +138,10 @@ class VectorMemory(BaseMemory):
                                                         embedding_function=None)
         except Exception as exc:  # chromadb raises ValueError/NotFoundError/sqlite errors
             if not create and type(exc).__name__ == "NotFoundError":
+                if required:
+                    raise RepositoryNotFoundError(
+                        f"the vector memory at {self.path} has no collection {self.collection_name!r}; "
+                        "check the path and the collection name") from None
                 self._col = None
                 return
             raise StorageError(f"cannot open the chromadb store at {self.path}: {exc}") from None
