@@ -312,8 +312,8 @@ def _parse(data: bytes, where: Path) -> list[tuple[Lesson, int]]:
                 meta=dict(rec.get("meta") or {}),
             )
             seen = int(rec.get("seen", 1))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise corrupt(f"line {i + 1}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise corrupt(f"line {i + 1}: {str(exc)[:120]}") from None
         if lesson.outcome not in ("insight", "success", "failure") or not lesson.text.strip():
             raise corrupt(f"line {i + 1}: bad outcome or empty text")
         out.append((lesson, seen))
