@@ -6,8 +6,12 @@ Signatures are made by the stock tools git itself uses (``ssh-keygen -Y sign``,
 The caller names the key explicitly; the user's git config is never consulted.
 
 Verification reports four verdicts per commit: ``good``, ``bad`` (the signature
-does not match the content: tampered), ``unknown-key`` (a valid signature by a key
-that is not trusted) and ``unsigned``.
+does not match the content, or an object it vouches for is damaged: tampered),
+``unknown-key`` (a valid signature by a key that is not trusted) and ``unsigned``.
+A signature covers the commit object, which names its tree by hash; so for every
+signed commit each tree and blob under it is read back raw and hashed again, and a
+missing or altered one makes the verdict ``bad`` with its path (what ``git fsck``
+would find, reported per signed commit).
 """
 
 from __future__ import annotations
