@@ -256,71 +256,6 @@ class GitRepo:
             raise CorruptRepositoryError(f"object {oid} is missing from {self.gitdir}; run `got fsck`")
         return obj
 
-    def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
-        """Check one stored object byte for byte: ``(problem or None, raw content)``.
-
-        The object is read raw from the object database and hashed here (``"<type>
-        <size>\\0" + content``), so a flipped byte is caught even when libgit2's own
-        hash check is switched off. ``expected`` is the type the referrer says it has
-        (``commit``, ``tree``, ``blob``). Open a fresh :class:`GitRepo` to check what is
-        on disk now: libgit2 caches objects it has read.
-        """
-        try:
-            kind, data = self._r.odb.read(oid)
-        except KeyError:
-            return "is missing", None
-        except (GitError, ValueError, OSError) as exc:
-            text = str(exc)
-            if "hash mismatch" in text:
-                return "does not hash to its id (its content was altered)", None
-            return f"cannot be read ({text[:120]})", None
-        name = _TYPE_NAMES.get(int(kind), str(kind))
-        algo = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
-        if algo(f"{name} {len(data)}\0".encode() + data).hexdigest() != oid:
-            return "does not hash to its id (its content was altered)", None
-        if expected is not None and name != expected:
-            return f"is a {name}, not the {expected} its parent names", None
-        return None, data
-
-    def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
-                      prefix: str = "") -> list[tuple[str, str, str]]:
-        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
-
-        Args:
-            tree: the root tree SHA.
-            seen: object SHA -> problem (or None when sound), shared between calls so an
-                object reached from many commits is hashed once.
-            prefix: path of ``tree`` itself, for the report.
-
-        Returns:
-            ``(path, object SHA, problem)`` for each damaged object (the root is ``""``);
-            gitlinks (submodule commits) are not followed, as ``git fsck`` does not.
-        """
-        seen = {} if seen is None else seen
-        out: list[tuple[str, str, str]] = []
-        stack: list[tuple[str, str, str]] = [(prefix, tree, "tree")]
-        while stack:
-            path, oid, kind = stack.pop()
-            if oid in seen:
-                if seen[oid] is not None:
-                    out.append((path, oid, seen[oid]))  # type: ignore[arg-type]
-                continue
-            problem, data = self.object_problem(oid, kind)
-            if problem is None and kind == "tree":
-                entries = _parse_tree(data or b"")
-                if entries is None:
-                    problem = "is not a well-formed tree"
-                else:
-                    for mode, name, child in entries:
-                        if mode == 0o160000:
-                            continue  # a gitlink names a commit of another repository
-                        child_path = f"{path}/{name}" if path else name
-                        stack.append((child_path, child, "tree" if mode == 0o040000 else "blob"))
-            seen[oid] = problem
-            if problem is not None:
-                out.append((path, oid, problem))
-        return out
-
     def build_tree(self, base_tree: str | None, changes: Mapping[str, bytes | BlobId | None]) -> str:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
 
@@ -453,6 +388,71 @@ class GitRepo:
         obj = self._get(oid)
         sig, payload = obj.gpg_signature
         return sig, payload
+
+    def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
+        """Check one stored object byte for byte: ``(problem or None, raw content)``.
+
+        The object is read raw from the object database and hashed here (``"<type>
+        <size>\\0" + content``), so a flipped byte is caught even when libgit2's own
+        hash check is switched off. ``expected`` is the type the referrer says it has
+        (``commit``, ``tree``, ``blob``). Open a fresh :class:`GitRepo` to check what is
+        on disk now: libgit2 caches objects it has read.
+        """
+        try:
+            kind, data = self._r.odb.read(oid)
+        except KeyError:
+            return "is missing", None
+        except (GitError, ValueError, OSError) as exc:
+            text = str(exc)
+            if "hash mismatch" in text:
+                return "does not hash to its id (its content was altered)", None
+            return f"cannot be read ({text[:120]})", None
+        name = _TYPE_NAMES.get(int(kind), str(kind))
+        algo = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
+        if algo(f"{name} {len(data)}\0".encode() + data).hexdigest() != oid:
+            return "does not hash to its id (its content was altered)", None
+        if expected is not None and name != expected:
+            return f"is a {name}, not the {expected} its parent names", None
+        return None, data
+
+    def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
+                      prefix: str = "") -> list[tuple[str, str, str]]:
+        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
+
+        Args:
+            tree: the root tree SHA.
+            seen: object SHA -> problem (or None when sound), shared between calls so an
+                object reached from many commits is hashed once.
+            prefix: path of ``tree`` itself, for the report.
+
+        Returns:
+            ``(path, object SHA, problem)`` for each damaged object (the root is ``""``);
+            gitlinks (submodule commits) are not followed, as ``git fsck`` does not.
+        """
+        seen = {} if seen is None else seen
+        out: list[tuple[str, str, str]] = []
+        stack: list[tuple[str, str, str]] = [(prefix, tree, "tree")]
+        while stack:
+            path, oid, kind = stack.pop()
+            if oid in seen:
+                if seen[oid] is not None:
+                    out.append((path, oid, seen[oid]))  # type: ignore[arg-type]
+                continue
+            problem, data = self.object_problem(oid, kind)
+            if problem is None and kind == "tree":
+                entries = _parse_tree(data or b"")
+                if entries is None:
+                    problem = "is not a well-formed tree"
+                else:
+                    for mode, name, child in entries:
+                        if mode == 0o160000:
+                            continue  # a gitlink names a commit of another repository
+                        child_path = f"{path}/{name}" if path else name
+                        stack.append((child_path, child, "tree" if mode == 0o040000 else "blob"))
+            seen[oid] = problem
+            if problem is not None:
+                out.append((path, oid, problem))
+        return out
 
     def resolve(self, rev: str) -> str:
         """A commit SHA for any revision (SHA or prefix, branch, tag, ``refs/...``, ``x~1``).
