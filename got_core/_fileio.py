@@ -14,7 +14,7 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX
     fcntl = None  # type: ignore[assignment]
 
-from got_core.errors import StorageError
+from got_core.errors import RepositoryNotFoundError, StorageError
 
 __all__ = ["locked", "atomic_write_bytes", "file_stamp", "prepare_store_dir"]
 
@@ -88,15 +88,30 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, read_only: bool) -> None:
+def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, read_only: bool,
+                      create: bool = True, markers: tuple[Path, ...] = ()) -> None:
     """Check a file-based backend's directory and, unless read-only, create it and its lock file.
 
+    Args:
+        create: when false the store must already exist (its lock file or one of ``markers``
+            is there); nothing is created for a path that holds none.
+
     Raises:
-        StorageError: ``path`` is a file, or the directory cannot be created.
+        StorageError: ``path`` is a file, cannot be read, or the directory cannot be created.
+        RepositoryNotFoundError: ``create`` is false and there is no store at ``path``.
     """
-    if path.exists() and not path.is_dir():
-        raise StorageError(f"{what} path {path} is a file, not a directory; "
-                           f"pass the directory that should hold {holds}")
+    try:
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"{what} path {path} is a file, not a directory; "
+                               f"pass the directory that should hold {holds}")
+        found = any(p.exists() for p in (lock_path, *markers))
+    except PermissionError as exc:
+        raise StorageError(f"permission denied: cannot read {what} at {path} ({exc}); "
+                           "fix its permissions or choose another path") from None
+    if not create and not found:
+        raise RepositoryNotFoundError(
+            f"no {what} at {path} (no {holds} there); check the path, or store a lesson "
+            "there first to create one")
     if read_only:
         return
     try:

@@ -30,15 +30,17 @@ mappings (plain, single- and double-quoted, folded over several lines).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from got_core.errors import InvalidInputError, InvalidNameError
-from got_core.names import MAX_NAME_BYTES
+from got_core.errors import InvalidInputError, InvalidNameError, PayloadTooLargeError
+from got_core.names import MAX_NAME_BYTES, path_component_problem
 
 if TYPE_CHECKING:
     from got_core.gcc import GCCWorkspace
@@ -61,6 +63,9 @@ __all__ = [
     "commit_header",
     "export_gcc",
     "import_gcc",
+    "GCC_MAX_FILE_BYTES",
+    "GCC_MAX_TOTAL_BYTES",
+    "GCC_MAX_BRANCHES",
 ]
 
 GCC_DIR = ".GCC"
@@ -370,15 +375,6 @@ def _write(path: Path, text: str) -> None:
     path.write_bytes(text.encode("utf-8"))  # bytes: no newline translation, so "\r" survives
 
 
-def _read(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{path} is not UTF-8 text") from None
-
-
 def export_gcc(workspace: "GCCWorkspace", directory: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``workspace`` as a ``.GCC/`` tree Contexa can read; returns the ``.GCC`` path.
 
@@ -446,7 +442,125 @@ def group_steps(commits: list[CommitRecord], steps: list[OTARecord]) -> tuple[li
     return groups, rest
 
 
-def import_gcc(directory: str | Path, repo: "ReasoningRepo", *, namespace: str = "gcc") -> "GCCWorkspace":
+#: Largest single file :func:`import_gcc` reads (a Contexa ``log.md`` of a long run is a few MB).
+GCC_MAX_FILE_BYTES = 16 * 1024 * 1024
+#: Most bytes one import reads in all.
+GCC_MAX_TOTAL_BYTES = 256 * 1024 * 1024
+#: Most branch directories one import accepts.
+GCC_MAX_BRANCHES = 1000
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer
+
+
+class _Reader:
+    """Reads a ``.GCC/`` tree without ever leaving it.
+
+    Every directory and file is opened relative to its parent's descriptor with
+    ``O_NOFOLLOW``, so a symbolic link (to ``/etc/passwd``, to a directory elsewhere)
+    is refused even if it appears between the check and the open; only regular files
+    are read, within size limits. Unsafe entries are refused with a typed error, or,
+    with ``skip_unsafe``, left out and recorded in :attr:`skipped`.
+    """
+
+    def __init__(self, skip_unsafe: bool, max_file_bytes: int, max_total_bytes: int) -> None:
+        self.skip_unsafe = skip_unsafe
+        self.max_file_bytes = max_file_bytes
+        self.left = max_total_bytes
+        self.max_total_bytes = max_total_bytes
+        self.skipped: list[str] = []
+        self._fds: list[int] = []
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+    def unsafe(self, where: Path, why: str) -> None:
+        """Refuse ``where`` (or skip it, when asked to)."""
+        if self.skip_unsafe:
+            self.skipped.append(f"{where}: {why}")
+            return
+        raise InvalidInputError(
+            f"{where} {why}; GCC import reads only regular files inside the directory being "
+            "imported: replace it with the file itself, or import with skip_unsafe=True "
+            "(`got gcc import --skip-unsafe`) to leave it out")
+
+    def kind(self, dir_fd: int, name: str, where: Path) -> str | None:
+        """``dir``, ``file``, None when absent; links and special files are reported unsafe."""
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {where}: {exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            self.unsafe(where, "is a symbolic link (it could point outside the directory being imported)")
+            return "unsafe"
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        if stat.S_ISREG(st.st_mode):
+            return "file"
+        self.unsafe(where, "is not a regular file (a device, FIFO or socket)")
+        return "unsafe"
+
+    def open_dir(self, dir_fd: int | None, name: str | Path, where: Path) -> int:
+        flags = os.O_RDONLY | _DIRECTORY | (_NOFOLLOW if dir_fd is not None else 0)
+        try:
+            fd = os.open(name, flags, dir_fd=dir_fd) if dir_fd is not None else os.open(name, flags)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot open {where} as a directory: {exc}") from None
+        self._fds.append(fd)
+        return fd
+
+    def names(self, dir_fd: int, where: Path, limit: int) -> list[str]:
+        try:
+            with os.scandir(dir_fd) as listing:
+                names = []
+                for entry in listing:
+                    names.append(entry.name)
+                    if len(names) > limit:
+                        raise PayloadTooLargeError(f"{where} (entries)", len(names), limit)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot list {where}: {exc}") from None
+        return sorted(names)
+
+    def text(self, dir_fd: int, name: str, where: Path) -> str:
+        """A regular file's UTF-8 text ("" when absent or skipped)."""
+        if self.kind(dir_fd, name, where) != "file":
+            return ""
+        try:
+            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=dir_fd)
+        except OSError as exc:  # ELOOP: it became a link after the check
+            self.unsafe(where, f"cannot be opened safely ({exc.strerror})")
+            return ""
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self.unsafe(where, "is not a regular file")
+                return ""
+            limit = min(self.max_file_bytes, self.left)
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(limit + 1)
+        finally:
+            os.close(fd)
+        if len(data) > limit:
+            if limit < self.max_file_bytes:
+                raise PayloadTooLargeError(f"the files read up to {where}",
+                                           self.max_total_bytes - self.left + len(data), self.max_total_bytes)
+            raise PayloadTooLargeError(str(where), max(st.st_size, len(data)), self.max_file_bytes)
+        self.left -= len(data)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInputError(f"{where} is not UTF-8 text") from None
+
+
+def import_gcc(directory: str | Path, repo: "ReasoningRepo", *, namespace: str = "gcc",
+               skip_unsafe: bool = False, max_file_bytes: int = GCC_MAX_FILE_BYTES,
+               max_total_bytes: int = GCC_MAX_TOTAL_BYTES,
+               max_branches: int = GCC_MAX_BRANCHES) -> "GCCWorkspace":
     """Read a ``.GCC/`` tree (Contexa's or ours) into a new workspace in ``repo``.
 
     Every record is kept: the roadmap, each branch's metadata, commit records and OTA
@@ -454,31 +568,71 @@ def import_gcc(directory: str | Path, repo: "ReasoningRepo", *, namespace: str =
     branches created from their ``created_from`` branch; branches marked merged are
     merged into their target with a real git merge.
 
+    The directory is hostile input: symbolic links (files or directories, ``.GCC``
+    itself included) are never followed, devices, FIFOs and sockets are never opened,
+    only regular files are read and only within the size limits, and branch names must
+    pass :func:`check_branch_name` and git's path rules.
+
     Args:
         directory: the project directory holding ``.GCC``, or the ``.GCC`` directory itself.
         namespace: the workspace namespace in ``repo`` (must not exist yet).
+        skip_unsafe: leave out links, special files and unusable branch names instead of
+            refusing the import; what was left out is in the workspace's ``skipped``.
+        max_file_bytes: largest file read (:data:`GCC_MAX_FILE_BYTES`).
+        max_total_bytes: most bytes read in all (:data:`GCC_MAX_TOTAL_BYTES`).
+        max_branches: most branch directories (:data:`GCC_MAX_BRANCHES`).
 
     Raises:
-        InvalidInputError: no ``.GCC`` there, the namespace exists, or a file does not parse.
+        InvalidInputError: no ``.GCC`` there, the namespace exists, a file does not parse,
+            or (unless ``skip_unsafe``) a link or special file inside it.
+        PayloadTooLargeError: a file, or the whole tree, over its limit.
         InvalidNameError: a branch directory has a name we refuse (see :func:`check_branch_name`).
     """
     from got_core.gcc import ROOT_BRANCH, GCCWorkspace
 
     base = Path(directory)
-    root = base / GCC_DIR if (base / GCC_DIR).is_dir() else base
-    if not (root / "main.md").is_file() and not (root / "branches").is_dir():
-        raise InvalidInputError(f"no .GCC workspace at {directory} (expected main.md and branches/)")
-    branches: dict[str, tuple[BranchMetadata, list[CommitRecord], list[list[OTARecord]], list[OTARecord]]] = {}
-    for entry in sorted((root / "branches").iterdir()) if (root / "branches").is_dir() else []:
-        if not entry.is_dir():
-            continue
-        name = check_branch_name(entry.name)
-        meta_text = _read(entry / "metadata.yaml")
-        meta = parse_metadata(meta_text, name) if meta_text.strip() else BranchMetadata(name, "")
-        meta = replace(meta, name=name)
-        commits = parse_commits(_read(entry / "commit.md"), name)
-        groups, current = group_steps(commits, parse_steps(_read(entry / "log.md")))
-        commits = [replace(c, ota_steps=len(g)) for c, g in zip(commits, groups)]
-        branches[name] = (meta, commits, groups, current)
-    roadmap = _read(root / "main.md")
-    return GCCWorkspace._import(repo, namespace, roadmap, branches, root_branch=ROOT_BRANCH)
+    reader = _Reader(skip_unsafe, max_file_bytes, max_total_bytes)
+    try:
+        if not base.is_dir():
+            raise InvalidInputError(f"no .GCC workspace at {directory} (expected main.md and branches/)")
+        top = reader.open_dir(None, base, base)  # the directory the caller named is theirs to choose
+        kind = reader.kind(top, GCC_DIR, base / GCC_DIR)
+        root, root_fd = (base / GCC_DIR, reader.open_dir(top, GCC_DIR, base / GCC_DIR)) if kind == "dir" \
+            else (base, top)
+        if kind == "unsafe":  # only with skip_unsafe: left out, so there is nothing to import
+            raise InvalidInputError(f"{base / GCC_DIR} is not a directory inside {base}; nothing was imported")
+        has_main = reader.kind(root_fd, "main.md", root / "main.md")
+        has_branches = reader.kind(root_fd, "branches", root / "branches")
+        if has_main != "file" and has_branches != "dir":
+            raise InvalidInputError(f"no .GCC workspace at {directory} (expected main.md and branches/)")
+        branches: dict[str, tuple[BranchMetadata, list[CommitRecord], list[list[OTARecord]], list[OTARecord]]] = {}
+        if has_branches == "dir":
+            bfd = reader.open_dir(root_fd, "branches", root / "branches")
+            for raw_name in reader.names(bfd, root / "branches", max_branches):
+                where = root / "branches" / raw_name
+                if reader.kind(bfd, raw_name, where) != "dir":
+                    continue  # files beside the branch directories are not branches; links were reported
+                try:
+                    name = check_branch_name(raw_name)
+                    problem = path_component_problem(name)
+                    if problem is not None:
+                        raise InvalidNameError(f"GCC branch name {name[:60]!r} has {problem}")
+                except InvalidNameError as exc:
+                    if not skip_unsafe:
+                        raise
+                    reader.skipped.append(f"{where}: {exc}")
+                    continue
+                dfd = reader.open_dir(bfd, raw_name, where)
+                meta_text = reader.text(dfd, "metadata.yaml", where / "metadata.yaml")
+                meta = parse_metadata(meta_text, name) if meta_text.strip() else BranchMetadata(name, "")
+                meta = replace(meta, name=name)
+                commits = parse_commits(reader.text(dfd, "commit.md", where / "commit.md"), name)
+                groups, current = group_steps(commits, parse_steps(reader.text(dfd, "log.md", where / "log.md")))
+                commits = [replace(c, ota_steps=len(g)) for c, g in zip(commits, groups)]
+                branches[name] = (meta, commits, groups, current)
+        roadmap = reader.text(root_fd, "main.md", root / "main.md") if has_main == "file" else ""
+    finally:
+        reader.close()
+    ws = GCCWorkspace._import(repo, namespace, roadmap, branches, root_branch=ROOT_BRANCH)
+    ws.skipped = tuple(reader.skipped)
+    return ws

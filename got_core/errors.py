@@ -17,7 +17,8 @@ also a :class:`ValueError`) and failures of the environment or the data
     │   ├── ConfigError                      a bad option, a missing optional extra
     │   │   ├── MissingExtraError (ImportError)
     │   │   └── UnknownBackendError
-    │   └── RepositoryNotFoundError          no repository at the path
+    │   ├── RepositoryNotFoundError          no repository (or memory store) at the path
+    │   └── RepositoryAccessError            one is there, but this user may not open it
     └── GotRuntimeError (RuntimeError)       the world got in the way
         ├── CorruptRepositoryError           missing or damaged objects
         ├── UntrustedContentError            fetched/bundled/merged objects broke a rule or limit
@@ -49,6 +50,7 @@ __all__ = [
     "MissingExtraError",
     "UnknownBackendError",
     "RepositoryNotFoundError",
+    "RepositoryAccessError",
     "CorruptRepositoryError",
     "UntrustedContentError",
     "ConcurrentUpdateError",
@@ -144,7 +146,17 @@ class UnknownBackendError(ConfigError):
 
 
 class RepositoryNotFoundError(GotUserError):
-    """No git repository at the given path (and creation was not asked for)."""
+    """No git repository (or memory store) at the given path, and creation was not asked
+    for or would overwrite what is there."""
+
+
+class RepositoryAccessError(GotUserError):
+    """A repository is at the path, but this user may not open it.
+
+    Either it belongs to another user (git's ``safe.directory`` rule, which libgit2
+    enforces) or the filesystem refuses to read it. The message says which, and how to
+    trust it or fix the permissions. Nothing is ever created over it.
+    """
 
 
 class CorruptRepositoryError(GotRuntimeError):

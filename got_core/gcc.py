@@ -143,6 +143,9 @@ class GCCWorkspace:
 
     Attributes:
         last_merge: the :class:`~got_core.types.MergeResult` of the latest :meth:`merge`.
+        skipped: for a workspace made by :func:`import_gcc` with ``skip_unsafe=True``, the
+            entries of the ``.GCC`` directory left out (links, special files, unusable names)
+            and why.
 
     Raises:
         InvalidNameError: a hostile branch or namespace name.
@@ -157,6 +160,7 @@ class GCCWorkspace:
         self.namespace = encode_component(namespace, "GCC namespace")
         self._prefix = f"refs/heads/{self.namespace}/"
         self.last_merge: MergeResult | None = None
+        self.skipped: tuple[str, ...] = ()
         branch = check_branch_name(branch)
         if roadmap is not None and not self.exists:
             self.init(roadmap)

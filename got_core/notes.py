@@ -11,10 +11,11 @@ reads the result. :class:`~got_core.repo.ReasoningRepo` exposes these as methods
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from got_core._git import RefRace
-from got_core.errors import InvalidInputError, PayloadTooLargeError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.names import check_ref_name
 from got_core.types import canonical_json
 from got_core.validate import to_bytes
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from got_core.repo import ReasoningRepo
 
 __all__ = ["notes_ref_name", "set_note", "set_notes", "get_note", "note_json", "all_notes"]
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def notes_ref_name(repo: "ReasoningRepo", ref: str | None) -> str:
@@ -80,8 +83,8 @@ def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str
             continue
     raise AssertionError("unreachable")
 
-def get_note(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> bytes | None:
-    """The note bytes on ``target``, or None."""
+def _note_blob(repo: "ReasoningRepo", target: str, ref: str | None) -> tuple[str, str, str] | None:
+    """(notes ref, annotated commit, note blob) for ``target``, or None when it has no note."""
     name = notes_ref_name(repo, ref)
     tip = repo.git.ref_target(name)
     if tip is None:
@@ -91,24 +94,57 @@ def get_note(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> b
     for path in (f"{oid[:2]}/{oid[2:]}", oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
         blob = repo.git.tree_entry(tree, path)
         if blob is not None:
-            return repo.git.read_blob(blob)
+            return name, oid, blob
     return None
 
+def get_note(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> bytes | None:
+    """The note bytes on ``target``, or None.
+
+    Raises:
+        CorruptRepositoryError: the note's blob is missing or damaged.
+    """
+    found = _note_blob(repo, target, ref)
+    return None if found is None else repo.git.read_blob(found[2])
+
 def note_json(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> dict[str, Any] | None:
-    """The note on ``target`` parsed as a JSON object, or None."""
-    raw = get_note(repo, target, ref=ref)
-    if raw is None:
+    """The note on ``target`` parsed as a JSON object, or None when it has no note.
+
+    Raises:
+        CorruptRepositoryError: the note is not UTF-8 JSON holding an object (the message
+            names the commit, the notes ref and the note's blob).
+    """
+    found = _note_blob(repo, target, ref)
+    if found is None:
         return None
+    name, oid, blob = found
+    raw = repo.git.read_blob(blob)
     try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"it holds a JSON {type(data).__name__}, not an object")
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        short = name[len("refs/notes/"):] if name.startswith("refs/notes/") else name
+        raise CorruptRepositoryError(
+            f"the note on commit {oid} in {name} (blob {blob[:12]}) is not a JSON object "
+            f"({str(exc)[:120]}); rewrite it with set_note, or remove it with "
+            f"`git notes --ref={short} remove {oid}`") from None
+    return data
 
 def all_notes(repo: "ReasoningRepo", *, ref: str | None = None) -> dict[str, bytes]:
-    """Every note on the notes ref: annotated commit SHA -> note bytes."""
+    """Every note on the notes ref: annotated commit SHA -> note bytes.
+
+    Entries whose path is not a commit SHA are not notes and are left out, as git does.
+
+    Raises:
+        CorruptRepositoryError: the notes commit, a tree or a note blob is missing or damaged.
+    """
     tip = repo.git.ref_target(notes_ref_name(repo, ref))
     if tip is None:
         return {}
     files = repo.git.tree_files(repo.git.read_commit(tip).tree)
-    return {p.replace("/", ""): repo.git.read_blob(b) for p, b in files.items()}
+    out = {}
+    for path, blob in files.items():
+        target = path.replace("/", "")
+        if _SHA.fullmatch(target):
+            out[target] = repo.git.read_blob(blob)
+    return out

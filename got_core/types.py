@@ -189,7 +189,8 @@ class MergeResult:
 class VerifyResult:
     """Signature verdict for one commit.
 
-    ``status`` is ``good``, ``bad`` (signature does not match the content: tampered),
+    ``status`` is ``good``, ``bad`` (signature does not match the content, or a tree or
+    blob under the commit is missing or altered: tampered),
     ``unknown-key`` (signed, but by no trusted key) or ``unsigned``.
     """
 
@@ -197,6 +198,9 @@ class VerifyResult:
     status: Literal["good", "bad", "unknown-key", "unsigned"]
     signer: str = ""
     detail: str = ""
+    #: for ``bad`` because an object under the commit is damaged: that object's path
+    #: in the commit's tree (``""``: the root tree or the commit itself).
+    path: str = ""
 
     @property
     def ok(self) -> bool:

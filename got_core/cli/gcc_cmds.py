@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo
-from got_core.contexa import export_gcc, import_gcc
+from got_core.contexa import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
 from got_core.gcc import GCCWorkspace
 
 __all__ = ["app"]
@@ -132,7 +132,18 @@ def export_cmd(directory: Path = typer.Argument(..., help="Project directory to 
 
 @app.command("import")
 def import_cmd(directory: Path = typer.Argument(..., help="Directory holding .GCC/ (or the .GCC/ itself)."),
-               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
-    """Import a .GCC/ directory (Contexa's or ours) into a new workspace."""
-    ws = import_gcc(directory, open_repo(repo, create=True), namespace=namespace)
+               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption,
+               skip_unsafe: bool = typer.Option(False, "--skip-unsafe",
+                                                help="Leave out symlinks, special files and unusable names "
+                                                     "(listed) instead of refusing the import."),
+               max_file_bytes: int = typer.Option(GCC_MAX_FILE_BYTES, help="Largest file read."),
+               max_total_bytes: int = typer.Option(GCC_MAX_TOTAL_BYTES, help="Most bytes read in all.")) -> None:
+    """Import a .GCC/ directory (Contexa's or ours) into a new workspace.
+
+    Symbolic links are never followed and only regular files are read; an unsafe entry
+    refuses the import (exit 2) unless --skip-unsafe."""
+    ws = import_gcc(directory, open_repo(repo, create=True), namespace=namespace, skip_unsafe=skip_unsafe,
+                    max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    for entry in ws.skipped:
+        console.print(f"[yellow]skipped[/] {escape(entry)}")
     console.print(f"imported {len(ws.branches())} branch(es) into workspace {escape(namespace)}")

@@ -13,12 +13,18 @@ from got_core.memory import BACKENDS, get_backend
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Cross-problem memory: list, search, add, stats — for any of the five backends.",
+app = typer.Typer(help="Cross-problem memory: list, search, add, stats — for any of the five backends. "
+                       "Reads never create a store: a path with none is an error (exit 2).",
                   no_args_is_help=True)
 
 BackendOption = typer.Option("git", "--backend", "-b", help=f"One of: {', '.join(BACKENDS)}.")
 PathOption = typer.Option(Path("got-memory"), "--path", "-p", envvar="GOT_MEMORY_PATH",
                           help="Where the backend keeps its data (the git backend: a repository).")
+
+
+def _open_for_reading(backend: str, path: Path):
+    """Open an existing store read-only: a mistyped path is an error, never a new empty store."""
+    return get_backend(backend, path=path, read_only=True, create=False)
 
 
 def _table(lessons, with_relevance: bool = False) -> Table:
@@ -37,7 +43,7 @@ def _table(lessons, with_relevance: bool = False) -> Table:
 @app.command("list")
 def list_(backend: str = BackendOption, path: Path = PathOption, json: bool = JsonOption) -> None:
     """Every stored lesson."""
-    with get_backend(backend, path=path) as mem:
+    with _open_for_reading(backend, path) as mem:
         lessons = mem.all_lessons()
         if json:
             emit_json([lesson.to_dict() for lesson in lessons])
@@ -55,7 +61,7 @@ def search(
     json: bool = JsonOption,
 ) -> None:
     """The k most relevant lessons for a query, best first."""
-    with get_backend(backend, path=path) as mem:
+    with _open_for_reading(backend, path) as mem:
         lessons = mem.get_relevant(query, k)
         if json:
             emit_json([lesson.to_dict() for lesson in lessons])
@@ -85,7 +91,7 @@ def add(
 @app.command()
 def stats(backend: str = BackendOption, path: Path = PathOption, json: bool = JsonOption) -> None:
     """Counts, cost meters and bytes on disk."""
-    with get_backend(backend, path=path) as mem:
+    with _open_for_reading(backend, path) as mem:
         data = mem.stats()
         if json:
             emit_json(data)

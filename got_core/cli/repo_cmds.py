@@ -209,7 +209,8 @@ def verify(
     repo: Optional[Path] = RepoOption,
     json: bool = JsonOption,
 ) -> None:
-    """Check commit signatures: good, bad (tampered), unknown-key, unsigned. Exit 1 unless all good."""
+    """Check commit signatures and the objects they vouch for: good, bad (tampered or damaged),
+    unknown-key, unsigned. Exit 1 unless all good."""
     r = open_repo(repo)
     results = r.verify(rev, trust=TrustStore(allowed_signers, gnupghome))
     if json:
@@ -217,7 +218,10 @@ def verify(
     else:
         colors = {"good": "green", "bad": "bold red", "unknown-key": "yellow", "unsigned": "dim"}
         for v in results:
-            console.print(f"[{colors[v.status]}]{v.status:<11}[/] {v.oid[:10]} {_safe(v.signer)}")
+            line = f"[{colors[v.status]}]{v.status:<11}[/] {v.oid[:10]} {_safe(v.signer)}"
+            if v.status == "bad":
+                line += f"  {_safe(v.detail)}"
+            console.print(line)
         counts: dict[str, int] = {}
         for v in results:
             counts[v.status] = counts.get(v.status, 0) + 1

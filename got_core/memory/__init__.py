@@ -53,11 +53,14 @@ def get_backend(name: str, path: str | Path | None = None, **options: Any) -> Ba
     Args:
         name: one of :data:`BACKENDS`.
         path: where the backend persists (a directory; ``none`` ignores it).
-        **options: backend-specific options (``read_only=True`` for all).
+        **options: backend-specific options; for all of them ``read_only=True`` (refuse
+            writes, create nothing) and ``create=False`` (the store must exist already:
+            :class:`~got_core.errors.RepositoryNotFoundError` otherwise).
 
     Raises:
         UnknownBackendError: ``name`` is not registered.
         MissingExtraError: the backend's optional extra is not installed.
+        RepositoryNotFoundError: ``create=False`` and nothing is stored at ``path``.
     """
     if not isinstance(name, str) or name.strip().lower() not in BACKENDS:
         raise UnknownBackendError(

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_LESSON_BYTES",
     "topic_key_for",
     "validate_text",
+    "stored_lesson",
 ]
 
 Outcome = Literal["insight", "success", "failure"]
@@ -123,6 +124,43 @@ class Lesson:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
 
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "text": (str,), "topic_key": (str,), "source_problem": (str,), "outcome": (str,),
+    "score": (int, float), "created": (int, float), "meta": (dict,), "relevance": (int, float),
+}
+
+
+def stored_lesson(data: Any) -> Lesson:
+    """Rebuild a lesson read back from storage, checking every field (never trusting the file).
+
+    Args:
+        data: a mapping as :meth:`Lesson.to_dict` wrote it (unknown keys are ignored).
+
+    Raises:
+        ValueError: not a mapping, a field of the wrong type, an unknown outcome or empty
+            text; the caller turns it into :class:`~got_core.errors.CorruptRepositoryError`
+            naming the file.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"a lesson record must be an object, not {type(data).__name__}")
+    fields = {}
+    for name, kinds in _FIELD_TYPES.items():
+        if name not in data:
+            if name == "text":
+                raise ValueError("the lesson record has no text")
+            continue
+        value = data[name]
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise ValueError(f"lesson field {name!r} is a {type(value).__name__}, "
+                             f"not a {' or '.join(k.__name__ for k in kinds)}")
+        fields[name] = float(value) if kinds == (int, float) else value
+    if fields.get("outcome", "insight") not in ("insight", "success", "failure"):
+        raise ValueError(f"unknown lesson outcome {str(fields['outcome'])[:40]!r}")
+    if not fields["text"].strip():
+        raise ValueError("the lesson text is empty")
+    return Lesson(**fields)
 
 @dataclass
 class CostMeter:

@@ -21,8 +21,8 @@ import json
 import re
 from pathlib import Path
 
-from got_core.errors import ConcurrentUpdateError, ConfigError
-from got_core.memory.base import BaseMemory, Lesson
+from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, RepositoryNotFoundError
+from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
 
@@ -33,6 +33,7 @@ MEMORY_BRANCH = "memory"
 #: lesson that shares the query's words outranks a confident but unrelated one.
 LESSON_WEIGHTS = {"score": 0.7, "tag": 0.2, "recency": 0.1, "match": 1.0}
 
+_HEADER_PREFIX = "<!-- got-lesson "
 _HEADER = re.compile(r"^<!-- got-lesson (\{.*\}) -->$")
 
 
@@ -61,50 +62,88 @@ def render_topic_file(lessons: list[Lesson]) -> str:
     return "\n".join(blocks)
 
 
-def parse_topic_file(text: str) -> list[Lesson]:
-    """Read the lessons of a topic file written by :func:`render_topic_file` (or by a merge)."""
+def parse_topic_file(text: str, where: str = "a topic file") -> list[Lesson]:
+    """Read the lessons of a topic file written by :func:`render_topic_file` (or by a merge).
+
+    Lines outside a lesson block (blank lines, a merge's separators) are skipped; a
+    header that does not parse, or a block cut short, is damage.
+
+    Raises:
+        CorruptRepositoryError: a damaged header or lesson block (the message names ``where``).
+    """
     lessons: list[Lesson] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
         m = _HEADER.match(lines[i])
         i += 1
-        if not m:
+        if not m and not lines[i - 1].startswith(_HEADER_PREFIX):
             continue
         try:
+            if not m:
+                raise ValueError("the header line is cut short")
             header = json.loads(m.group(1))
-        except ValueError:
-            continue
-        n = int(header.get("lines", 1)) if isinstance(header.get("lines", 1), int) else 1
-        body = "\n".join(lines[i:i + n])
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+            n = header.get("lines", 1)
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1 or i + n > len(lines):
+                raise ValueError(f"the lesson should have {str(n)[:20]} line(s), the file has "
+                                 f"{len(lines) - i} left")
+            body = "\n".join(lines[i:i + n])
+            lesson = stored_lesson({"text": body, "topic_key": header.get("topic_key", ""),
+                                    "source_problem": header.get("source_problem", ""),
+                                    "outcome": header.get("outcome", "insight"),
+                                    "score": header.get("score", 0.5), "created": header.get("created", 0.0),
+                                    "meta": header.get("meta") or {}})
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise CorruptRepositoryError(
+                f"{where} has a damaged lesson at line {i} ({str(exc)[:120]}); restore the file "
+                "from an earlier commit of the memory branch (`git log memory -- <path>`)") from None
         i += n
-        if body.strip():
-            lessons.append(Lesson(
-                text=body, topic_key=header.get("topic_key", ""),
-                source_problem=header.get("source_problem", ""), outcome=header.get("outcome", "insight"),
-                score=float(header.get("score", 0.5)), created=float(header.get("created", 0.0)),
-                meta=header.get("meta") or {}))
+        lessons.append(lesson)
     return lessons
+
+
+def _topic_text(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRepositoryError(f"{where} is not UTF-8 text ({exc}); restore it from an earlier "
+                                     "commit of the memory branch") from None
 
 
 class GitMemory(BaseMemory):
     """Lessons on the ``memory`` branch of a reasoning repository.
 
     Args:
-        path: the repository (created as a bare repo when missing); or pass ``repo``.
+        path: the repository (created as a bare repo when missing, unless ``create=False``);
+            or pass ``repo``.
         read_only: refuse writes silently (frozen-memory protocol arms).
         repo: share an open :class:`ReasoningRepo` (e.g. the solver's own).
         branch: the branch that holds lessons.
+        create: when false the repository must exist already; nothing is created.
+
+    Raises:
+        RepositoryNotFoundError: ``create=False`` and no repository at ``path``.
+        RepositoryAccessError: the repository belongs to another user or cannot be read.
     """
 
     name = "git"
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH) -> None:
+                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH,
+                 create: bool = True) -> None:
         if repo is None:
             if path is None:
                 raise ConfigError("the git memory backend needs a path (or repo=)")
-            repo = ReasoningRepo.open(path)
+            try:
+                repo = ReasoningRepo(path, create=create)
+            except RepositoryNotFoundError:
+                if create:
+                    raise
+                raise RepositoryNotFoundError(
+                    f"no git memory at {path} (no repository there); check the path, or store a "
+                    "lesson there first to create one") from None
         super().__init__(repo.gitdir, read_only=read_only)
         self.repo = repo
         self.branch = branch
@@ -114,11 +153,13 @@ class GitMemory(BaseMemory):
     def _topic(self, rev: str | None, key: str) -> list[Lesson]:
         if rev is None:
             return []
+        path = lesson_path(key)
         try:
-            raw = self.repo.read_file(rev, lesson_path(key))
+            raw = self.repo.read_file(rev, path)
         except KeyError:
             return []
-        return parse_topic_file(raw.decode("utf-8", "replace"))
+        where = f"{path} at {rev[:12]}"
+        return parse_topic_file(_topic_text(raw, where), where)
 
     def _store(self, lesson: Lesson) -> Lesson:
         path = lesson_path(lesson.topic_key)
@@ -184,7 +225,8 @@ class GitMemory(BaseMemory):
         out = []
         for path, data in sorted(self.repo.files(tip, "lessons").items()):
             if path.endswith(".md"):
-                out.extend(parse_topic_file(data.decode("utf-8", "replace")))
+                where = f"{path} at {tip[:12]}"
+                out.extend(parse_topic_file(_topic_text(data, where), where))
         return out
 
     def storage_bytes(self) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
-from got_core.memory.base import BaseMemory, Lesson
+from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import tokenize
 
@@ -103,9 +103,11 @@ class GraphMemory(BaseMemory):
         fsync: fsync journal appends and snapshots (durability against power loss).
         compact_min: fold the journal into ``graph.json`` once it holds at least
             this many entries (and at least as many as there are lessons).
+        create: when false the store must exist already (nothing is created).
 
     Raises:
         ConfigError: no path given.
+        RepositoryNotFoundError: ``create=False`` and no graph memory at ``path``.
         StorageError: the directory cannot be created or written.
         CorruptRepositoryError: the snapshot or journal is not what this backend
             wrote (it is left untouched).
@@ -116,7 +118,7 @@ class GraphMemory(BaseMemory):
     supports_associative_search = True
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 fsync: bool = False, compact_min: int = COMPACT_MIN) -> None:
+                 fsync: bool = False, compact_min: int = COMPACT_MIN, create: bool = True) -> None:
         if path is None:
             raise ConfigError("the graph memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(compact_min, int) or isinstance(compact_min, bool) or compact_min < 1:
@@ -130,7 +132,9 @@ class GraphMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._snap_stamp: Any = "unset"  # (inode, mtime, size) of the loaded graph.json
         self._reset(None, 0)
-        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only)
+        journals = tuple(Path(p) for p in glob.glob(glob.escape(str(self.path)) + "/graph.journal.*.jsonl"))
+        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only,
+                          create=create, markers=(self.file, *journals))
         self._refresh()
 
     # -- state -------------------------------------------------------------------------
@@ -181,8 +185,10 @@ class GraphMemory(BaseMemory):
         for number, raw in enumerate(chunk[:end].splitlines(), self._journal_entries + 1):
             try:
                 entry = json.loads(raw.decode("utf-8"))
-                lesson = Lesson.from_dict(entry["lesson"])
-            except (ValueError, KeyError, TypeError) as exc:
+                if not isinstance(entry, dict) or entry.get("op", "add") != "add":
+                    raise ValueError("not an 'add' record")
+                lesson = stored_lesson(entry.get("lesson"))
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 raise CorruptRepositoryError(
                     f"{journal} has a damaged entry (line {number}: {exc}); it was left "
                     "untouched: restore it from a backup or move the directory away to "
@@ -202,8 +208,12 @@ class GraphMemory(BaseMemory):
                 raise ValueError(f"not a {_FORMAT} v{_VERSION} file")
             graph = self._nxmod.node_link_graph(data["graph"], directed=False,
                                                 multigraph=False, edges="edges")
-            generation = int(data["generation"])
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            generation = data["generation"]
+            if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+                raise ValueError(f"bad generation {str(generation)[:40]!r}")
+            _check_graph(graph)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
+                self._nxmod.NetworkXError) as exc:
             raise CorruptRepositoryError(
                 f"{self.file} is not a readable graph memory ({exc}); it was left untouched: "
                 "restore it from a backup or move it away to start an empty memory"
@@ -359,6 +369,31 @@ class GraphMemory(BaseMemory):
             self._refresh()
             if self._journal_entries:
                 self._compact()
+
+
+def _check_graph(graph: Any) -> None:
+    """Every node and edge of a loaded snapshot is what :meth:`GraphMemory._apply` builds.
+
+    Raises:
+        ValueError: the first node or edge that is not.
+    """
+    for node, attrs in graph.nodes(data=True):
+        kind = attrs.get("kind") if isinstance(node, str) else None
+        if kind == "lesson" and node.startswith("lesson:"):
+            stored_lesson(attrs)
+            seen = attrs.get("seen", 1)
+            if not isinstance(seen, int) or isinstance(seen, bool) or seen < 1:
+                raise ValueError(f"node {node[:60]!r} has a bad 'seen' count")
+        elif kind == "concept" and node.startswith("concept:"):
+            df = attrs.get("df")
+            if not isinstance(df, int) or isinstance(df, bool) or df < 0:
+                raise ValueError(f"node {node[:60]!r} has a bad document count")
+        else:
+            raise ValueError(f"node {str(node)[:60]!r} is neither a lesson nor a concept")
+    for u, v, attrs in graph.edges(data=True):
+        weight = attrs.get("weight")
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not weight > 0:
+            raise ValueError(f"edge {str(u)[:40]!r}-{str(v)[:40]!r} has a bad weight")
 
 
 def _to_lesson(attrs: dict[str, Any], relevance: float = 0.0) -> Lesson:

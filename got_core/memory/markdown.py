@@ -71,9 +71,12 @@ class MarkdownMemory(BaseMemory):
         path: the backend directory (created if missing); ``memory.md`` lives in it.
         read_only: refuse writes silently and never create anything on disk.
         fsync: fsync each rewrite (durability against power loss, slower).
+        create: when false the store must exist already (reads of a mistyped path fail
+            instead of showing an empty memory).
 
     Raises:
         ConfigError: no path given.
+        RepositoryNotFoundError: ``create=False`` and no markdown memory at ``path``.
         StorageError: the directory cannot be created or written.
         CorruptRepositoryError: ``memory.md`` exists but is not a memory file
             this backend wrote (it is left untouched).
@@ -82,7 +85,7 @@ class MarkdownMemory(BaseMemory):
     name = "markdown"
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, create: bool = True) -> None:
         if path is None:
             raise ConfigError("the markdown memory needs a directory path, e.g. path='runs/memory'")
         super().__init__(path, read_only=read_only)
@@ -92,7 +95,8 @@ class MarkdownMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._reset_index()
-        prepare_store_dir(self.path, self._lock_path, "markdown memory", "memory.md", read_only=read_only)
+        prepare_store_dir(self.path, self._lock_path, "markdown memory", "memory.md", read_only=read_only,
+                          create=create, markers=(self.file,))
         self._refresh()
 
     # -- in-memory index ---------------------------------------------------------------
@@ -308,8 +312,8 @@ def _parse(data: bytes, where: Path) -> list[tuple[Lesson, int]]:
                 meta=dict(rec.get("meta") or {}),
             )
             seen = int(rec.get("seen", 1))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise corrupt(f"line {i + 1}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise corrupt(f"line {i + 1}: {str(exc)[:120]}") from None
         if lesson.outcome not in ("insight", "success", "failure") or not lesson.text.strip():
             raise corrupt(f"line {i + 1}: bad outcome or empty text")
         out.append((lesson, seen))

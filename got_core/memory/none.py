@@ -22,11 +22,12 @@ class NoMemory(BaseMemory):
         path: ignored (accepted so every backend opens the same way); nothing
             is ever created on disk.
         read_only: writes return ``None`` instead of the discarded lesson.
+        create: accepted like every backend's; there is nothing to open.
     """
 
     name = "none"
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False, create: bool = True) -> None:
         super().__init__(None, read_only=read_only)
         #: where the caller asked us to live; kept for reports only.
         self.requested_path = Path(path) if path is not None else None

@@ -18,11 +18,19 @@ import hashlib
 import json
 import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
-from got_core.memory.base import BaseMemory, Lesson
+from got_core.errors import (
+    ConfigError,
+    CorruptRepositoryError,
+    GotError,
+    MissingExtraError,
+    RepositoryNotFoundError,
+    StorageError,
+)
+from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.memory.embeddings import Embedder, get_embedder
 
 __all__ = ["VectorMemory", "COLLECTION", "lesson_id"]
@@ -62,8 +70,11 @@ class VectorMemory(BaseMemory):
             MiniLM embedder by default. Tests of *other* modules may pass
             :class:`got_core.testing.HashEmbedder`.
         collection: the collection name.
+        create: when false the store (and its collection) must exist already; nothing
+            is created.
 
     Raises:
+        RepositoryNotFoundError: ``create=False`` and no vector memory at ``path``.
         ConfigError: no path, a collection name chromadb rejects, or the store
             was written with a different embedder.
         StorageError: the directory cannot be created or opened.
@@ -74,7 +85,8 @@ class VectorMemory(BaseMemory):
     supports_semantic_search = True
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 embedder: Embedder | None = None, collection: str = COLLECTION) -> None:
+                 embedder: Embedder | None = None, collection: str = COLLECTION,
+                 create: bool = True) -> None:
         if path is None:
             raise ConfigError("the vector memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
@@ -88,14 +100,23 @@ class VectorMemory(BaseMemory):
         self._client: Any = None
         self._col: Any = None
         self._closed = False
-        if self.path.exists() and not self.path.is_dir():
-            raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
-                               "pass the directory that should hold the chromadb store")
-        if read_only and not (self.path / _CHROMA_FILE).exists():
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
+                                   "pass the directory that should hold the chromadb store")
+            stored = (self.path / _CHROMA_FILE).exists()
+        except PermissionError as exc:
+            raise StorageError(f"permission denied: cannot read the vector memory at {self.path} "
+                               f"({exc}); fix its permissions or choose another path") from None
+        if not create and not stored:
+            raise RepositoryNotFoundError(
+                f"no vector memory at {self.path} (no {_CHROMA_FILE} there); check the path, "
+                "or store a lesson there first to create one")
+        if read_only and not stored:
             return  # nothing stored yet, and a read-only memory must not create a store
-        self._open(create=not read_only)
+        self._open(create=create and not read_only, required=not create)
 
-    def _open(self, create: bool) -> None:
+    def _open(self, create: bool, required: bool = False) -> None:
         chromadb, Settings = _chromadb()
         if create:
             try:
@@ -118,7 +139,13 @@ class VectorMemory(BaseMemory):
                 self._col = self._client.get_collection(self.collection_name,
                                                         embedding_function=None)
         except Exception as exc:  # chromadb raises ValueError/NotFoundError/sqlite errors
+            if _damaged(exc):
+                raise self._corrupt(exc) from None
             if not create and type(exc).__name__ == "NotFoundError":
+                if required:
+                    raise RepositoryNotFoundError(
+                        f"the vector memory at {self.path} has no collection {self.collection_name!r}; "
+                        "check the path and the collection name") from None
                 self._col = None
                 return
             raise StorageError(f"cannot open the chromadb store at {self.path}: {exc}") from None
@@ -169,6 +196,23 @@ class VectorMemory(BaseMemory):
                 raise StorageError(f"chromadb refused the write at {self.path}: {exc}") from None
         return lessons
 
+    def _corrupt(self, exc: BaseException) -> CorruptRepositoryError:
+        return CorruptRepositoryError(
+            f"the chromadb store at {self.path} is damaged ({str(exc)[:160]}); it was left untouched: "
+            "restore it from a backup, or move it away and rebuild it from its source lessons")
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn chromadb's errors on reads into ours: damage is a CorruptRepositoryError."""
+        try:
+            yield
+        except GotError:
+            raise
+        except Exception as exc:
+            if _damaged(exc):
+                raise self._corrupt(exc) from None
+            raise StorageError(f"chromadb could not read the vector memory at {self.path}: {exc}") from None
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the vector memory at {self.path} is closed; reopen it")
@@ -177,35 +221,37 @@ class VectorMemory(BaseMemory):
         self._check_open()
         if self._col is None:
             return []
-        with self._lock:
+        with self._lock, self._reading():
             n = self._col.count()
         if n == 0:
             return []  # without loading the embedding model
         qvec = self._embed([query])
-        with self._lock:
+        with self._lock, self._reading():
             self._check_open()
             res = self._col.query(query_embeddings=qvec, n_results=min(k, n),
                                   include=["documents", "metadatas", "distances"])
         out = []
-        for doc, meta, dist in zip(res["documents"][0], res["metadatas"][0], res["distances"][0]):
+        for ident, doc, meta, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
+                                          res["distances"][0]):
             # chromadb's cosine space reports distance = 1 - cosine similarity.
-            out.append(_to_lesson(doc, meta, relevance=round(1.0 - float(dist), 6)))
+            out.append(_to_lesson(doc, meta, relevance=round(1.0 - float(dist), 6), where=(self.path, ident)))
         return out
 
     def _all(self) -> list[Lesson]:
         self._check_open()
         if self._col is None:
             return []
-        with self._lock:
+        with self._lock, self._reading():
             res = self._col.get(include=["documents", "metadatas"])
-        lessons = [_to_lesson(d, m) for d, m in zip(res["documents"], res["metadatas"])]
+        lessons = [_to_lesson(d, m, where=(self.path, i))
+                   for i, d, m in zip(res["ids"], res["documents"], res["metadatas"])]
         return sorted(lessons, key=lambda l: l.created)
 
     def __len__(self) -> int:
         self._check_open()
         if self._col is None:
             return 0
-        with self._lock:
+        with self._lock, self._reading():
             return int(self._col.count())
 
     def close(self) -> None:
@@ -219,20 +265,31 @@ class VectorMemory(BaseMemory):
             self._client = None
 
 
-def _to_lesson(doc: str, meta: dict[str, Any] | None, relevance: float = 0.0) -> Lesson:
-    meta = meta or {}
+#: sqlite's SQLITE_CORRUPT (11) and SQLITE_NOTADB (26), as chromadb reports them.
+_DAMAGE = ("(code: 11)", "(code: 26)", "malformed", "not a database")
+
+
+def _damaged(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in _DAMAGE)
+
+
+def _to_lesson(doc: str, meta: dict[str, Any] | None, relevance: float = 0.0,
+               where: tuple[Path | None, str] = (None, "?")) -> Lesson:
     try:
+        meta = meta or {}
         extra = json.loads(meta.get("meta_json") or "{}")
-        return Lesson(
-            text=doc,
-            topic_key=str(meta.get("topic_key", "")),
-            source_problem=str(meta.get("source_problem", "")),
-            outcome=meta.get("outcome", "insight"),
-            score=float(meta.get("score", 0.5)),
-            created=float(meta.get("created", 0.0)),
-            meta=extra if isinstance(extra, dict) else {},
-            relevance=relevance,
-        )
-    except (TypeError, ValueError) as exc:
-        raise CorruptRepositoryError(f"a stored vector-memory record is damaged ({exc}); "
-                                     "rebuild the store from its source lessons") from None
+        return stored_lesson({
+            "text": doc,
+            "topic_key": meta.get("topic_key", ""),
+            "source_problem": meta.get("source_problem", ""),
+            "outcome": meta.get("outcome", "insight"),
+            "score": meta.get("score", 0.5),
+            "created": meta.get("created", 0.0),
+            "meta": extra if isinstance(extra, dict) else {},
+            "relevance": relevance,
+        })
+    except (TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise CorruptRepositoryError(
+            f"record {where[1]} of the vector memory at {where[0]} is damaged ({str(exc)[:120]}); "
+            "rebuild the store from its source lessons") from None

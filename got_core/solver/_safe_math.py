@@ -157,6 +157,9 @@ def _validate(root: ast.expr, functions: Any, names: Callable[[str], bool], comp
                 raise UnsafeInputError(f"only numbers are allowed as literals, not {type(value).__name__} {value!r:.40}")
             if isinstance(value, float) and not math.isfinite(value):
                 raise ToolLimitError("a number literal is too large for a float (e.g. 1e999); rescale it")
+            if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+                raise ToolLimitError(f"a number literal has over {MAX_INT_BITS} bits (~3,900 digits); "
+                                     "use scientific notation or logarithms")
             continue
         if kind is ast.Name:
             _check_name(node.id, names)  # type: ignore[attr-defined]
@@ -226,9 +229,18 @@ _FUNCS: dict[str, tuple[tuple[int, int], Callable[..., Any]]] = {
     "factorial": ((1, 1), lambda n: math.factorial(_int_arg("factorial", n, MAX_FACTORIAL))),
     "comb": ((2, 2), lambda n, k: math.comb(_int_arg("comb", n, MAX_COMB_N), _int_arg("comb", k))),
     "perm": ((2, 2), lambda n, k: math.perm(_int_arg("perm", n, MAX_COMB_N), _int_arg("perm", k))),
-    "gcd": ((1, 64), math.gcd), "lcm": ((1, 64), math.lcm), "min": ((1, 64), min), "max": ((1, 64), max),
+    "gcd": ((1, 64), math.gcd), "lcm": ((1, 64), lambda *a: _lcm(*a)), "min": ((1, 64), min), "max": ((1, 64), max),
     "hypot": ((1, 64), math.hypot), "degrees": ((1, 1), math.degrees), "radians": ((1, 1), math.radians),
 }
+
+
+def _lcm(*args: Any) -> int:
+    # One pair at a time, each result checked: lcm of 64 numbers near the limit would
+    # otherwise build a 800,000-bit integer (seconds of work) before the size check.
+    acc = 1
+    for v in args:
+        acc = _check_magnitude(math.lcm(acc, v))
+    return acc
 
 
 def _check_magnitude(v: Any) -> Any:
@@ -307,8 +319,10 @@ def _fmt(v: Any) -> str:
 def calculate(text: str, timeout: float = 0.0) -> str:
     """Evaluate one arithmetic expression exactly where possible (integers stay exact).
 
-    Bounded by construction (no worker needed): input size, nesting depth and integer
-    size are capped before any arithmetic runs. ``timeout`` is accepted for symmetry.
+    Input size, nesting depth, every literal and every intermediate integer are capped
+    (no step builds an integer over :data:`MAX_INT_BITS`), so the work is small; the
+    ``calculator`` tool still runs this in its worker process under a hard wall-clock and
+    memory limit. ``timeout`` is accepted for symmetry and not used here.
 
     Raises:
         ToolInputError / UnsafeInputError / ToolLimitError: see :func:`parse_expression`;

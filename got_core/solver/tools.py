@@ -11,8 +11,10 @@ is model text, so it is treated as hostile:
   comprehensions, strings, keyword arguments and unknown functions are refused;
 * inputs over :data:`MAX_INPUT_CHARS`, nesting over :data:`MAX_DEPTH`, and integer
   results over :data:`MAX_INT_BITS` (``9**9**9``) are refused before any work;
-* SymPy and PuLP run in a separate worker process with a hard wall-clock timeout;
-  on timeout the worker is killed and a fresh one starts on the next call.
+* every tool (the calculator too) runs in a worker process under its
+  :attr:`Tool.timeout` (wall clock; ``RLIMIT_CPU`` as a second stop) and
+  :attr:`Tool.memory_mb` (``RLIMIT_AS``); on timeout the worker is killed and a
+  fresh one starts on the next call. ``get_tools(timeout=..., memory_mb=...)`` sets both.
 
 Failures come back as a :class:`ToolResult` whose ``error`` names the problem
 and what to write instead; internally they are :class:`~got_core.errors.ToolError`
@@ -54,7 +56,9 @@ from got_core.solver._safe_math import (
     calculate,
     parse_expression,
 )
-from got_core.solver._tool_worker import _WORKER, shutdown_worker
+from got_core.solver._safe_math import _CONSTANTS as _CALC_CONSTANTS
+from got_core.solver._safe_math import _FUNCS as _CALC_FUNCS
+from got_core.solver._tool_worker import _CALC_WORKER, _WORKER, shutdown_worker
 
 __all__ = [
     "Tool",
@@ -108,15 +112,19 @@ class Tool:
         name: how the model names it (``Action: <name>``).
         description: what to put in the prompt (input format and an example).
         parameters: JSON schema of the native-call arguments (one string, ``input``).
-        func: ``func(text, timeout) -> str``; raises :class:`ToolError` subclasses.
+        func: ``func(text, timeout, memory_bytes) -> str``; raises :class:`ToolError`
+            subclasses and must keep to both limits (the built-in tools run their work in
+            a worker process that is killed at the deadline).
         timeout: wall-clock seconds allowed per call.
+        memory_mb: address space the call may use, in MiB.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
-    func: Callable[[str, float], str]
+    func: Callable[[str, float, int], str]
     timeout: float = 10.0
+    memory_mb: int = 1024
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools=[...]`` entry for native tool calling."""
@@ -133,7 +141,7 @@ class Tool:
             A :class:`ToolResult`; failures carry a typed, readable error.
         """
         try:
-            output = self.func(_coerce_input(text), self.timeout)
+            output = self.func(_coerce_input(text), self.timeout, int(self.memory_mb) << 20)
             if len(output) > MAX_OUTPUT_CHARS:
                 output = output[:MAX_OUTPUT_CHARS] + " ... [output truncated]"
             return ToolResult(True, output)
@@ -497,19 +505,24 @@ def _lp_job(text: str, timeout: float) -> str:
     return "\n".join(lines)
 
 
-_JOBS: dict[str, Callable[[str, float], str]] = {"sympy": _sympy_job, "lp": _lp_job}
+_JOBS: dict[str, Callable[[str, float], str]] = {"sympy": _sympy_job, "lp": _lp_job, "calculator": calculate}
 
 
 # --------------------------------------------------------------------------- registry
 
-def _sympy_tool(text: str, timeout: float) -> str:
+def _calculator_tool(text: str, timeout: float, memory_bytes: int | None = None) -> str:
+    parse_expression(text, functions=set(_CALC_FUNCS), names=lambda n: n in _CALC_CONSTANTS)  # refuse here
+    return _CALC_WORKER.call("calculator", text, timeout, memory_bytes)
+
+
+def _sympy_tool(text: str, timeout: float, memory_bytes: int | None = None) -> str:
     _sympy_plan(text)  # refuse hostile input here, before it reaches the worker
-    return _WORKER.call("sympy", text, timeout)
+    return _WORKER.call("sympy", text, timeout, memory_bytes)
 
 
-def _lp_tool(text: str, timeout: float) -> str:
+def _lp_tool(text: str, timeout: float, memory_bytes: int | None = None) -> str:
     _lp_plan(text)
-    return _WORKER.call("lp", text, timeout)
+    return _WORKER.call("lp", text, timeout, memory_bytes)
 
 
 _SCHEMA = {"type": "object", "properties": {"input": {"type": "string", "description": "the tool input text"}},
@@ -522,7 +535,7 @@ TOOLS: dict[str, Tool] = {
         "exp, ln, log(x[, base]), log10, log2, sin, cos, tan, asin, acos, atan, atan2, sinh, cosh, tanh, abs, "
         "round, floor, ceil, factorial, comb, perm, gcd, lcm, min, max, hypot, degrees, radians; constants "
         "pi, e, tau. Integers stay exact; angles are radians. Example: 2**10 / (3 + sqrt(16))",
-        _SCHEMA, calculate, 5.0),
+        _SCHEMA, _calculator_tool, 5.0, 512),
     "sympy": Tool(
         "sympy",
         "Symbolic math (SymPy). Input: a command, then math in Python syntax ('**' or '^' for powers, "
@@ -531,7 +544,7 @@ TOOLS: dict[str, Tool] = {
         "(exact and numeric value, e.g. 'evaluate sqrt(2)*3'); diff <expr> [wrt x]; integrate <expr> "
         "[wrt x] [from a to b]. Functions: sqrt, exp, log, sin, cos, tan, asin, acos, atan, Abs, floor, "
         "ceiling, factorial, binomial, gcd, lcm, Min, Max; constants pi, E, I, oo.",
-        _SCHEMA, _sympy_tool, 10.0),
+        _SCHEMA, _sympy_tool, 10.0, 4096),
     "lp": Tool(
         "lp",
         "Linear / integer programming (PuLP with CBC). Input: 'maximize <linear expr> subject to "
@@ -539,25 +552,35 @@ TOOLS: dict[str, Tool] = {
         "';' or new lines; '3x' means 3*x. Variables are unbounded unless you bound them: 'x >= 0' or "
         "'x, y >= 0'. Declare 'integer x, y' or 'binary z' as statements. Example: maximize 3x + 2y "
         "subject to x + y <= 4; x + 3y <= 6; x, y >= 0. Answers the status, the objective and each variable.",
-        _SCHEMA, _lp_tool, 20.0),
+        _SCHEMA, _lp_tool, 20.0, 4096),
 }
 
 
-def get_tools(names: list[str] | tuple[str, ...] | None = None, *, timeout: float | None = None) -> list[Tool]:
+def get_tools(names: list[str] | tuple[str, ...] | None = None, *, timeout: float | None = None,
+              memory_mb: int | None = None) -> list[Tool]:
     """Look tools up by name (all of them when ``names`` is ``None``).
 
     Args:
         names: tool names from :data:`TOOLS`, in the order wanted.
-        timeout: override every tool's wall-clock limit in seconds.
+        timeout: override every tool's wall-clock limit in seconds (defaults: calculator
+            5, sympy 10, lp 20).
+        memory_mb: override every tool's memory limit in MiB (defaults: calculator 512,
+            sympy and lp 4096).
 
     Raises:
-        ConfigError: an unknown name, or a non-positive timeout.
+        ConfigError: an unknown name, a non-positive timeout or a memory limit under 64 MiB.
     """
     chosen = list(TOOLS) if names is None else list(names)
     unknown = [n for n in chosen if n not in TOOLS]
     if unknown:
         raise ConfigError(f"unknown tool(s) {', '.join(map(repr, unknown))}; available: {', '.join(TOOLS)}")
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not timeout > 0:
         raise ConfigError("tool timeout must be positive")
+    if memory_mb is not None and (not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 64):
+        raise ConfigError("tool memory_mb must be an int of at least 64 (MiB)")
     tools = [TOOLS[n] for n in chosen]
-    return tools if timeout is None else [dataclasses.replace(t, timeout=timeout) for t in tools]
+    if timeout is not None:
+        tools = [dataclasses.replace(t, timeout=timeout) for t in tools]
+    if memory_mb is not None:
+        tools = [dataclasses.replace(t, memory_mb=memory_mb) for t in tools]
+    return tools

@@ -202,15 +202,21 @@ class SessionLog:
     Args:
         repo: the repository.
         session_id: the session (any non-empty string; encoded for the ref).
+        validate: called on every message payload read back (once per blob); whatever it
+            raises marks the file damaged (the chat store passes llama-index's own model
+            validation, so a stored file that no longer makes a ``ChatMessage`` is caught
+            where it is read, with its path).
 
     Raises:
         InvalidNameError: an unusable session id.
     """
 
-    def __init__(self, repo: ReasoningRepo, session_id: str) -> None:
+    def __init__(self, repo: ReasoningRepo, session_id: str,
+                 validate: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.repo = repo
         self.session_id = session_id
         self.ref = session_ref(session_id)
+        self._validate = validate
         self._cache: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -311,11 +317,13 @@ class SessionLog:
             data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("role"), str):
                 raise ValueError("not an object with a 'role'")
-        except (ValueError, UnicodeDecodeError) as exc:
+            if self._validate is not None:
+                self._validate(data)
+        except Exception as exc:  # noqa: BLE001 - json's errors, RecursionError, the validator's own
             where = state.tip[:12] if state.tip else "?"
             raise CorruptRepositoryError(
                 f"session {self.session_id!r}: {message_path(seq)} in {where} is not a stored chat "
-                f"message ({exc}); restore it from the commit that wrote it "
+                f"message ({type(exc).__name__}: {str(exc)[:160]}); restore it from the commit that wrote it "
                 f"(`got session log {self.session_id}`)") from None
         return data
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, List, Optional
 
-from got_core.errors import InvalidInputError, MissingExtraError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, MissingExtraError
 
 try:
     from llama_index.core.base.llms.types import ChatMessage
@@ -55,9 +55,18 @@ def to_payload(message: Any, what: str = "message") -> dict[str, Any]:
             f"{what} holds a value JSON cannot store ({exc}); keep additional_kwargs to plain data") from None
 
 
-def to_message(payload: dict[str, Any]) -> ChatMessage:
-    """A fresh ``ChatMessage`` from its stored JSON form (callers may mutate it)."""
-    return ChatMessage.model_validate(payload)
+def to_message(payload: dict[str, Any], where: str = "a stored chat message") -> ChatMessage:
+    """A fresh ``ChatMessage`` from its stored JSON form (callers may mutate it).
+
+    Raises:
+        CorruptRepositoryError: the payload does not make a ``ChatMessage`` (damaged data).
+    """
+    try:
+        return ChatMessage.model_validate(payload)
+    except Exception as exc:  # pydantic's ValidationError, or anything a damaged value trips
+        raise CorruptRepositoryError(
+            f"{where} is not a chat message llama-index can read ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from None
 
 
 def _as_list(messages: Any) -> list[Any]:
@@ -111,7 +120,7 @@ class GitChatStore(AsyncDBChatStore):
         with self._logs_lock:
             log = self._logs.get(key)
             if log is None:
-                log = self._logs[key] = SessionLog(self._repo, key)
+                log = self._logs[key] = SessionLog(self._repo, key, validate=ChatMessage.model_validate)
             return log
 
     # ------------------------------------------------------------------ sync core

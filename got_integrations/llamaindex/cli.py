@@ -22,7 +22,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo, when
-from got_core.errors import InvalidInputError, UnknownRefError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, UnknownRefError
 from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
 
@@ -34,7 +34,10 @@ app = typer.Typer(help="Chat sessions of the LlamaIndex memory (GitMemory): list
 
 def _preview(data: dict[str, Any], width: int = 70) -> str:
     parts = []
-    for block in data.get("blocks") or []:
+    blocks = data.get("blocks") if isinstance(data, dict) else None
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue  # a preview only: `got session show --json` prints the file as stored
         if block.get("block_type") == "text" and block.get("text"):
             parts.append(str(block["text"]))
         elif block.get("block_type") == "tool_call":
@@ -48,11 +51,19 @@ def _added(repo: ReasoningRepo, write: Write) -> list[dict[str, Any]]:
     out = []
     for seq in write.added:
         try:
-            data = _json.loads(repo.read_file(write.commit, message_path(seq)))
-        except (UnknownRefError, ValueError):
-            continue  # deleted again by the same write (never happens) or not ours
+            raw = repo.read_file(write.commit, message_path(seq))
+        except UnknownRefError:
+            continue  # deleted again by the same write (never happens)
+        try:
+            data = _json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, RecursionError) as exc:
+            raise CorruptRepositoryError(
+                f"{message_path(seq)} in {write.commit[:12]} is not a stored chat message "
+                f"({str(exc)[:120]}); restore it from an earlier commit of the session") from None
         out.append({"seq": seq, "id": f"{write.commit}:{message_path(seq)}",
-                    "role": data.get("role", "?"), "preview": _preview(data)})
+                    "role": str(data.get("role", "?")), "preview": _preview(data)})
     return out
 
 
