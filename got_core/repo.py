@@ -31,6 +31,7 @@ from got_core import notes as _notes
 from got_core import retrieval, sharing
 from got_core._git import BlobId, CommitData, GitRepo, RefRace
 from got_core._index import DerivedIndex
+from got_core.inbound import InboundLimits
 from got_core.errors import (
     ConcurrentUpdateError,
     InvalidInputError,
@@ -673,9 +674,13 @@ class ReasoningRepo:
             raise RemoteError(f"cannot push to {dest[:200]!r}: {exc.strerror or exc}") from None
 
     def merge(self, theirs: str, *, into: str = "memory", message: str | None = None,
-              strategy: str | Callable[..., bytes | None] = "review") -> MergeResult:
-        """Three-way merge ``theirs`` into branch ``into``; conflicts come back as data."""
-        return sharing.merge(self, theirs, into=into, message=message, strategy=strategy)
+              strategy: str | Callable[..., bytes | None] = "review",
+              limits: InboundLimits | None = None) -> MergeResult:
+        """Three-way merge ``theirs`` into branch ``into``; conflicts come back as data.
+
+        ``limits`` bounds what the merged trees may hold (see :class:`got_core.inbound.InboundLimits`).
+        """
+        return sharing.merge(self, theirs, into=into, message=message, strategy=strategy, limits=limits)
 
     def bundle(self, path: str | os.PathLike[str], refs: Sequence[str] | None = None) -> Path:
         """Export branches, tags and notes as one ``git bundle`` file."""
@@ -691,11 +696,14 @@ class ReasoningRepo:
         except OSError as exc:
             raise StorageError(f"cannot write the bundle {path[:200]!r}: {exc.strerror or exc}") from None
 
-    def unbundle(self, path: str | os.PathLike[str]) -> dict[str, str]:
-        """Import every ref of a bundle (verified first), bit-identically."""
+    def unbundle(self, path: str | os.PathLike[str], *, limits: InboundLimits | None = None) -> dict[str, str]:
+        """Import every ref of a bundle (verified and quarantined first), bit-identically.
+
+        ``limits`` bounds what it may bring in (see :class:`got_core.inbound.InboundLimits`).
+        """
         path = clean_fs_path(path, "bundle path")
         try:
-            return sharing.unbundle(self, Path(path))
+            return sharing.unbundle(self, Path(path), limits=limits)
         except OSError as exc:
             raise StorageError(f"cannot read the bundle {path[:200]!r}: {exc.strerror or exc}") from None
 

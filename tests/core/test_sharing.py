@@ -237,3 +237,22 @@ def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
     b.fetch(a.gitdir, name="alice")
     assert not stale.exists() and fresh.exists()  # a transfer under way elsewhere is left alone
     assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")
+import pytest
+from got_core import ReasoningRepo, UntrustedContentError
+from got_core.inbound import InboundLimits
+
+def test_repo_unbundle_and_merge_take_limits(tmp_path):
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    a.commit_files("memory", {"lessons/deep/er/x.md": "x" * 5000}, "lesson\n")
+    a.bundle(tmp_path / "a.bundle")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    with pytest.raises(UntrustedContentError):
+        b.unbundle(tmp_path / "a.bundle", limits=InboundLimits(max_blob_bytes=100))
+    assert b.git.list_refs() == {}
+    b.unbundle(tmp_path / "a.bundle")
+    c = ReasoningRepo.init(tmp_path / "c.git")
+    c.commit_files("memory", {"other.md": "y"}, "c\n")
+    c.fetch(tmp_path / "a.git", name="a")
+    with pytest.raises(UntrustedContentError):
+        c.merge("refs/remotes/a/memory", into="memory", limits=InboundLimits(max_tree_depth=2))
+    assert c.files("memory") == {"other.md": b"y"}
