@@ -28,8 +28,8 @@ from got_core.errors import ConfigError, SigningError
 from got_core.types import VerifyResult
 
 if TYPE_CHECKING:
-    from got_core._git import GitRepo
-    from got_core.repo import ReasoningRepo
+    from got_core.storage.git import GitRepo
+    from got_core.repo.reasoning import ReasoningRepo
 
 __all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature", "verify_history"]
 
@@ -200,7 +200,7 @@ def verify_history(repo: "ReasoningRepo", rev: str | None, *, trust: TrustStore,
     in ``path`` and ``detail``. A commit object that is itself damaged is ``bad`` too
     (its parents cannot be followed from it).
     """
-    from got_core._git import GitRepo
+    from got_core.storage.git import GitRepo
 
     git = GitRepo(repo.gitdir, create=False)  # a fresh handle: libgit2 caches objects it has read
     if rev is None:

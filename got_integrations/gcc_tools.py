@@ -22,7 +22,7 @@ import functools
 from typing import Any, Callable
 
 from got_core.errors import GotUserError, MissingExtraError
-from got_core.gcc import GCCWorkspace, tool_specs
+from got_core.gcc.workspace import GCCWorkspace, tool_specs
 
 __all__ = ["as_langchain_tools", "as_llamaindex_tools"]
 

@@ -273,7 +273,7 @@ def distill_lessons(study: Sequence[dict[str, Any]], problems: dict[str, Problem
 def _writable_backend(name: str, path: Path) -> Any:
     from got_core.memory import get_backend
     from got_core.memory.git import GitMemory
-    from got_core.repo import ReasoningRepo
+    from got_core.repo.reasoning import ReasoningRepo
     from got_core.types import DeterministicClock
 
     if name == "git":
@@ -485,7 +485,7 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
     bins = cosine_bins(records, "none", seed=opts.seed, n_resamples=opts.bootstrap)
     notes = ["", "Pooled by cosine bin (MiniLM, test problem vs injected example):", "",
              "| cosine bin | pairs | mean cosine | Δ pp vs none [95% CI] |", "|---|---|---|---|"]
-    from got_core.stats import format_delta_row
+    from got_core.bench.stats import format_delta_row
 
     notes += [f"| {b.label} | {b.n} | {b.mean_cosine:.3f} | {format_delta_row(b.delta) if b.delta else '—'} |"
               for b in bins]

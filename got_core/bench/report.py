@@ -2,7 +2,7 @@
 
 Every experiment reports each arm as accuracy with a bootstrap 95% interval and the
 paired difference to a baseline arm on the same problems, ``Δ +3.4 pp [+0.8, +6.0] *``
-(:mod:`got_core.stats`; starred when the interval excludes 0). Files written into the
+(:mod:`got_core.bench.stats`; starred when the interval excludes 0). Files written into the
 run directory:
 
 * ``results.jsonl`` — one reproducible record per (arm, problem), in task order
@@ -26,7 +26,7 @@ from typing import Any
 
 from got_core.bench.runner import stable_record
 from got_core.errors import InvalidInputError, MissingExtraError
-from got_core.stats import (
+from got_core.bench.stats import (
     AccuracyCI,
     DeltaCI,
     bootstrap_accuracy_ci,

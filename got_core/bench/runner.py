@@ -53,7 +53,7 @@ from got_core.errors import (
     RepositoryNotFoundError,
 )
 from got_core.names import encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 from got_core.types import DeterministicClock, canonical_json
 
 __all__ = [
@@ -601,7 +601,7 @@ def model_endpoint(spec: ModelSpec, *, check: bool = True) -> Iterator[ModelSpec
         ConfigError: the server does not serve ``spec.model``.
     """
     if spec.standin:
-        from got_core.testing.server import StandInOpenAIServer
+        from got_core.bench.standin import StandInOpenAIServer
 
         with StandInOpenAIServer(responder=spec.standin.get("responder", "bench"), model=spec.model,
                                  latency_ms=float(spec.standin.get("latency_ms", 0.0))) as server:

@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from got_core.cli._common import app, err_console
+from got_core.cli.plugin import app, err_console
 from got_core.errors import GotError, GotUserError
 
 __all__ = ["app", "main"]

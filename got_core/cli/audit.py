@@ -34,7 +34,7 @@ def audit_command(
     question where the protocol says so, a seeded re-run identical, git fsck.
     """
     from got_core.bench.audit import audit_run, print_report
-    from got_core.cli._common import console, emit_json
+    from got_core.cli.plugin import console, emit_json
 
     report = audit_run(run_dir, rerun=rerun, min_answer_chars=min_answer_chars, base_url=base_url,
                        model=model, api_key=api_key)

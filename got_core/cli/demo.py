@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import app, console
-from got_core.repo import ReasoningRepo
+from got_core.cli.plugin import app, console
+from got_core.repo.reasoning import ReasoningRepo
 from got_core.types import Node
 
 __all__ = ["record_demo_tree"]

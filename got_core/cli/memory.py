@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, console, emit_json
+from got_core.cli.plugin import JsonOption, console, emit_json
 from got_core.memory import BACKENDS, get_backend
 
 __all__ = ["app"]

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json, open_repo, when
+from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo, when
 from got_core.signing import TrustStore
 
 __all__: list[str] = []

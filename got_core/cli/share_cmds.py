@@ -8,13 +8,14 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from got_core import collab, sharing
-from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json, open_repo
+from got_core.collab import agents as collab
+from got_core.repo import sharing
+from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo
 from got_core.errors import InvalidInputError, RepositoryNotFoundError
-from got_core.inbound import DEFAULT_LIMITS, InboundLimits
+from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits
 from got_core.names import encode_component
-from got_core.repo import ReasoningRepo
-from got_core.sharing import verify_bundle
+from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo.sharing import verify_bundle
 from got_core.types import Conflict
 
 __all__: list[str] = []

@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from got_core.cli._common import console, emit_json, err_console
+from got_core.cli.plugin import console, emit_json, err_console
 from got_core.errors import InvalidInputError
 from got_core.names import short_ref
 

@@ -11,7 +11,7 @@ A topic file holds the lessons on that topic, oldest first, each behind a one-li
 JSON header (``<!-- got-lesson {...} -->``). Each ``add_*`` is one commit whose
 message carries the lesson text and ``Got-*`` trailers, so retrieval is git's own
 search over the branch (``--grep`` keywords and ``-S`` pickaxe through the derived
-index), ranked by ρ with a keyword-match term (see :mod:`got_core.retrieval`).
+index), ranked by ρ with a keyword-match term (see :mod:`got_core.repo.retrieval`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, RepositoryNotFoundError
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 
 __all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
 

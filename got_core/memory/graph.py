@@ -38,7 +38,7 @@ from typing import Any
 
 from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
-from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
+from got_core.memory._files import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import tokenize
 
 __all__ = ["GraphMemory", "concepts_of", "GRAPH_FILE"]

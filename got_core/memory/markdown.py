@@ -20,7 +20,7 @@ comment above it holds its metadata, one JSON line)::
     > Check the discriminant before solving for real roots.
 
 The tokeniser (:mod:`got_core._text`) and the file lock / atomic write
-(:mod:`got_core._fileio`) are shared with the ``graph`` backend.
+(:mod:`got_core.memory._files`) are shared with the ``graph`` backend.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
+from got_core.memory._files import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import normalize_text, tokenize
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError
 from got_core.memory.base import BaseMemory, Lesson

@@ -13,9 +13,9 @@ from typing import Any
 __all__ = ["ScriptedChatModel", "HashEmbedder", "StandInOpenAIServer"]
 
 _LAZY = {
-    "ScriptedChatModel": "got_core.testing.models",
+    "ScriptedChatModel": "got_core.solver.scripted",
     "HashEmbedder": "got_core.testing.embeddings",
-    "StandInOpenAIServer": "got_core.testing.server",
+    "StandInOpenAIServer": "got_core.bench.standin",
 }
 
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo
+from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
 from got_core.errors import UnknownRefError
 from got_integrations.langgraph._layout import jsonable, message_summary, one_line
 from got_integrations.langgraph.checkpoint import GitCheckpointSaver

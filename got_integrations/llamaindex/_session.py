@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, UnknownRefError
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 
 __all__ = [
     "SESSIONS_PREFIX",

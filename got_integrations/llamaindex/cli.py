@@ -21,9 +21,9 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo, when
+from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo, when
 from got_core.errors import CorruptRepositoryError, InvalidInputError, UnknownRefError
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
 
 __all__ = ["app"]

@@ -13,7 +13,7 @@ from got_core.bench.runner import INGEST_PREFIX, ModelSpec, open_central
 from got_core.errors import ConfigError, InvalidInputError, UnknownBackendError
 from got_core.memory import Lesson, get_backend
 from got_core.testing.embeddings import HashEmbedder
-from got_core.testing.server import bench_responder
+from got_core.bench.standin import bench_responder
 
 STANDIN = ModelSpec("http://127.0.0.1:0/v1", "got-standin", max_tokens=64, parallel_nodes=False,
                     standin={"responder": "bench"})

@@ -27,9 +27,9 @@ from got_core.bench.runner import (
     task_seed,
 )
 from got_core.errors import ConfigError, InvalidInputError, ModelError
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 from got_core.solver.models import OpenAICompatibleModel, check_endpoint
-from got_core.testing.server import StandInOpenAIServer, bench_responder, load_script
+from got_core.bench.standin import StandInOpenAIServer, bench_responder, load_script
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_bench_responder_copies_similar_worked_examples_and_guesses_otherwise():
 def test_standin_command_line_serves_until_terminated(tmp_path):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"rules": [{"pattern": "ping", "reply": "pong"}], "model": "cli-demo"}))
-    proc = subprocess.Popen([sys.executable, "-m", "got_core.testing.server", "--port", "0", "--script", str(script)],
+    proc = subprocess.Popen([sys.executable, "-m", "got_core.bench.standin", "--port", "0", "--script", str(script)],
                             stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

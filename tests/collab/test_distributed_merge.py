@@ -18,7 +18,7 @@ import pytest
 
 from got_core import ReasoningRepo, RemoteError
 from got_core.cli import main
-from got_core.collab import (
+from got_core.collab.agents import (
     LessonConflict,
     Orchestrator,
     Worker,
@@ -30,7 +30,7 @@ from got_core.collab import (
 )
 from got_core.errors import InvalidInputError, UnknownRefError
 from got_core.memory.git import lesson_path
-from got_core.testing.models import ScriptedChatModel
+from got_core.solver.scripted import ScriptedChatModel
 from got_core.types import Node
 from gitcli import fsck_clean, git
 
@@ -52,7 +52,7 @@ NEVER = {k: f"Never apply the {k} step; it wastes the budget." for k in SHARED}
 
 WORKER_SCRIPT = r'''
 import json, sys
-from got_core.collab import Worker
+from got_core.collab.agents import Worker
 from got_core.types import Node
 spec = json.loads(sys.argv[1])
 w = Worker(spec["path"], spec["central"], spec["agent"])

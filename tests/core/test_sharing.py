@@ -6,7 +6,7 @@ import pytest
 
 from got_core import Identity, InvalidInputError, MergeConflictError, Node, ReasoningRepo, RemoteError
 from got_core.errors import CorruptRepositoryError
-from got_core.sharing import verify_bundle
+from got_core.repo.sharing import verify_bundle
 from gitcli import fsck_clean, git
 
 
@@ -165,7 +165,7 @@ def test_bundle_roundtrip_is_bit_identical(tmp_path):
 
 def test_inbound_limits_must_be_positive_integers(tmp_path):
     from got_core.errors import ConfigError
-    from got_core.sharing import InboundLimits
+    from got_core.repo.sharing import InboundLimits
 
     for bad in (0, -1, True, 1.5, "10"):
         with pytest.raises(ConfigError, match="max_blob_bytes"):
@@ -239,7 +239,7 @@ def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
     assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")
 import pytest
 from got_core import ReasoningRepo, UntrustedContentError
-from got_core.inbound import InboundLimits
+from got_core.storage.inbound import InboundLimits
 
 def test_repo_unbundle_and_merge_take_limits(tmp_path):
     a = ReasoningRepo.init(tmp_path / "a.git")

@@ -29,7 +29,7 @@ from got_core import (
     UntrustedContentError,
 )
 from got_core.cli import main
-from got_core.sharing import InboundLimits, merge, unbundle, verify_bundle
+from got_core.repo.sharing import InboundLimits, merge, unbundle, verify_bundle
 from gitcli import fsck_clean, git
 
 TREE = pygit2.enums.ObjectType.TREE

@@ -407,7 +407,7 @@ async def test_scripted_async():
 
 def test_solver_modules_import_no_heavy_dependency():
     code = ("import sys, got_core.solver.models, got_core.solver.tools, got_core.solver.react, "
-            "got_core.testing.models; heavy = [m for m in ('openai', 'sympy', 'pulp', 'httpx', 'langchain_core', "
+            "got_core.solver.scripted; heavy = [m for m in ('openai', 'sympy', 'pulp', 'httpx', 'langchain_core', "
             "'llama_index') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

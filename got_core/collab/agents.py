@@ -45,11 +45,11 @@ from got_core.errors import (
     StorageError,
     UnknownRefError,
 )
-from got_core.inbound import InboundLimits
+from got_core.storage.inbound import InboundLimits
 from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import GitMemory, parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo.reasoning import ReasoningRepo
 from got_core.types import Conflict, Identity, MergeResult
 
 __all__ = [
@@ -176,7 +176,7 @@ def merge_recorded(repo: ReasoningRepo, theirs: str, *, name: str, into: str = "
 
     Args:
         name: who this merge comes from (a worker id or peer name), for the pending entry.
-        strategy: ``review``, ``ours``, ``theirs`` or a resolver (see :mod:`got_core.sharing`).
+        strategy: ``review``, ``ours``, ``theirs`` or a resolver (see :mod:`got_core.repo.sharing`).
 
     Returns:
         The merge result; ``status == "conflicted"`` means it is pending review.

@@ -26,12 +26,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from got_core import nodes as _nodes
-from got_core import notes as _notes
-from got_core import retrieval, sharing
-from got_core._git import BlobId, CommitData, GitRepo, RefRace
-from got_core._index import DerivedIndex
-from got_core.inbound import InboundLimits
+from got_core.repo import nodes as _nodes
+from got_core.repo import notes as _notes
+from got_core.repo import retrieval
+from got_core.repo import sharing
+from got_core.storage.git import BlobId, CommitData, GitRepo, RefRace
+from got_core.storage.index import DerivedIndex
+from got_core.storage.inbound import InboundLimits
 from got_core.errors import (
     ConcurrentUpdateError,
     InvalidInputError,
@@ -42,7 +43,7 @@ from got_core.errors import (
     UnknownRefError,
 )
 from got_core.names import branch_ref, check_path, check_ref_name, encode_component, short_ref, tag_ref
-from got_core.replay import MAX_REPLAY_BYTES, MAX_REPLAY_FILES, ReplayPlan, plan_replay, write_replay
+from got_core.repo.replay import MAX_REPLAY_BYTES, MAX_REPLAY_FILES, ReplayPlan, plan_replay, write_replay
 from got_core.validate import clean_count, clean_fs_path, clean_name, clean_revs, clean_text, to_bytes
 from got_core.signing import Signer, TrustStore, verify_history
 from got_core.types import (
@@ -375,7 +376,7 @@ class ReasoningRepo:
 
     def replay_plan(self, rev: str, *, links: str = "refuse", max_files: int = MAX_REPLAY_FILES,
                     max_bytes: int = MAX_REPLAY_BYTES) -> ReplayPlan:
-        """Judge the tree of ``rev`` for replay without writing anything (see :mod:`got_core.replay`).
+        """Judge the tree of ``rev`` for replay without writing anything (see :mod:`got_core.repo.replay`).
 
         Args:
             rev: the commit.
@@ -423,7 +424,7 @@ class ReasoningRepo:
 
         One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
         with a structured message; then the score as a note and, for a ``success`` /
-        ``failed`` outcome, the outcome tag (see :mod:`got_core.nodes`).
+        ``failed`` outcome, the outcome tag (see :mod:`got_core.repo.nodes`).
 
         Args:
             node: the node; its ``node_id`` is derived from content when empty.
@@ -446,7 +447,7 @@ class ReasoningRepo:
         """
         return _nodes.read_node(self, rev)
 
-    # ------------------------------------------------------------------ notes (see got_core.notes)
+    # ------------------------------------------------------------------ notes (see got_core.repo.notes)
     def _notes_ref(self, ref: str | None) -> str:
         return _notes.notes_ref_name(self, ref)
 
@@ -653,12 +654,12 @@ class ReasoningRepo:
 
     def search(self, query: str, k: int = 5, *, refs: Sequence[str] | None = None,
                weights: Mapping[str, float] | None = None) -> list[Hit]:
-        """Ranked retrieval: keyword and pickaxe hits ranked by ρ (see :mod:`got_core.retrieval`)."""
+        """Ranked retrieval: keyword and pickaxe hits ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
         return retrieval.search(self._idx(), query, k, refs=self._scope(refs), weights=weights)
 
     # ------------------------------------------------------------------ sharing, signing
     def fetch(self, source: str | os.PathLike[str], **options: Any) -> dict[str, str]:
-        """Fetch a peer's branches (and tags/notes) under ``refs/remotes/<name>/``; see :mod:`got_core.sharing`."""
+        """Fetch a peer's branches (and tags/notes) under ``refs/remotes/<name>/``; see :mod:`got_core.repo.sharing`."""
         source = clean_fs_path(source, "fetch source", text=True)
         try:
             return sharing.fetch(self, source, **options)
@@ -666,7 +667,7 @@ class ReasoningRepo:
             raise RemoteError(f"cannot fetch from {source[:200]!r}: {exc.strerror or exc}") from None
 
     def push(self, dest: str | os.PathLike[str], **options: Any) -> list[str]:
-        """Push branches/tags/notes to another repository; see :mod:`got_core.sharing`."""
+        """Push branches/tags/notes to another repository; see :mod:`got_core.repo.sharing`."""
         dest = clean_fs_path(dest, "push destination", text=True)
         try:
             return sharing.push(self, dest, **options)

@@ -10,7 +10,7 @@ and the current OTA log, formatted for a prompt. GCC's ablation (SWE-Bench Verif
 Here a workspace lives in a :class:`~got_core.repo.ReasoningRepo` — the same
 repository as everything else. Each GCC branch is a git branch
 ``refs/heads/<namespace>/<branch>`` whose tree mirrors Contexa's ``.GCC/`` layout
-(see :mod:`got_core.contexa`), so export is a copy::
+(see :mod:`got_core.gcc.contexa`), so export is a copy::
 
     main.md                          roadmap
     branches/<b>/metadata.yaml       purpose, created_from, status
@@ -39,7 +39,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from got_core.contexa import (
+from got_core.gcc.contexa import (
     BranchMetadata,
     CommitRecord,
     OTARecord,
@@ -68,7 +68,7 @@ from got_core.names import decode_component, encode_component
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
-    from got_core.repo import ReasoningRepo
+    from got_core.repo.reasoning import ReasoningRepo
 
 __all__ = [
     "GCCWorkspace",

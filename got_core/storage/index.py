@@ -39,7 +39,7 @@ from typing import Iterable, Sequence
 
 from pygit2 import GitError
 
-from got_core._git import CommitData, GitRepo
+from got_core.storage.git import CommitData, GitRepo
 from got_core.errors import CorruptRepositoryError, InvalidInputError
 
 __all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
@@ -445,7 +445,7 @@ class DerivedIndex:
 
     def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
                extra: Sequence[int] = (), max_df: float = 0.1) -> list[tuple]:
-        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.retrieval`), best first.
+        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
 
         Each stem matches words that start with it. Stems found in more than ``max_df``
         of all messages are dropped (they select everything and discriminate nothing),
