@@ -22,16 +22,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import Protocol
 
 from got_core.errors import ConfigError, SigningError
-from got_core.types import VerifyResult
 
-if TYPE_CHECKING:
-    from got_core.storage.git import GitRepo
-    from got_core.repo.reasoning import ReasoningRepo
 
-__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature", "verify_history"]
+__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature"]
 
 
 class Signer(Protocol):
@@ -188,85 +184,3 @@ def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tup
     if b"BEGIN PGP SIGNATURE" in signature:
         return _verify_gpg(payload, signature, trust)
     return "bad", "", "unrecognised signature format"
-
-
-def verify_history(repo: "ReasoningRepo", rev: str | None, *, trust: TrustStore,
-                   limit: int | None = None) -> list[VerifyResult]:
-    """Signature verdict for every commit reachable from ``rev`` (None: every ref), newest first.
-
-    A signature covers the commit, and the commit names its tree by hash, so for every
-    signed commit each tree and blob under it is read back and hashed: one that is
-    missing or no longer hashes to its id turns the verdict into ``bad``, with the path
-    in ``path`` and ``detail``. A commit object that is itself damaged is ``bad`` too
-    (its parents cannot be followed from it).
-    """
-    from got_core.storage.git import GitRepo
-
-    git = GitRepo(repo.gitdir, create=False)  # a fresh handle: libgit2 caches objects it has read
-    if rev is None:
-        tips = [t for o in git.list_refs().values() if (t := git.peel_to_commit(o))]
-    else:
-        tips = [repo.resolve(rev)]
-    checked: dict[str, str | None] = {}  # object -> problem, shared by every commit that holds it
-    results: list[VerifyResult] = []
-    for oid in _history(git, tips):
-        if isinstance(oid, VerifyResult):
-            results.append(oid)
-        else:
-            results.append(_verdict(git, oid, trust, checked))
-        if limit is not None and len(results) >= limit:
-            break
-    return results
-
-
-def _verdict(git: "GitRepo", oid: str, trust: TrustStore, checked: dict[str, str | None]) -> VerifyResult:
-    problem, _raw = git.object_problem(oid, "commit")
-    if problem is not None:
-        return VerifyResult(oid, "bad", "", f"commit {oid[:12]} {problem}", path="")
-    sig, payload = git.commit_signature(oid)
-    if not sig:
-        return VerifyResult(oid, "unsigned", "", "no signature")
-    status, signer, detail = verify_signature(payload or b"", sig, trust)
-    damaged = git.damaged_under(git.read_commit(oid).tree, checked)
-    if damaged:
-        path, bad_oid, why = damaged[0]
-        where = repr(path) if path else "the root tree"
-        more = f" (and {len(damaged) - 1} more damaged object(s))" if len(damaged) > 1 else ""
-        detail = (f"object {bad_oid[:12]} at {where} {why}{more}; the signature no longer vouches for "
-                  "this commit's content: restore the object from a copy (a bundle or a peer)")
-        return VerifyResult(oid, "bad", signer, detail, path=path)
-    return VerifyResult(oid, status, signer, detail)  # type: ignore[arg-type]
-
-
-def _history(git: "GitRepo", tips: list[str]) -> "Iterator[str | VerifyResult]":
-    """Commits reachable from ``tips``, newest first; a walk stopped by a damaged commit
-    goes on by hand, yielding a ``bad`` verdict for each commit that cannot be read."""
-    from got_core.errors import CorruptRepositoryError
-
-    done: list[str] = []
-    try:
-        for c in git.walk(tips, topo=True):
-            done.append(c.oid)
-            yield c.oid
-        return
-    except CorruptRepositoryError:
-        pass
-    walked = set(done)  # already yielded by the walk; their parents still need following
-    seen: set[str] = set()
-    stack = list(reversed(tips))
-    while stack:
-        oid = stack.pop()
-        if oid in seen:
-            continue
-        seen.add(oid)
-        problem, raw = git.object_problem(oid, "commit")
-        if problem is not None:
-            yield VerifyResult(oid, "bad", "", f"commit {oid[:12]} {problem}; the history behind it "
-                               "cannot be followed: restore it from a copy (a bundle or a peer)")
-            continue
-        if oid not in walked:
-            yield oid
-        header = (raw or b"").split(b"\n\n", 1)[0]
-        parents = [line[7:].decode("ascii", "replace") for line in header.split(b"\n")
-                   if line.startswith(b"parent ")]
-        stack.extend(reversed(parents))

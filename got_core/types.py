@@ -9,7 +9,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 __all__ = [
     "Identity",
@@ -23,11 +23,52 @@ __all__ = [
     "VerifyResult",
     "Hit",
     "NODE_FILES",
+    "OUTCOME_TAG_PREFIX",
+    "BEST_TAG",
+    "tag_value",
+    "parse_trailers",
+    "trailer_score",
     "canonical_json",
 ]
 
-#: The four files of a reasoning node (DESIGN §1).
+#: The four files of a reasoning node (docs/ARCHITECTURE.md, "A reasoning node").
 NODE_FILES = ("thought.md", "scores.json", "trace.jsonl", "metadata.json")
+
+#: The tag rule, defined once. A validated node is tagged ``success_<id>`` or
+#: ``failed_<id>``; ``best`` (and ``best_*``) marks the winner. Retrieval's tag term:
+#: 1 for a success or best tag, 0 for a failed tag, 0.5 untagged.
+OUTCOME_TAG_PREFIX = {"success": "success_", "failed": "failed_"}
+BEST_TAG = "best"
+
+
+def tag_value(tags: Iterable[str]) -> tuple[float, str | None]:
+    """The retrieval tag term for a commit's tags: (value, the deciding tag or None)."""
+    tags = list(tags)
+    for t in tags:
+        if t.startswith(OUTCOME_TAG_PREFIX["success"]) or t == BEST_TAG or t.startswith(BEST_TAG + "_"):
+            return 1.0, t
+    for t in tags:
+        if t.startswith(OUTCOME_TAG_PREFIX["failed"]):
+            return 0.0, t
+    return 0.5, None
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The ``Got-*`` trailers of a commit message: ``{'Node': '…', 'Score': '…'}`` (last one wins)."""
+    out: dict[str, str] = {}
+    for line in message.splitlines():
+        if line.startswith("Got-") and ": " in line:
+            key, _, value = line.partition(": ")
+            out[key[4:]] = value.strip()
+    return out
+
+
+def trailer_score(trailers: dict[str, str]) -> float | None:
+    """The ``Got-Score`` trailer as a number, or None (absent or not a number)."""
+    try:
+        return float(trailers["Score"])
+    except (KeyError, ValueError):
+        return None
 
 
 def canonical_json(data: Any) -> str:
@@ -147,12 +188,7 @@ class CommitInfo:
 
     def trailers(self) -> dict[str, str]:
         """``Got-*`` trailers of the message as a dict (``{'Node': '…', 'Score': '…'}``)."""
-        out = {}
-        for line in self.message.splitlines():
-            if line.startswith("Got-") and ": " in line:
-                key, _, value = line.partition(": ")
-                out[key[4:]] = value.strip()
-        return out
+        return parse_trailers(self.message)
 
 
 @dataclass(frozen=True)
@@ -225,9 +261,4 @@ class Hit:
 
     def trailers(self) -> dict[str, str]:
         """``Got-*`` trailers of the hit's commit message (``{'Node': '…', 'Score': '…'}``)."""
-        out = {}
-        for line in self.message.splitlines():
-            if line.startswith("Got-") and ": " in line:
-                key, _, value = line.partition(": ")
-                out[key[4:]] = value.strip()
-        return out
+        return parse_trailers(self.message)

@@ -53,7 +53,7 @@ from got_core.bench.runner import (
 )
 from got_core.errors import ConfigError, GotError
 from got_core.names import encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import canonical_json
 
 __all__ = ["MIN_ANSWER_CHARS", "AuditReport", "Check", "answer_needles", "audit_run", "print_report"]

@@ -273,7 +273,7 @@ def distill_lessons(study: Sequence[dict[str, Any]], problems: dict[str, Problem
 def _writable_backend(name: str, path: Path) -> Any:
     from got_core.memory import get_backend
     from got_core.memory.git import GitMemory
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo import ReasoningRepo
     from got_core.types import DeterministicClock
 
     if name == "git":

@@ -53,7 +53,7 @@ from got_core.errors import (
     RepositoryNotFoundError,
 )
 from got_core.names import encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import DeterministicClock, canonical_json
 
 __all__ = [

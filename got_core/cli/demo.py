@@ -17,7 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from got_core.cli.plugin import app, console
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
 __all__ = ["record_demo_tree"]

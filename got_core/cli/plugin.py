@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import typer
 from rich.console import Console
 
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 
 __all__ = ["app", "console", "err_console", "RepoOption", "JsonOption", "open_repo", "emit_json", "when"]
 

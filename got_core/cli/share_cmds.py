@@ -14,7 +14,7 @@ from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json,
 from got_core.errors import InvalidInputError, RepositoryNotFoundError
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits
 from got_core.names import encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.repo.sharing import verify_bundle
 from got_core.types import Conflict
 

@@ -49,7 +49,7 @@ from got_core.storage.inbound import InboundLimits
 from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import GitMemory, parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import Conflict, Identity, MergeResult
 
 __all__ = [

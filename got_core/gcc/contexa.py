@@ -44,7 +44,7 @@ from got_core.names import MAX_NAME_BYTES, path_component_problem
 
 if TYPE_CHECKING:
     from got_core.gcc.workspace import GCCWorkspace
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo import ReasoningRepo
 
 __all__ = [
     "OTARecord",

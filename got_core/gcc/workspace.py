@@ -65,10 +65,11 @@ from got_core.errors import (
 )
 from got_core.memory.base import MAX_LESSON_BYTES, validate_text
 from got_core.names import decode_component, encode_component
+from got_core.repo.base import Publish
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo import ReasoningRepo
 
 __all__ = [
     "GCCWorkspace",
@@ -292,16 +293,13 @@ class GCCWorkspace:
 
     # ------------------------------------------------------------------ writing
     def _update(self, name: str, build: Callable[[str], tuple[dict[str, str | None], str, Any]]) -> Any:
-        ref = self._ref(name)
-        for _ in self.repo.attempts(ref):
-            tip = self._tip(name)
+        def publish(tip: str | None) -> Publish:
+            if tip is None:
+                self._tip(name)  # raises: no such GCC branch
             changes, message, result = build(tip)
-            try:
-                self.repo.commit_files(ref, changes, message, expected=tip)
-            except ConcurrentUpdateError:
-                continue  # the branch moved: rebuild from the new tip
-            return result
-        raise AssertionError("unreachable")
+            return Publish(self.repo.prepare_commit([tip], changes, message), result)
+
+        return self.repo.update_ref(self._ref(name), publish)  # the branch moved: rebuilt on the new tip
 
     def _ensure(self) -> None:
         if not self.exists:

@@ -21,10 +21,10 @@ import json
 import re
 from pathlib import Path
 
-from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, RepositoryNotFoundError
+from got_core.errors import ConfigError, CorruptRepositoryError, RepositoryNotFoundError
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.names import decode_component, encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import Publish, ReasoningRepo
 
 __all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
 
@@ -163,8 +163,7 @@ class GitMemory(BaseMemory):
 
     def _store(self, lesson: Lesson) -> Lesson:
         path = lesson_path(lesson.topic_key)
-        for _ in self.repo.attempts(self.ref):
-            tip = self.repo.tip(self.ref)
+        def build(tip: str | None) -> Publish:
             current = self._topic(tip, lesson.topic_key)
             same = [i for i, old in enumerate(current) if old.text == lesson.text]
             if same:  # deduplicate: the same advice again raises confidence, not the count
@@ -183,13 +182,11 @@ class GitMemory(BaseMemory):
                        f"Got-Score: {stored.score:.6f}\n")
             if lesson.source_problem:
                 message += f"Got-Problem: {encode_component(lesson.source_problem, 'problem id')}\n"
-            try:
-                self.repo.commit_files(self.ref, {path: render_topic_file(current)}, message,
-                                       parents=[tip] if tip else [], expected=tip)
-                return stored
-            except ConcurrentUpdateError:
-                continue  # another writer moved the branch: re-read the topic and retry
-        raise AssertionError("unreachable")
+            oid = self.repo.prepare_commit([tip] if tip else [], {path: render_topic_file(current)}, message)
+            return Publish(oid, stored)
+
+        # another writer moving the branch makes the builder re-read the topic on the new tip
+        return self.repo.update_ref(self.ref, build)
 
     def _query(self, query: str, k: int) -> list[Lesson]:
         tip = self.repo.tip(self.ref)

@@ -13,18 +13,20 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, InvalidNameError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.names import decode_component, encode_component
-from got_core.types import NODE_FILES, Node, canonical_json
+from got_core.repo.base import Publish
+from got_core.repo.notes import note_json, set_note
+from got_core.types import NODE_FILES, OUTCOME_TAG_PREFIX, Node, canonical_json
 from got_core.validate import clean_revs, clean_text
 
 if TYPE_CHECKING:
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["commit_node", "read_node", "node_message", "OUTCOME_TAGS"]
+__all__ = ["commit_node", "read_node", "node_message", "tag_outcome", "OUTCOME_TAGS"]
 
-#: Outcomes that get a tag, and the tag prefix for each.
-OUTCOME_TAGS = {"success": "success_", "failed": "failed_"}
+#: Outcomes that get a tag, and the tag prefix for each (defined once, in :mod:`got_core.types`).
+OUTCOME_TAGS = OUTCOME_TAG_PREFIX
 
 
 def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
@@ -63,10 +65,12 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
                              for step in node.trace)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"node scores/trace must be JSON-serialisable: {exc}") from None
-    for _ in repo.attempts(ref_name):
-        tip = repo.git.ref_target(ref_name)
-        these = [repo.resolve(p) for p in parents] if parents is not None else ([tip] if tip else [])
-        given_id = node.node_id or node.derive_id(these)
+    explicit = [repo.resolve(p) for p in parents] if parents is not None else None
+    git = repo.git
+
+    def build(tip: str | None) -> Publish:
+        these = explicit if explicit is not None else ([tip] if tip else [])
+        given_id = node.node_id or node.derive_id(these)  # the id depends on the parents
         node_id = encode_component(given_id, "node id")
         meta = dict(node.metadata)
         meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth,
@@ -75,26 +79,35 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
             meta_text = canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"node metadata must be JSON-serialisable: {exc}") from None
-        message = node_message(node, node_id, thought)
-        try:
-            oid = repo.commit_files(ref_name, {
-                "thought.md": thought, "scores.json": scores_text,
-                "trace.jsonl": trace_text, "metadata.json": meta_text,
-            }, message, parents=these, expected=tip, fresh_tree=True, force=parents is not None)
-        except ConcurrentUpdateError:
-            if parents is not None:
-                raise
-            continue
-        stored = Node(thought=thought, scores=dict(node.scores), trace=list(node.trace), metadata=meta,
-                      problem_id=node.problem_id, depth=node.depth, outcome=node.outcome,
-                      node_id=given_id, oid=oid, parents=tuple(these))
-        if note and node.scores:
-            stored.note = dict(node.scores)
-            repo.set_note(oid, scores_text)
-        if tag and node.outcome in OUTCOME_TAGS:
-            stored.tags = [repo.tag_outcome(oid, node.outcome, node_id)]
-        return stored
-    raise AssertionError("unreachable")
+        files = repo.file_payload({"thought.md": thought, "scores.json": scores_text,
+                                   "trace.jsonl": trace_text, "metadata.json": meta_text})
+        oid = repo.write_commit(git.build_tree(None, files), these, node_message(node, node_id, thought))
+        return Publish(oid, (oid, these, given_id, node_id, meta))
+
+    # With explicit parents the commit was built on them: a lost race is the caller's to decide.
+    oid, these, given_id, node_id, meta = repo.update_ref(ref_name, build, retry=explicit is None)
+    stored = Node(thought=thought, scores=dict(node.scores), trace=list(node.trace), metadata=meta,
+                  problem_id=node.problem_id, depth=node.depth, outcome=node.outcome,
+                  node_id=given_id, oid=oid, parents=tuple(these))
+    if note and node.scores:
+        stored.note = dict(node.scores)
+        set_note(repo, oid, scores_text)
+    if tag and node.outcome in OUTCOME_TAG_PREFIX:
+        stored.tags = [tag_outcome(repo, oid, node.outcome, node_id)]
+    return stored
+
+
+def tag_outcome(repo: "ReasoningRepo", target: str, outcome: str, node_id: str | None = None) -> str:
+    """Tag a validated node ``success_<id>`` or ``failed_<id>``; returns the tag name.
+
+    Raises:
+        InvalidInputError: ``outcome`` is not one of :data:`~got_core.types.OUTCOME_TAG_PREFIX`.
+    """
+    if not isinstance(outcome, str) or outcome not in OUTCOME_TAG_PREFIX:
+        raise InvalidInputError(f"outcome must be one of {sorted(OUTCOME_TAG_PREFIX)}, not {outcome!r}")
+    oid = repo.resolve(target)
+    ident = encode_component(node_id, "node id") if node_id else oid[:16]
+    return repo.tag(OUTCOME_TAG_PREFIX[outcome] + ident, oid)
 
 
 def _check_fields(node: Node) -> None:
@@ -173,5 +186,5 @@ def read_node(repo: "ReasoningRepo", rev: str) -> Node:
         thought=files["thought.md"].decode("utf-8", "replace"), scores=scores, trace=trace,
         metadata=meta, problem_id=meta.get("problem_id", ""), depth=depth,
         outcome=meta.get("outcome", ""), node_id=_decoded_id(meta.get("node_id", "")), oid=oid,
-        parents=commit.parents, note=repo.note_json(oid), tags=repo.tags_at(oid),
+        parents=commit.parents, note=note_json(repo, oid), tags=repo.tags_at(oid),
     )

@@ -5,7 +5,7 @@ libgit2's ``create_note`` rewrites one flat tree of every note (O(n) per note,
 ``ab/cdef…`` and is written as an ordinary commit on the notes ref through the
 same compare-and-swap as every other write, so a note costs two small trees at any
 scale, concurrent scorers retry instead of colliding, and ``git notes --ref=…``
-reads the result. :class:`~got_core.repo.ReasoningRepo` exposes these as methods.
+reads the result. :class:`~got_core.repo.reasoning.ReasoningRepo` exposes these as methods.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from got_core.storage.git import RefRace
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.names import check_ref_name
+from got_core.repo.base import Publish
 from got_core.types import canonical_json
 from got_core.validate import to_bytes
 
 if TYPE_CHECKING:
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo.base import RepoBase as ReasoningRepo
 
 __all__ = ["notes_ref_name", "set_note", "set_notes", "get_note", "note_json", "all_notes"]
 
@@ -62,8 +62,8 @@ def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str
     if not payload:
         raise InvalidInputError("no notes to write")
     git = repo.git
-    for _ in repo.attempts(name):
-        tip = git.ref_target(name)
+
+    def build(tip: str | None) -> Publish:
         base = git.read_commit(tip).tree if tip else None
         changes: dict[str, bytes | None] = {}
         for oid, data in payload.items():
@@ -74,14 +74,12 @@ def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str
                 if blob is not None:
                     changes[path] = None
         tree = git.build_tree(base, changes)
+        # notes commits are bookkeeping, never signed: a signature vouches for reasoning
         commit = git.write_commit(tree, [tip] if tip else [], "Notes added by 'got'\n",
                                   repo.identity, repo.identity, repo.clock.now())
-        try:
-            git.cas_ref(name, commit, tip)
-            return commit
-        except RefRace:
-            continue
-    raise AssertionError("unreachable")
+        return Publish(commit, commit)
+
+    return repo.update_ref(name, build)
 
 def _note_blob(repo: "ReasoningRepo", target: str, ref: str | None) -> tuple[str, str, str] | None:
     """(notes ref, annotated commit, note blob) for ``target``, or None when it has no note."""

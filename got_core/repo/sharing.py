@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from got_core.storage.git import RefRace
 from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import (
     ConfigError,
@@ -21,12 +20,14 @@ from got_core.errors import (
     RemoteError,
     UntrustedContentError,
 )
+from got_core.repo.base import Keep, Publish
+from got_core.repo.notes import notes_ref_name
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
 from got_core.names import check_ref_name, encode_component, short_ref
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
-    from got_core.repo.reasoning import ReasoningRepo
+    from got_core.repo.base import RepoBase as ReasoningRepo
 
 __all__ = ["fetch", "push", "merge", "bundle", "verify_bundle", "unbundle", "repack", "fsck", "Resolver",
            "InboundLimits"]
@@ -49,18 +50,6 @@ def _limits(limits: InboundLimits | None) -> InboundLimits:
     if not isinstance(limits, InboundLimits):
         raise ConfigError(f"limits must be an InboundLimits, not {type(limits).__name__}")
     return limits
-
-
-def _force_ref(repo: "ReasoningRepo", ref: str, oid: str) -> None:
-    for _ in repo.attempts(ref):
-        current = repo.git.ref_target(ref)
-        if current == oid:
-            return
-        try:
-            repo.git.cas_ref(ref, oid, current)
-            return
-        except RefRace:
-            continue
 
 
 def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None = None,
@@ -107,16 +96,16 @@ def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None 
                     if ref.startswith((staging, f"refs/remotes/{name}/", f"refs/notes/remotes/{name}/"))}
         q.check(list(incoming.values()))
         q.adopt()
-    for ref, oid in sorted(incoming.items()):
-        if ref.startswith(staging):
-            tag = "refs/tags/" + ref[len(staging):]
-            if repo.git.ref_target(tag) is None:
-                try:
-                    repo.git.cas_ref(tag, oid, None)
-                except RefRace:
-                    pass
-        else:
-            _force_ref(repo, ref, oid)
+    # Remote-tracking refs follow the peer; its tags only fill in names we do not have.
+    wanted = {("refs/tags/" + ref[len(staging):] if ref.startswith(staging) else ref): oid
+              for ref, oid in incoming.items()}
+
+    def publish(tips: dict[str, str | None]) -> dict[str, str | None]:
+        return {ref: oid for ref, oid in wanted.items()
+                if not (ref.startswith("refs/tags/") and tips[ref] is not None)}
+
+    if wanted:
+        repo.update_refs(sorted(wanted), publish)
     return repo.git.list_refs(f"refs/remotes/{name}/")
 
 
@@ -141,19 +130,29 @@ def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory
         if any(tag.startswith(p) for p in tag_prefixes):
             specs.append(f"refs/tags/{tag}:refs/tags/{tag}")
     for n in notes:
-        ref = repo._notes_ref(n)
+        ref = notes_ref_name(repo, n)
         if repo.git.ref_target(ref):
             specs.append(f"{plus}{ref}:{ref}")
     if specs:
-        for _ in repo.attempts(f"push to {dest}"):
+        pushed = [spec.lstrip("+").partition(":")[2] for spec in specs]
+        for _ in repo.retry.attempts(f"push to {dest}"):
             try:
                 repo.git.push(dest, specs)
                 break
-            except RemoteError as exc:
-                # another pusher holds one of the same ref locks on the peer: retry
-                if "lock" not in str(exc).lower() and "exists" not in str(exc).lower():
+            except RemoteError:
+                # Another pusher held one of the same ref locks on a local peer: the peer's
+                # state says so (its lock files), not the error's wording. Anything else is final.
+                if not _peer_locked(dest, pushed):
                     raise
     return specs
+
+
+def _peer_locked(dest: str, refs: Sequence[str]) -> bool:
+    peer = Path(dest)
+    if "://" in dest or not peer.is_dir():
+        return False
+    gitdir = peer / ".git" if (peer / ".git").is_dir() else peer
+    return (gitdir / "packed-refs.lock").exists() or any((gitdir / (r + ".lock")).exists() for r in refs)
 
 
 def _text(repo: "ReasoningRepo", blob: str | None) -> str | None:
@@ -191,28 +190,23 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
     ref = repo.ref(into)
     their = repo.resolve(theirs)
     their_tree = git.read_commit(their).tree
-    for _ in repo.attempts(ref):
-        ours = git.ref_target(ref)
-        ours = git.peel_to_commit(ours) if ours else None
+    def build(tip: str | None) -> Publish | Keep:
+        ours = git.peel_to_commit(tip) if tip else None
         if ours == their:
-            return MergeResult("up-to-date", ours, (), ours, their, ours)
+            return Keep(MergeResult("up-to-date", ours, (), ours, their, ours))
         if ours is not None and git.is_ancestor(their, ours):
-            return MergeResult("up-to-date", ours, (), ours, their, their)
+            return Keep(MergeResult("up-to-date", ours, (), ours, their, their))
         base = git.merge_base(ours, their) if ours is not None else None
         check_merge(git, their_tree, [git.read_commit(c).tree for c in (ours, base) if c],
                     f"to merge {theirs} into {short_ref(ref)}", limits, f"commit {their}")
         if ours is None or base == ours:
-            try:
-                git.cas_ref(ref, their, ours)
-            except RefRace:
-                continue
-            return MergeResult("fast-forward", their, (), ours, their, ours)
+            return Publish(their, MergeResult("fast-forward", their, (), ours, their, ours))
         tree, raw, state = git.merge_trees(base, ours, their)
         conflicts = tuple(Conflict(p, _text(repo, b), _text(repo, o), _text(repo, t)) for p, b, o, t in raw)
         status = "merged"
         if conflicts:
             if strategy == "review":
-                return MergeResult("conflicted", None, conflicts, ours, their, base)
+                return Keep(MergeResult("conflicted", None, conflicts, ours, their, base))
             decisions: dict[str, bytes | None] = {}
             for (path, _b, o, t), conflict in zip(raw, conflicts):
                 if strategy == "ours":
@@ -230,14 +224,10 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
         if conflicts:
             text = text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(
                 f"\t{c.path}\n" for c in conflicts)
-        commit = git.write_commit(tree, [ours, their], text, repo.identity, repo.identity,
-                                  repo.clock.now(), repo.signer.sign if repo.signer else None)
-        try:
-            git.cas_ref(ref, commit, ours)
-        except RefRace:
-            continue
-        return MergeResult(status, commit, conflicts, ours, their, base)  # type: ignore[arg-type]
-    raise AssertionError("unreachable")
+        commit = repo.write_commit(tree, [ours, their], text)
+        return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))  # type: ignore[arg-type]
+
+    return repo.update_ref(ref, build)
 
 
 def bundle(repo: "ReasoningRepo", path: Path, refs: Sequence[str] | None = None) -> Path:
@@ -386,8 +376,9 @@ def unbundle(repo: "ReasoningRepo", path: Path, *, limits: InboundLimits | None 
         incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(_INCOMING)}
         q.check(list(incoming.values()))
         q.adopt()
-    for ref, oid in sorted(incoming.items()):
-        _force_ref(repo, "refs/" + ref[len(_INCOMING):], oid)
+    wanted = {"refs/" + ref[len(_INCOMING):]: oid for ref, oid in incoming.items()}
+    if wanted:
+        repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
     return heads
 
 

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from got_core.errors import InvalidInputError
 from got_core.names import encode_component, short_ref
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
 __all__ = ["NodeRecorder", "FAILURE_OUTCOMES", "VALIDATION_OUTCOMES"]

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.memory.base import Lesson, MemoryBackend, validate_text
 from got_core.names import encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.solver import _prompts as P
 from got_core.solver._answers import LETTERS, answer_free
 from got_core.solver._engine import ArmOutcome, NodeRun, SolveContext

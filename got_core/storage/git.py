@@ -41,7 +41,7 @@ from got_core.names import (
 )
 from got_core.types import Identity
 
-__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
+__all__ = ["enable_fsync", "GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -102,6 +102,11 @@ def _trusted_writes() -> Iterator[None]:
             _strict_depth -= 1
             if _strict_depth == 0:
                 pygit2.settings.enable_strict_object_creation(True)
+
+
+def enable_fsync() -> None:
+    """fsync objects and refs from now on (libgit2 keeps this setting per process)."""
+    pygit2.settings.enable_fsync_gitdir(True)
 
 
 class RefRace(Exception):
@@ -274,6 +279,14 @@ class GitRepo:
             return oid in self._r
         except (GitError, ValueError):
             return False
+
+    def is_tree(self, oid: str) -> bool:
+        """Whether ``oid`` is a tree in the object database."""
+        try:
+            obj = self._r.get(oid)
+        except (GitError, ValueError, TypeError):
+            return False
+        return obj is not None and obj.type == pygit2.GIT_OBJECT_TREE
 
     def _get(self, oid: str) -> pygit2.Object:
         try:
@@ -716,41 +729,101 @@ class GitRepo:
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
 
+        libgit2 writes the ref under its lock file and checks, under that lock, that it
+        still holds ``expected``. Only :mod:`got_core.storage.refs` calls this; everything
+        else moves refs through that module's retry primitive.
+
         Raises:
-            RefRace: the ref did not hold ``expected`` or another writer held its lock.
+            RefRace: the ref did not hold ``expected``, or another writer held its lock.
+            StorageError: the disk refused the write (the ref is unchanged).
         """
-        try:
-            if expected is None:
-                self._r.references.create(name, new, force=False)
-                return
-            ref = self._r.references.get(name)
-            if ref is None or str(ref.target) != expected:
-                raise RefRace(name)
-            ref.set_target(new)
-        except (pygit2.AlreadyExistsError, GitError, OSError, ValueError) as exc:
-            if isinstance(exc, (GitError, OSError)) and not self._is_race(exc):
-                raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
-            raise RefRace(name) from None
+        self._ref_op(name, expected, lambda: self._set_ref(name, new, expected))
 
     def delete_ref(self, name: str, expected: str | None = None) -> bool:
-        """Delete a ref (only if it still points at ``expected`` when given); False when absent."""
-        try:
+        """Delete a ref (only while it still points at ``expected`` when given); False when absent.
+
+        Raises:
+            RefRace: the ref moved away from ``expected`` or its lock was held.
+            StorageError: the disk refused the change.
+        """
+        found: list[bool] = []
+
+        def delete() -> None:
             ref = self._r.references.get(name)
             if ref is None:
-                return False
+                found.append(False)
+                return
             if expected is not None and str(ref.target) != expected:
                 raise RefRace(name)
             ref.delete()
-            return True
-        except (GitError, OSError) as exc:
-            if self._is_race(exc):
-                raise RefRace(name) from None
-            raise StorageError(f"cannot delete {name}: {exc}") from None
+            found.append(True)
 
-    @staticmethod
-    def _is_race(exc: BaseException) -> bool:
-        text = str(exc).lower()
-        return any(s in text for s in ("lock", "exists", "does not match", "modified", "changed"))
+        self._ref_op(name, expected, delete, check_value=expected is not None)
+        return found[-1]
+
+    def cas_refs(self, updates: Mapping[str, tuple[str | None, str | None]]) -> None:
+        """Move several refs at once: ``{name: (expected, new)}`` (``new`` None deletes).
+
+        Every ref is locked first (libgit2's ref transaction), each is checked against its
+        expected value under its lock, and only then are they all written.
+
+        Raises:
+            RefRace: a ref did not hold its expected value, or a lock was held.
+            StorageError: the disk refused the writes.
+        """
+        if not updates:
+            return
+        try:
+            with self._r.transaction() as txn:
+                for name in sorted(updates):
+                    txn.lock_ref(name)
+                for name, (expected, new) in sorted(updates.items()):
+                    if self.ref_target(name) != expected:
+                        raise RefRace(name)
+                    if new is None:
+                        txn.remove(name)
+                    else:
+                        txn.set_target(name, new)
+        except RefRace:
+            raise
+        except (GitError, OSError, ValueError) as exc:
+            if any(self._lost_race(n, e) for n, (e, _new) in updates.items()):
+                raise RefRace(next(iter(updates))) from None
+            raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
+
+    def _set_ref(self, name: str, new: str, expected: str | None) -> None:
+        if expected is None:
+            self._r.references.create(name, new, force=False)
+            return
+        ref = self._r.references.get(name)
+        if ref is None or str(ref.target) != expected:
+            raise RefRace(name)
+        ref.set_target(new)
+
+    def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
+        """Run one ref write; a failure is a lost race when the state says so, else retried once.
+
+        A race is recognised from the repository's state, not from libgit2's message: the
+        ref's lock file exists, or the ref no longer holds ``expected``.
+        """
+        for attempt in (0, 1):
+            try:
+                op()
+                return
+            except RefRace:
+                raise
+            except pygit2.AlreadyExistsError:
+                raise RefRace(name) from None
+            except (GitError, OSError, ValueError) as exc:
+                if self._lost_race(name, expected if check_value else self.ref_target(name)):
+                    raise RefRace(name) from None
+                if attempt:
+                    raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
+
+    def _lost_race(self, name: str, expected: str | None) -> bool:
+        if (self.gitdir / (name + ".lock")).exists() or (self.gitdir / "packed-refs.lock").exists():
+            return True
+        return self.ref_target(name) != expected
 
     def break_stale_lock(self, name: str, max_age: float) -> bool:
         """Remove ``<ref>.lock`` left by a killed writer when older than ``max_age`` seconds."""

@@ -41,6 +41,7 @@ from pygit2 import GitError
 
 from got_core.storage.git import CommitData, GitRepo
 from got_core.errors import CorruptRepositoryError, InvalidInputError
+from got_core.types import parse_trailers, trailer_score
 
 __all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
 
@@ -89,26 +90,9 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
-def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, float | None]:
-    node = problem = outcome = None
-    score = None
-    for line in message.splitlines():
-        if not line.startswith("Got-"):
-            continue
-        key, _, value = line.partition(": ")
-        value = value.strip()
-        if key == "Got-Node":
-            node = value
-        elif key == "Got-Problem":
-            problem = value
-        elif key == "Got-Outcome":
-            outcome = value
-        elif key == "Got-Score":
-            try:
-                score = float(value)
-            except ValueError:
-                pass
-    return node, problem, outcome, score
+def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
+    t = parse_trailers(message)
+    return t.get("Node"), t.get("Problem"), t.get("Outcome"), trailer_score(t)
 
 
 #: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
@@ -248,7 +232,7 @@ class DerivedIndex:
 
     def _add_commit(self, c: CommitData) -> int:
         db = self.db
-        node, problem, outcome, score = _parse_trailers(c.message)
+        node, problem, outcome, score = _trailer_fields(c.message)
         cur = db.execute(
             "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
             " VALUES(?,?,?,?,?,?,?,?)",

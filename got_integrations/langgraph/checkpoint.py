@@ -75,7 +75,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, UnknownRefError
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._history import HistoryOps
 from got_integrations.langgraph._layout import (
     FORMAT,

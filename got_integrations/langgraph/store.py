@@ -64,7 +64,7 @@ from langgraph.store.base import (
 )
 
 from got_core.errors import InvalidInputError, InvalidNameError
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._layout import LRU, id_component, one_line
 
 __all__ = ["GitStore", "InvalidStoreNameError", "DEFAULT_STORE_REF"]

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, UnknownRefError
 from got_core.names import decode_component, encode_component
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import Keep, Publish, ReasoningRepo
 
 __all__ = [
     "SESSIONS_PREFIX",
@@ -348,20 +348,18 @@ class SessionLog:
             ConcurrentUpdateError: the ref kept moving beyond the repository's retry budget.
             CorruptRepositoryError: the session's files are damaged (nothing is written).
         """
-        for _ in self.repo.attempts(self.ref):
-            state = self.state(full=full)
+        def build(tip: str | None) -> Publish | Keep:
+            state = self.state(tip, full=full)
             plan = planner(state)
             if plan is None:
-                return None, None
+                return Keep((None, None))
             changes, message = self._changes(state, plan)
             if not changes:
-                return None, plan.result
-            try:
-                oid = self.repo.commit_files(self.ref, changes, message, expected=state.tip)
-            except ConcurrentUpdateError:
-                continue
-            return oid, plan.result
-        raise AssertionError("unreachable")  # attempts() raises when it gives up
+                return Keep((None, plan.result))
+            oid = self.repo.prepare_commit([tip] if tip else [], changes, message)
+            return Publish(oid, (oid, plan.result))
+
+        return self.repo.update_ref(self.ref, build)
 
     def _changes(self, state: SessionState, plan: Plan) -> tuple[dict[str, str | None], str]:
         changes: dict[str, str | None] = {}
@@ -417,16 +415,16 @@ class SessionLog:
         infos = self.repo.log(tip, decorate=False)
         writes = []
         for number, info in enumerate(reversed(infos), start=1):
-            trailers = _trailers(info.message)
+            trailers = info.trailers()
             added: tuple[int, ...] = ()
-            if "Got-Added" in trailers:
-                lo, _, hi = trailers["Got-Added"].partition("-")
+            if "Added" in trailers:
+                lo, _, hi = trailers["Added"].partition("-")
                 try:
                     added = tuple(range(int(lo), int(hi or lo) + 1))
                 except ValueError:
                     added = ()
-            window = trailers.get("Got-Window")
-            writes.append(Write(number, info.oid, info.time, trailers.get("Got-Op", "?"), added,
+            window = trailers.get("Window")
+            writes.append(Write(number, info.oid, info.time, trailers.get("Op", "?"), added,
                                 int(window) if window and window.isdigit() else None,
                                 info.message.splitlines()[0] if info.message else ""))
         return writes
@@ -438,12 +436,3 @@ class SessionLog:
             for seq in write.added:
                 ids[seq] = f"{write.commit}:{message_path(seq)}"
         return ids
-
-
-def _trailers(message: str) -> dict[str, str]:
-    out = {}
-    for line in message.splitlines():
-        if line.startswith("Got-") and ": " in line:
-            key, _, value = line.partition(": ")
-            out[key] = value.strip()
-    return out

@@ -27,7 +27,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("LlamaIndex adapter", "llamaindex", _exc) from None
 
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, list_sessions
 from got_integrations.llamaindex._window import first_safe_index
 

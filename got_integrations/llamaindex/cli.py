@@ -23,7 +23,7 @@ from rich.table import Table
 
 from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo, when
 from got_core.errors import CorruptRepositoryError, InvalidInputError, UnknownRefError
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
 
 __all__ = ["app"]

@@ -55,7 +55,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
     raise MissingExtraError("LlamaIndex adapter", "llamaindex", _exc) from None
 
 from got_core.errors import ConfigError, InvalidInputError
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, Write
 from got_integrations.llamaindex._window import choose_window_start
 from got_integrations.llamaindex.chat_store import GitChatStore, _as_list, to_message, to_payload

@@ -16,7 +16,7 @@ from got_core.bench.runner import ModelSpec, Task
 from got_core.cli.audit import register
 from got_core.errors import ConfigError
 from got_core.memory.git import GitMemory
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.types import canonical_json
 
 DATA = __import__("pathlib").Path(__file__).resolve().parents[1] / "data"

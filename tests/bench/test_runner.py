@@ -27,7 +27,7 @@ from got_core.bench.runner import (
     task_seed,
 )
 from got_core.errors import ConfigError, InvalidInputError, ModelError
-from got_core.repo.reasoning import ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_core.solver.models import OpenAICompatibleModel, check_endpoint
 from got_core.bench.standin import StandInOpenAIServer, bench_responder, load_script
 

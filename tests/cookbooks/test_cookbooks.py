@@ -143,7 +143,7 @@ def test_audit_fails_when_an_answer_leaks_into_memory(five_run, tmp_path):
     config = json.loads((leaky / "config.json").read_text())
     by_id = {p["id"]: p for p in config["problems"]}
     answer = next(by_id[i]["answer"] for i in config["split"]["test"] if len(by_id[i]["answer"]) >= 4)
-    script = ("import sys; from got_core.memory.git import GitMemory; from got_core.repo.reasoning import ReasoningRepo; "
+    script = ("import sys; from got_core.memory.git import GitMemory; from got_core.repo import ReasoningRepo; "
               "GitMemory(repo=ReasoningRepo.open(sys.argv[1])).add_insight('Remember: ' + sys.argv[2] + ' works.')")
     subprocess.run([sys.executable, "-c", script, str(leaky / "memory" / "git"), answer], check=True)
     audit = subprocess.run([sys.executable, "-m", "got_core.cli.audit", str(leaky), "--no-rerun"],
