@@ -19,15 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from got_core.errors import MissingExtraError
 
-__all__ = ["GitCheckpointSaver", "GitStore", "UnsafePayloadError", "InvalidStoreNameError", "THREADS_REF"]
+__all__ = ["GitCheckpointSaver", "GitStore", "UnsafePayloadError", "DecryptionError", "InvalidStoreNameError",
+           "THREADS_REF"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from got_integrations.langgraph._serde import DecryptionError
     from got_integrations.langgraph.checkpoint import THREADS_REF, GitCheckpointSaver, UnsafePayloadError
     from got_integrations.langgraph.store import GitStore, InvalidStoreNameError
 
 _LAZY = {
     "GitCheckpointSaver": "got_integrations.langgraph.checkpoint",
-    "UnsafePayloadError": "got_integrations.langgraph.checkpoint",
+    "UnsafePayloadError": "got_integrations.langgraph._serde",
+    "DecryptionError": "got_integrations.langgraph._serde",
     "THREADS_REF": "got_integrations.langgraph.checkpoint",
     "GitStore": "got_integrations.langgraph.store",
     "InvalidStoreNameError": "got_integrations.langgraph.store",

@@ -380,9 +380,12 @@ def _point_graph(saver):
 
 
 def test_strict_serializer_rebuilds_only_allowed_types(tmp_path):
-    strict = GitCheckpointSaver.from_path(tmp_path / "strict.git")
-    _point_graph(strict).invoke({"p": Point(x=1)}, CFG)
-    assert strict.get_tuple(CFG).checkpoint["channel_values"]["p"] == {"x": 2}  # blocked: plain data only
+    writer = GitCheckpointSaver.from_path(tmp_path / "strict.git")
+    _point_graph(writer).invoke({"p": Point(x=1)}, CFG)
+    assert writer.get_tuple(CFG).checkpoint["channel_values"]["p"] == Point(x=2)  # the graph's schema type
+    # a saver no graph was compiled with does not know Point: plain data only
+    stranger = GitCheckpointSaver.from_path(tmp_path / "strict.git")
+    assert stranger.get_tuple(CFG).checkpoint["channel_values"]["p"] == {"x": 2}
     allowed = GitCheckpointSaver.from_path(tmp_path / "strict.git", allowed_msgpack_modules=[Point])
     assert allowed.get_tuple(CFG).checkpoint["channel_values"]["p"] == Point(x=2)
 
