@@ -323,7 +323,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
     def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any:
         return safe_loads(self.serde, typed, encrypted=self.encrypted, allow_pickle=self.allow_pickle, what=what)
 
-    def _loads_list(self, typed: list[Typed], what: str = "a list element") -> list[Any]:
+    def _loads_list(self, typed: list[Typed], name_of: Any = "list element {}".format) -> list[Any]:
         if typed and not self.encrypted and all(t == "msgpack" for t, _ in typed):
             # one msgpack array from the element encodings: a single decode, the same values
             try:
@@ -332,7 +332,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 value = None  # a damaged element: decoded one by one below, so the error names it
             if isinstance(value, list) and len(value) == len(typed):
                 return value
-        return [self._loads(t, f"{what} {i}") for i, t in enumerate(typed)]
+        return [self._loads(t, name_of(i)) for i, t in enumerate(typed)]
 
     def _dump_list(self, value: list[Any], prev_objs: list[Any] | None = None,
                    prev_typed: list[Typed] | None = None) -> list[Typed]:
@@ -428,7 +428,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                         path = elem_path(base, i) + ".bin"
                         typed.append(unframe(self._blob(files[path]), f"{path} {at}"))
                     self._lists.put((commit, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
-                values[name] = self._loads_list(typed, f"{base}/ {at}, element")
+                values[name] = self._loads_list(typed, lambda i: f"{elem_path(base, i)}.bin {at}")
             except KeyError as exc:
                 raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks {exc}; run `got fsck`") from None
         return values
