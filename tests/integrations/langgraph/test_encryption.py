@@ -229,3 +229,17 @@ def test_readable_false_keeps_values_out_of_sight_without_encryption(tmp_path):
     assert b"SECRET" not in messages  # commit messages (and so the search index) hold ids only
     assert GitCheckpointSaver.from_path(tmp_path / "quiet.git").get_tuple(CONFIG).checkpoint[
         "channel_values"]["secret"] == SECRETS["State"]
+
+
+def test_the_strict_default_inside_the_encryption_rebuilds_the_graph_types(tmp_path):
+    from got_integrations.langgraph import default_serde
+
+    def strict() -> EncryptedSerializer:
+        return EncryptedSerializer.from_pycryptodome_aes(serde=default_serde(), key=KEY)
+
+    run_until_interrupt(tmp_path / "strict.git", strict())
+    saver = GitCheckpointSaver.from_path(tmp_path / "strict.git", serde=strict())
+    assert GitCheckpointSaver.from_path(tmp_path / "strict.git", serde=strict()).get_tuple(CONFIG).checkpoint[
+        "channel_values"]["note"] == {"text": SECRETS["Note"]}  # no graph compiled with it: plain data
+    values = build(saver, GitStore(saver.repo, serde=strict())).get_state(CONFIG).values
+    assert values["note"] == Note(text=SECRETS["Note"]) and values["messages"][1].content == SECRETS["AiText"]
