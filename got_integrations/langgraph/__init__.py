@@ -3,6 +3,8 @@
 * :class:`GitCheckpointSaver` — every checkpoint a commit; threads are ref
   namespaces, forks are branches, ``git diff`` shows what changed in the state.
 * :class:`GitStore` — a ``BaseStore`` whose every batch of writes is one commit.
+* :func:`default_serde` — the strict serializer the saver uses by default (wrap it in an
+  ``EncryptedSerializer`` to keep it strict under encryption).
 
 Example::
 
@@ -19,15 +21,19 @@ from typing import TYPE_CHECKING, Any
 
 from got_core.errors import MissingExtraError
 
-__all__ = ["GitCheckpointSaver", "GitStore", "UnsafePayloadError", "InvalidStoreNameError", "THREADS_REF"]
+__all__ = ["GitCheckpointSaver", "GitStore", "UnsafePayloadError", "DecryptionError", "InvalidStoreNameError",
+           "THREADS_REF", "default_serde"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from got_integrations.langgraph._serde import DecryptionError, default_serde
     from got_integrations.langgraph.checkpoint import THREADS_REF, GitCheckpointSaver, UnsafePayloadError
     from got_integrations.langgraph.store import GitStore, InvalidStoreNameError
 
 _LAZY = {
     "GitCheckpointSaver": "got_integrations.langgraph.checkpoint",
-    "UnsafePayloadError": "got_integrations.langgraph.checkpoint",
+    "UnsafePayloadError": "got_integrations.langgraph._serde",
+    "DecryptionError": "got_integrations.langgraph._serde",
+    "default_serde": "got_integrations.langgraph._serde",
     "THREADS_REF": "got_integrations.langgraph.checkpoint",
     "GitStore": "got_integrations.langgraph.store",
     "InvalidStoreNameError": "got_integrations.langgraph.store",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from got_core.errors import InvalidInputError, UnknownRefError
-from got_integrations.langgraph._layout import THREADS_REF, id_component, writes_bucket
+from got_integrations.langgraph._layout import THREADS_REF, id_component, text_id, writes_bucket
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.runnables import RunnableConfig
@@ -29,10 +29,11 @@ class HistoryOps:
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread (its refs; objects go at the next gc)."""
-        prefix = f"{THREADS_REF}{id_component(str(thread_id), 'thread id')}/"
+        thread_id = text_id(thread_id, "thread id")
+        prefix = f"{THREADS_REF}{id_component(thread_id, 'thread id')}/"
         for name in self.repo.refs(prefix):
             self.repo.delete_ref(name)
-        self._forget(str(thread_id))
+        self._forget(thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread to another thread id.
@@ -178,7 +179,7 @@ class HistoryOps:
                                                         if base.get(p) != s}
                     changes.update({p: None for p in base if p not in old_files})
                     doc = self._doc(old)
-                    msg = self._message(ns, doc["checkpoint"], doc["metadata"], doc.get("parent_checkpoint_id"), "")
+                    msg = self._message(ns, doc["checkpoint_id"], doc.get("parent_checkpoint_id"), doc["metadata"], "")
                     mapped[old] = repo.commit_files(scratch, changes, msg, parents=[new_parent] if new_parent else [],
                                                     expected=repo.tip(scratch), force=True,
                                                     fresh_tree=new_parent is None)

@@ -22,7 +22,8 @@ __all__ = [
     "THREADS_REF", "ThreadRef", "id_component", "ns_component", "decode_id", "channel_dir",
     "blob_sha", "frame", "unframe", "render_json", "jsonable", "elem_path", "writes_bucket",
     "writes_path", "encode_exact", "decode_exact", "split_msgpack_array", "join_msgpack_array",
-    "one_line", "message_summary", "LRU", "BUCKET", "FORMAT",
+    "one_line", "message_summary", "LRU", "BUCKET", "FORMAT", "text_id", "dump_json",
+    "check_checkpoint_doc", "check_writes_doc", "parse_json",
 ]
 
 #: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
@@ -33,6 +34,20 @@ FORMAT = "got-langgraph-checkpoint/1"
 BUCKET = 100
 _ROOT = "root"
 _RESERVED = {"checkpoint.json": "%63heckpoint.json", "checkpoint.bin": "%63heckpoint.bin"}
+
+
+def text_id(value: Any, what: str) -> str:
+    """An id as the text that names it: strings as they are, numbers and UUIDs as ``str()``.
+
+    Raises:
+        InvalidNameError: bytes (their ``repr()`` would be stored instead of the id; LangGraph
+            itself hands savers string ids, and its stores refuse bytes namespace labels).
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidNameError(f"{what} must be text, not bytes ({bytes(value)[:40]!r}); decode it first")
+    return str(value)
 
 
 def id_component(value: str, what: str) -> str:
@@ -119,12 +134,16 @@ def frame(typed: tuple[str, bytes]) -> bytes:
     return tag.encode("ascii") + b"\n" + bytes(data)
 
 
-def unframe(data: bytes) -> tuple[str, bytes]:
-    """Reverse :func:`frame`."""
+def unframe(data: bytes, what: str = "a .bin file") -> tuple[str, bytes]:
+    """Reverse :func:`frame`.
+
+    Raises:
+        CorruptRepositoryError: no type tag line, or one that is not a short ASCII name.
+    """
     tag, sep, payload = data.partition(b"\n")
-    if not sep:
-        raise CorruptRepositoryError("a .bin file has no type tag line; the checkpoint is damaged")
-    return tag.decode("ascii", "replace"), payload
+    if not sep or not tag or len(tag) > 200 or not tag.isascii():
+        raise CorruptRepositoryError(f"{what} has no type tag line; it is not what the saver wrote")
+    return tag.decode("ascii"), payload
 
 
 def encode_exact(typed: tuple[str, bytes]) -> dict[str, str]:
@@ -133,12 +152,19 @@ def encode_exact(typed: tuple[str, bytes]) -> dict[str, str]:
     return {"type": typed[0], "base64": base64.b64encode(bytes(typed[1])).decode("ascii")}
 
 
-def decode_exact(data: dict[str, Any]) -> tuple[str, bytes]:
-    """Reverse :func:`encode_exact`."""
+def decode_exact(data: Any, what: str = "a stored value") -> tuple[str, bytes]:
+    """Reverse :func:`encode_exact`.
+
+    Raises:
+        CorruptRepositoryError: not a ``{"type", "base64"}`` object of valid base64.
+    """
     try:
-        return str(data["type"]), base64.b64decode(data["base64"], validate=True)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRepositoryError(f"a stored write is damaged: {exc}") from None
+        tag, text = data["type"], data["base64"]
+        if not isinstance(tag, str) or not isinstance(text, str):
+            raise TypeError("type and base64 must be strings")
+        return tag, base64.b64decode(text, validate=True)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CorruptRepositoryError(f"{what} is damaged ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
 # ---------------------------------------------------------------------------- msgpack framing
@@ -274,9 +300,19 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     return repr(value)[:2000]
 
 
+def dump_json(data: Any, indent: int = 1, **options: Any) -> bytes:
+    """Deterministic JSON as UTF-8 bytes ending in a newline; text that UTF-8 cannot hold
+    (lone surrogates) is written as JSON escapes, which parse back to the same string."""
+    text = json.dumps(data, indent=indent, sort_keys=True, ensure_ascii=False, **options) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(data, indent=indent, sort_keys=True, ensure_ascii=True, **options) + "\n").encode("ascii")
+
+
 def render_json(value: Any) -> bytes:
     """Readable, deterministic JSON of a value (what ``git diff`` shows), ending in a newline."""
-    return (json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return dump_json(jsonable(value), indent=2)
 
 
 def elem_path(base: str, i: int) -> str:
@@ -286,7 +322,8 @@ def elem_path(base: str, i: int) -> str:
 
 def writes_bucket(checkpoint_id: str) -> str:
     """The writes-tree directory of a checkpoint (2 hex of sha1: keeps the root tree small)."""
-    return hashlib.sha1(checkpoint_id.encode("utf-8")).hexdigest()[:2]
+    # surrogatepass: a malformed id is refused by id_component, not by this hash
+    return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()[:2]
 
 
 def writes_path(checkpoint_id: str, task_id: str) -> str:
@@ -348,3 +385,65 @@ class LRU:
         with self._lock:
             self._data.clear()
             self._weight = 0
+
+
+# ---------------------------------------------------------------------------- validating what is read
+_KINDS = {"inline": {"exact": dict}, "value": {"dir": str}, "list": {"dir": str, "length": int}}
+
+
+def _need(cond: bool, what: str, problem: str) -> None:
+    if not cond:
+        raise CorruptRepositoryError(f"{what} {problem}; it is not what the saver wrote (run `got fsck`)")
+
+
+def check_checkpoint_doc(doc: Any, what: str) -> dict[str, Any]:
+    """``doc`` (a parsed ``checkpoint.json``) when it has the fields and types the saver writes.
+
+    Raises:
+        CorruptRepositoryError: naming ``what`` and the first field that is wrong.
+    """
+    _need(isinstance(doc, dict), what, "is not a JSON object")
+    for key, kind in (("thread_id", str), ("checkpoint_ns", str), ("checkpoint_id", str),
+                      ("checkpoint", dict), ("channels", dict)):
+        _need(isinstance(doc.get(key), kind), what, f"has no valid {key!r}")
+    _need(doc.get("parent_checkpoint_id") is None or isinstance(doc["parent_checkpoint_id"], str), what,
+          "has no valid 'parent_checkpoint_id'")
+    _need(bool(doc.get("exact")) or isinstance(doc.get("metadata"), dict), what, "has no valid 'metadata'")
+    for name, info in doc["channels"].items():
+        _need(isinstance(info, dict) and info.get("kind") in _KINDS, what, f"has a bad entry for channel {name!r}")
+        for key, kind in _KINDS[info["kind"]].items():
+            _need(isinstance(info.get(key), kind) and not isinstance(info.get(key), bool), what,
+                  f"has a bad {key!r} for channel {name!r}")
+        _need(info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what,
+              f"has a bad length for channel {name!r}")
+    return doc
+
+
+def check_writes_doc(doc: Any, what: str) -> dict[str, Any]:
+    """``doc`` (a parsed writes file) when it has the fields and types the saver writes.
+
+    Raises:
+        CorruptRepositoryError: naming ``what`` and the first field that is wrong.
+    """
+    _need(isinstance(doc, dict), what, "is not a JSON object")
+    _need(isinstance(doc.get("task_id"), str), what, "has no valid 'task_id'")
+    _need(isinstance(doc.get("task_path", ""), str), what, "has no valid 'task_path'")
+    _need(isinstance(doc.get("writes"), list), what, "has no valid 'writes' list")
+    for w in doc["writes"]:
+        _need(isinstance(w, dict) and isinstance(w.get("idx"), int) and not isinstance(w["idx"], bool)
+              and isinstance(w.get("channel"), str) and isinstance(w.get("exact"), dict), what,
+              "has a write without a valid idx, channel and exact value")
+    return doc
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    """``json.loads`` of stored bytes.
+
+    Raises:
+        CorruptRepositoryError: not UTF-8 JSON (naming ``what``).
+    """
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise CorruptRepositoryError(f"{what} does not parse as JSON ({str(exc)[:80]}); "
+                                     "it is not what the saver wrote") from None

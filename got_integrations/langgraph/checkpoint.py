@@ -27,6 +27,14 @@ step, not a copy of the list; ``git diff <a> <b>`` shows the state change. The w
 tree holds ``<2 hex of sha1(id)>/<checkpoint id>~<task id>.json`` (readable values plus
 the exact bytes in base64).
 
+Encryption at rest: with a serializer that encrypts (``EncryptedSerializer``; see
+:func:`~got_integrations.langgraph._serde.encrypts`) or ``readable=False``, nothing
+readable is written of what the serializer protects: no ``.json`` renderings, no values
+in ``checkpoint.json`` or the writes files, metadata only inside the encrypted
+``checkpoint.bin``, and commit messages that hold ids only. What stays readable: ref
+names (thread ids, namespaces, fork checkpoint ids), checkpoint and task ids, parent ids,
+timestamps, channel names and versions, node names in task paths, type tags.
+
 Cost per super-step (DESIGN §5: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects) and moves one ref; ``put_writes`` writes one
@@ -41,11 +49,12 @@ starts or extends a fork ref, so nothing is orphaned. Writes live apart from the
 checkpoint chain because LangGraph may save a task's writes before (or after) the
 checkpoint they belong to (``durability="async"`` runs saves in a thread pool).
 
-Deserialisation is safe by default: LangGraph's ``JsonPlusSerializer`` in strict msgpack
-mode (only allow-listed types are rebuilt: LangGraph's safe set, the types passed as
-``allowed_msgpack_modules``, and, with ``LANGGRAPH_STRICT_MSGPACK=true``, the state types a
-compiled graph adds through ``with_allowlist``); ``pickle`` payloads are refused both ways
-unless ``allow_pickle=True``.
+Deserialisation is safe by default (:mod:`got_integrations.langgraph._serde`): LangGraph's
+``JsonPlusSerializer`` in strict msgpack mode rebuilds only allow-listed types (LangGraph's
+safe set, LangChain's message, agent and output types, ``allowed_msgpack_modules``, and the
+schema types of every graph compiled with the saver, which LangGraph hands over through
+``with_allowlist``); ``pickle`` payloads are refused both ways unless ``allow_pickle=True``;
+damaged or foreign data raises :class:`~got_core.errors.CorruptRepositoryError` naming it.
 """
 
 from __future__ import annotations
@@ -72,9 +81,8 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, UnknownRefError
+from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, UnknownRefError
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._history import HistoryOps
 from got_integrations.langgraph._layout import (
@@ -84,8 +92,11 @@ from got_integrations.langgraph._layout import (
     ThreadRef,
     blob_sha,
     channel_dir,
+    check_checkpoint_doc,
+    check_writes_doc,
     decode_exact,
     decode_id,
+    dump_json,
     elem_path,
     encode_exact,
     frame,
@@ -94,22 +105,32 @@ from got_integrations.langgraph._layout import (
     join_msgpack_array,
     message_summary,
     one_line,
+    parse_json,
     render_json,
     split_msgpack_array,
+    text_id,
     unframe,
     writes_bucket,
     writes_path,
 )
+from got_integrations.langgraph._serde import (
+    DecryptionError,
+    UnsafePayloadError,
+    default_serde,
+    encrypts,
+    is_strict,
+    request_graph_types,
+    safe_loads,
+    widen,
+)
 
-__all__ = ["GitCheckpointSaver", "UnsafePayloadError", "THREADS_REF"]
+__all__ = ["GitCheckpointSaver", "UnsafePayloadError", "DecryptionError", "THREADS_REF"]
 
 Typed = tuple[str, bytes]
 #: Channel values whose serializer bytes fit in this many bytes are kept inline in checkpoint.json.
 INLINE_BYTES = 96
-
-
-class UnsafePayloadError(InvalidInputError):
-    """A checkpoint payload (to store or to load) needs ``pickle``; refused unless ``allow_pickle=True``."""
+#: Header fields of a checkpoint that stay readable when the saver encrypts (ids, time, versions).
+READABLE_HEADER = ("v", "id", "ts", "channel_versions", "versions_seen", "updated_channels")
 
 
 @dataclass
@@ -130,13 +151,23 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
     Args:
         repo: a :class:`~got_core.repo.ReasoningRepo` or a repository path (created if missing).
         serde: the serializer (default: ``JsonPlusSerializer`` in strict msgpack mode, no pickle).
-        allowed_msgpack_modules: extra types (classes or ``(module, name)``) the default
-            serializer may rebuild, e.g. your pydantic state models. LangGraph's messages,
-            ``Send``, ``Interrupt``, datetimes, ... are always allowed; with
-            ``LANGGRAPH_STRICT_MSGPACK=true`` a compiled graph adds its own schema types.
-            A type that is not allowed comes back as plain data (LangGraph logs which one).
+            ``EncryptedSerializer.from_pycryptodome_aes(...)`` encrypts every payload, and
+            then nothing readable is written of values, messages, writes or metadata.
+        allowed_msgpack_modules: extra types (classes or ``(module, name)``) the serializer
+            may rebuild. LangGraph's safe set (messages, ``Send``, ``Interrupt``, datetimes,
+            ...), LangChain's agent and output types and the schema types of the graphs
+            compiled with this saver are always allowed. A type that is not allowed comes
+            back as plain data (LangGraph logs which one).
         allow_pickle: accept ``pickle`` payloads (only for repositories you trust).
+        readable: write readable JSON renderings beside the serializer's bytes. Default:
+            only when the serializer does not encrypt; ``False`` keeps values out of sight
+            with any serializer.
+        graph_types: let LangGraph hand every graph compiled from now on its schema types
+            (``with_allowlist``; see :func:`~got_integrations.langgraph._serde.request_graph_types`).
         cache_bytes: memory for recently read or written checkpoint bytes (reads skip git).
+
+    Raises:
+        ConfigError: ``readable=True`` with a serializer that encrypts.
 
     Thread-safe: one saver may serve many graph threads; two processes may share one
     repository (every ref move is a compare-and-swap, retried on a lost race).
@@ -144,13 +175,24 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
 
     def __init__(self, repo: ReasoningRepo | str | Any, *, serde: SerializerProtocol | None = None,
                  allowed_msgpack_modules: Iterable[tuple[str, ...] | type] | None = None,
-                 allow_pickle: bool = False, cache_bytes: int = 64 * 1024 * 1024) -> None:
+                 allow_pickle: bool = False, readable: bool | None = None, graph_types: bool = True,
+                 cache_bytes: int = 64 * 1024 * 1024) -> None:
         if serde is None:  # strict: only allow-listed types are rebuilt, nothing is unpickled
-            allowed = tuple(allowed_msgpack_modules) if allowed_msgpack_modules else None
-            serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=allowed)
+            serde = default_serde(allowed_msgpack_modules)
+        elif allowed_msgpack_modules:
+            serde = widen(serde, allowed_msgpack_modules)
         super().__init__(serde=serde)
+        self.encrypted = encrypts(self.serde)
+        if readable and self.encrypted:
+            raise ConfigError("readable=True would store readable copies of what the serializer encrypts; "
+                              "leave readable unset, or use a serializer that does not encrypt")
+        #: Whether readable renderings (``.json`` files, values in JSON documents, summaries) are written.
+        self.readable = not self.encrypted if readable is None else bool(readable)
+        if graph_types and is_strict(self.serde):
+            request_graph_types()
         self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
         self.allow_pickle = allow_pickle
+        self._serde_lock = threading.Lock()
         self._blobs = LRU(cache_bytes // 2)  # blob sha -> bytes
         self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements
         self._objs = LRU(200_000)  # (commit, channel) -> the list's element objects, weighed by length
@@ -195,8 +237,19 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         self.close()
 
     # ------------------------------------------------------------------ helpers
-    def _ns(self, thread_id: Any, checkpoint_ns: str | None) -> _Ns:
-        key = (str(thread_id), checkpoint_ns or "")
+    def with_allowlist(self, extra_allowlist: Iterable[tuple[str, ...]]) -> "GitCheckpointSaver":
+        """Let the serializer rebuild ``extra_allowlist`` too (LangGraph passes a compiled
+        graph's schema types). Widens this saver in place and returns it, so the saver you
+        hold and the one the graph uses read the same values.
+        """
+        with self._serde_lock:
+            serde = widen(self.serde, extra_allowlist)
+            if serde is not self.serde:
+                self.serde = serde
+        return self
+
+    def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns:
+        key = (text_id(thread_id, "thread id"), text_id(checkpoint_ns or "", "checkpoint namespace"))
         with self._states_lock:
             state = self._states.get(key)
             if state is None:
@@ -223,8 +276,14 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             self._files.put(commit, files, len(files) + 1)
         return files
 
-    def _doc(self, commit: str) -> dict[str, Any]:
-        """The parsed ``checkpoint.json`` of a commit (a fresh dict on every call)."""
+    def _doc(self, commit: str, full: bool = True) -> dict[str, Any]:
+        """The parsed ``checkpoint.json`` of a commit (a fresh dict on every call). With
+        ``full``, the exact header and metadata from ``checkpoint.bin`` replace the readable
+        ones where the saver stored them there (values JSON cannot carry, or encryption).
+
+        Raises:
+            CorruptRepositoryError: the commit holds no checkpoint the saver wrote.
+        """
         data = self._docs.get(commit)
         if data is None:
             files = self._files.get(commit)
@@ -234,18 +293,24 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 raise CorruptRepositoryError(
                     f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint") from None
             self._docs.put(commit, data, len(data) + 80)
-        try:
-            doc = json.loads(data)
-        except ValueError as exc:
-            raise CorruptRepositoryError(f"checkpoint.json of {commit[:12]} does not parse: {exc}") from None
-        if doc.get("exact"):
-            exact = self._loads(unframe(self.repo.read_file(commit, "checkpoint.bin")))
+        what = f"checkpoint.json of commit {commit[:12]}"
+        doc = check_checkpoint_doc(parse_json(data, what), what)
+        if full and doc.get("exact"):
+            what = f"checkpoint.bin of commit {commit[:12]}"
+            try:
+                raw = self.repo.read_file(commit, "checkpoint.bin")
+            except (KeyError, UnknownRefError):
+                raise CorruptRepositoryError(f"commit {commit[:12]} lacks checkpoint.bin; run `got fsck`") from None
+            exact = self._loads(unframe(raw, what), what)
+            if not (isinstance(exact, dict) and isinstance(exact.get("checkpoint"), dict)
+                    and isinstance(exact.get("metadata"), dict)):
+                raise CorruptRepositoryError(f"{what} does not hold a checkpoint header and metadata")
             doc["checkpoint"], doc["metadata"] = exact["checkpoint"], exact["metadata"]
         return doc
 
     def _id_of(self, ns: _Ns, commit: str) -> str:
         known = ns.known.get(commit)
-        return known[1] if known else self._doc(commit)["checkpoint_id"]
+        return known[1] if known else self._doc(commit, full=False)["checkpoint_id"]
 
     def _dumps(self, value: Any) -> Typed:
         typed = self.serde.dumps_typed(value)
@@ -255,19 +320,19 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 "or pass allow_pickle=True to GitCheckpointSaver (and then load only repositories you trust)")
         return typed
 
-    def _loads(self, typed: Typed) -> Any:
-        if typed[0] == "pickle" and not self.allow_pickle:
-            raise UnsafePayloadError(
-                "refusing to unpickle a checkpoint payload; pass allow_pickle=True only for a repository you trust")
-        return self.serde.loads_typed(typed)
+    def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any:
+        return safe_loads(self.serde, typed, encrypted=self.encrypted, allow_pickle=self.allow_pickle, what=what)
 
-    def _loads_list(self, typed: list[Typed]) -> list[Any]:
-        if typed and all(t == "msgpack" for t, _ in typed):
+    def _loads_list(self, typed: list[Typed], name_of: Any = "list element {}".format) -> list[Any]:
+        if typed and not self.encrypted and all(t == "msgpack" for t, _ in typed):
             # one msgpack array from the element encodings: a single decode, the same values
-            value = self.serde.loads_typed(("msgpack", join_msgpack_array([d for _, d in typed])))
+            try:
+                value = self.serde.loads_typed(("msgpack", join_msgpack_array([d for _, d in typed])))
+            except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+                value = None  # a damaged element: decoded one by one below, so the error names it
             if isinstance(value, list) and len(value) == len(typed):
                 return value
-        return [self._loads(t) for t in typed]
+        return [self._loads(t, name_of(i)) for i, t in enumerate(typed)]
 
     def _dump_list(self, value: list[Any], prev_objs: list[Any] | None = None,
                    prev_typed: list[Typed] | None = None) -> list[Typed]:
@@ -320,6 +385,10 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             self._walk(ns, leaves[name])
             commit: str | None = leaves[name]
             while commit is not None and commit not in seen:
+                if commit not in ns.known:
+                    # put() records a new commit whose parent this process never walked
+                    # (a fresh saver resuming a thread): walk on from there
+                    self._walk(ns, commit)
                 seen.add(commit)
                 parent, cid = ns.known[commit]
                 ids.setdefault(cid, commit)
@@ -338,21 +407,28 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ reading
     def _values(self, commit: str, doc: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
+        at = f"of commit {commit[:12]}"
         for name, info in doc["channels"].items():
             if info["kind"] == "inline":
-                values[name] = self._loads(decode_exact(info["exact"]))
+                what = f"the inline value of channel {name!r} in checkpoint.json {at}"
+                values[name] = self._loads(decode_exact(info["exact"], what), what)
                 continue
             base = info["dir"]
             try:
                 if info["kind"] == "value":
-                    values[name] = self._loads(unframe(self._blob(self._tree(commit)[base + "/value.bin"])))
+                    path = base + "/value.bin"
+                    values[name] = self._loads(unframe(self._blob(self._tree(commit)[path]), f"{path} {at}"),
+                                               f"{path} {at}")
                     continue
                 typed = self._lists.get((commit, name))
                 if typed is None:
                     files = self._tree(commit)
-                    typed = [unframe(self._blob(files[elem_path(base, i) + ".bin"])) for i in range(info["length"])]
+                    typed = []
+                    for i in range(info["length"]):
+                        path = elem_path(base, i) + ".bin"
+                        typed.append(unframe(self._blob(files[path]), f"{path} {at}"))
                     self._lists.put((commit, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
-                values[name] = self._loads_list(typed)
+                values[name] = self._loads_list(typed, lambda i: f"{elem_path(base, i)}.bin {at}")
             except KeyError as exc:
                 raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks {exc}; run `got fsck`") from None
         return values
@@ -379,18 +455,24 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         if docs is None:
             stem = f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
             files = self.repo.list_files(tip, writes_bucket(checkpoint_id))
-            try:
-                docs = [json.loads(self._blob(sha)) for path, sha in sorted(files.items()) if path.startswith(stem)]
-            except ValueError as exc:
-                raise CorruptRepositoryError(f"a writes file of {checkpoint_id} does not parse: {exc}") from None
+            docs = []
+            for path, sha in sorted(files.items()):
+                if path.startswith(stem):
+                    what = f"writes file {path} of commit {tip[:12]}"
+                    doc = check_writes_doc(parse_json(self._blob(sha), what), what)
+                    docs.append({**doc, "path": path})
             self._writes_cache.put((tip, checkpoint_id), docs)
         return docs
 
     def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> list[PendingWrite]:
-        rows = [(d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"])
+        rows = [(d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"], d["path"])
                 for d in self._writes_docs(ns, checkpoint_id) for w in d["writes"]]
         rows.sort(key=lambda r: writes_sort_key(r[0], r[1], r[2]))
-        return [(task_id, channel, self._loads(decode_exact(exact))) for _, task_id, _, channel, exact in rows]
+        out = []
+        for _, task_id, idx, channel, exact, path in rows:
+            what = f"write {idx} ({channel!r}) in {path}"
+            out.append((task_id, channel, self._loads(decode_exact(exact, what), what)))
+        return out
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (its ``checkpoint_id``, else the latest), or None.
@@ -401,7 +483,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            commit = self._lookup(ns, checkpoint_id)
+            commit = self._lookup(ns, text_id(checkpoint_id, "checkpoint id"))
             return None if commit is None else self._tuple(ns, commit, config)
         commit = self.repo.tip(ns.ref.head)
         return None if commit is None else self._tuple(ns, commit, None)
@@ -412,7 +494,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         config names one), whose metadata has every ``filter`` item, older than ``before``."""
         if config is not None:
             conf = config["configurable"]
-            thread_ids, only_ns = [str(conf["thread_id"])], conf.get("checkpoint_ns")
+            thread_ids, only_ns = [text_id(conf["thread_id"], "thread id")], conf.get("checkpoint_ns")
             only_id = get_checkpoint_id(config)
         else:
             thread_ids, only_ns, only_id = self.threads(), None, None
@@ -444,19 +526,19 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         for name, oid in self.repo.refs(THREADS_REF).items():
             thread = decode_id(name[len(THREADS_REF):].split("/", 1)[0])
             if thread is None and name.endswith("/head"):  # a hashed long id: read it from the checkpoint
-                thread = self._doc(oid)["thread_id"]
+                thread = self._doc(oid, full=False)["thread_id"]
             if thread is not None:
                 out.add(thread)
         return sorted(out)
 
     def namespaces(self, thread_id: str) -> list[str]:
         """The checkpoint namespaces of a thread (``""`` is the root graph)."""
-        prefix = f"{THREADS_REF}{id_component(str(thread_id), 'thread id')}/"
+        prefix = f"{THREADS_REF}{id_component(text_id(thread_id, 'thread id'), 'thread id')}/"
         out = set()
         for name, oid in self.repo.refs(prefix).items():
             ns = decode_id(name[len(prefix):].split("/", 1)[0], namespace=True)
             if ns is None and name.endswith("/head"):
-                ns = self._doc(oid)["checkpoint_ns"]
+                ns = self._doc(oid, full=False)["checkpoint_ns"]
             if ns is not None:
                 out.add(ns)
         return sorted(out)
@@ -467,7 +549,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         """What changes from the parent's tree: (changes, channel index, new tree listing,
         element encodings of list channels, a one-line summary)."""
         files = dict(self._tree(parent)) if parent else {}
-        old_channels: dict[str, Any] = self._doc(parent)["channels"] if parent else {}
+        old_channels: dict[str, Any] = self._doc(parent, full=False)["channels"] if parent else {}
+        readable = self.readable
         changes: dict[str, bytes | None] = {}
         lists: dict[str, list[Typed]] = {}
         summary = ""
@@ -507,14 +590,18 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 drop(old)  # the channel changed shape (or name encoding): its old files go
             if kind == "inline":
                 # small values (None, flags, counters) live in checkpoint.json, which changes anyway
-                channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value),
-                                  "value": jsonable(value)}
+                channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value)}
+                if readable:
+                    channels[name]["value"] = jsonable(value)
                 continue
             if kind == "value":
                 data = frame(typed_value)
                 if files.get(base + "/value.bin") != blob_sha(data):
                     put(base + "/value.bin", data)
-                    put(base + "/value.json", render_json(value))
+                    if readable:
+                        put(base + "/value.json", render_json(value))
+                    elif files.pop(base + "/value.json", None) is not None:
+                        changes[base + "/value.json"] = None
                 channels[name] = {"dir": base, "kind": "value", "version": version}
                 continue
             same_list = old is not None and old["kind"] == "list" and old["dir"] == base
@@ -530,8 +617,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 if files.get(stem + ".bin") != sha:
                     files[stem + ".bin"] = sha
                     changes[stem + ".bin"] = data
-                    put(stem + ".json", render_json(value[i]))
-                    summary = message_summary(value[i]) or summary
+                    if readable:
+                        put(stem + ".json", render_json(value[i]))
+                        summary = message_summary(value[i]) or summary
+                    elif files.pop(stem + ".json", None) is not None:
+                        changes[stem + ".json"] = None
             if same_list:
                 drop(old, keep=len(value))
             channels[name] = {"dir": base, "kind": "list", "length": len(value), "version": version}
@@ -549,29 +639,39 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             "checkpoint_id": checkpoint["id"], "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
             "checkpoint": head, "metadata": meta, "channels": channels,
         }
+        if not self.readable:
+            # metadata and the exact header only inside the serializer's (encrypted) bytes
+            doc["checkpoint"] = jsonable({k: head[k] for k in READABLE_HEADER if k in head})
+            del doc["metadata"]
+            doc["exact"] = True
+            return dump_json(doc), frame(self._dumps({"checkpoint": head, "metadata": meta}))
         try:
             text = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
             exact = json.loads(text) == doc
         except (TypeError, ValueError):
             exact = False
         if exact:
-            return (text + "\n").encode("utf-8"), None
+            return dump_json(doc, allow_nan=False), None
         # versions or metadata that JSON cannot carry exactly: the serializer's bytes beside a rendering
         data = frame(self._dumps({"checkpoint": head, "metadata": meta}))
         doc["exact"] = True
         return render_json(doc), data
 
-    @staticmethod
-    def _message(ns: _Ns, checkpoint: dict[str, Any], metadata: dict[str, Any], parent_id: str | None,
+    def _message(self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: dict[str, Any],
                  summary: str) -> str:
-        lines = [f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})"
-                 + (f" {summary}" if summary else ""), "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
+        """A checkpoint's commit message: step, source, a summary and trailers; ids only when
+        the saver is not readable (the core's search index holds every commit message)."""
+        if self.readable:
+            head = f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})" + (f" {summary}" if summary else "")
+        else:
+            head = f"checkpoint {one_line(checkpoint_id, 60)}"
+        lines = [head, "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
         if ns.ref.checkpoint_ns:
             lines.append(f"Namespace: {one_line(ns.ref.checkpoint_ns, 200)}")
-        lines.append(f"Checkpoint: {one_line(checkpoint['id'], 200)}")
+        lines.append(f"Checkpoint: {one_line(checkpoint_id, 200)}")
         if parent_id:
             lines.append(f"Parent-Checkpoint: {one_line(parent_id, 200)}")
-        if metadata.get("run_id"):
+        if self.readable and metadata.get("run_id"):
             lines.append(f"Run: {one_line(metadata['run_id'], 200)}")
         return "\n".join(lines) + "\n"
 
@@ -588,7 +688,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         """
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
-        parent_id, new_id, repo = conf.get("checkpoint_id"), checkpoint["id"], self.repo
+        parent_id, repo = conf.get("checkpoint_id"), self.repo
+        parent_id = text_id(parent_id, "checkpoint id") if parent_id else None
+        new_id = text_id(checkpoint["id"], "checkpoint id")
         with ns.head_lock:
             for attempt in repo.attempts(ns.ref.head):
                 head = ns.head if attempt == 0 and ns.head else repo.tip(ns.ref.head)
@@ -604,7 +706,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                     files["checkpoint.bin"] = blob_sha(exact)
                 elif files.pop("checkpoint.bin", None) is not None:
                     changes["checkpoint.bin"] = None
-                message = self._message(ns, checkpoint, metadata, parent_id, summary)
+                message = self._message(ns, new_id, parent_id, metadata, summary)
                 try:
                     oid = self._publish(ns, head, head_id, parent, new_id, changes, message)
                 except ConcurrentUpdateError:
@@ -674,7 +776,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         """
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
-        checkpoint_id, task_id = str(conf["checkpoint_id"]), str(task_id)
+        checkpoint_id = text_id(conf["checkpoint_id"], "checkpoint id")
+        task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
         path = writes_path(checkpoint_id, task_id)
         with ns.writes_lock:
             for _ in self.repo.attempts(ns.ref.writes):
@@ -683,10 +786,12 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 old_path = ""
                 if tip is not None:
                     try:
-                        old = json.loads(self.repo.read_file(tip, path))
+                        raw = self.repo.read_file(tip, path)
                     except UnknownRefError:
                         pass
                     else:
+                        what = f"writes file {path} of commit {tip[:12]}"
+                        old = check_writes_doc(parse_json(raw, what), what)
                         entries = {w["idx"]: w for w in old["writes"]}
                         old_path = old.get("task_path", "")
                 changed = False
@@ -694,14 +799,16 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                     key = WRITES_IDX_MAP.get(channel, idx)
                     if key >= 0 and key in entries:
                         continue
-                    entries[key] = {"idx": key, "channel": channel, "value": jsonable(value),
+                    entries[key] = {"idx": key, "channel": text_id(channel, "channel name"),
                                     "exact": encode_exact(self._dumps(value))}
+                    if self.readable:
+                        entries[key]["value"] = jsonable(value)
                     changed = True
                 if not changed:
                     return
                 doc = {"checkpoint_id": checkpoint_id, "task_id": task_id, "task_path": task_path or old_path,
                        "writes": [entries[i] for i in sorted(entries)]}
-                data = (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+                data = dump_json(doc)
                 node = task_path.rsplit(",", 1)[-1].strip() if task_path else task_id[:8]
                 channels = ", ".join(sorted({str(e["channel"]) for e in entries.values()}))
                 message = (f"writes {one_line(node, 40)} -> {one_line(channels, 60)}\n\n"
@@ -738,7 +845,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
-        return self._lookup(ns, checkpoint_id) if checkpoint_id else self.repo.tip(ns.ref.head)
+        return (self._lookup(ns, text_id(checkpoint_id, "checkpoint id")) if checkpoint_id
+                else self.repo.tip(ns.ref.head))
 
     # ------------------------------------------------------------------ async twins
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -10,6 +10,7 @@ command through the ``got.cli`` entry point.
 from __future__ import annotations
 
 import json as jsonlib
+import os
 import re
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
-from got_core.errors import UnknownRefError
+from got_core.errors import ConfigError, MissingExtraError, UnknownRefError
 from got_integrations.langgraph._layout import jsonable, message_summary, one_line
 from got_integrations.langgraph.checkpoint import GitCheckpointSaver
 
@@ -38,7 +39,21 @@ NsOption = typer.Option("", "--ns", help="Checkpoint namespace (default: the roo
 
 
 def _saver(repo: Path | None) -> GitCheckpointSaver:
-    return GitCheckpointSaver(open_repo(repo))
+    """The saver on ``repo``; with ``LANGGRAPH_AES_KEY`` set (LangGraph's own variable), one that
+    decrypts what ``EncryptedSerializer.from_pycryptodome_aes()`` wrote with that key."""
+    serde = None
+    if os.environ.get("LANGGRAPH_AES_KEY"):
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        from got_integrations.langgraph._serde import default_serde
+
+        try:
+            serde = EncryptedSerializer.from_pycryptodome_aes(serde=default_serde())
+        except ImportError as exc:
+            raise MissingExtraError("encrypted LangGraph repositories (pycryptodome)", "langgraph", exc) from exc
+        except ValueError as exc:
+            raise ConfigError(f"LANGGRAPH_AES_KEY: {exc}") from None
+    return GitCheckpointSaver(open_repo(repo), serde=serde)
 
 
 def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:

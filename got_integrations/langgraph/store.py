@@ -9,7 +9,15 @@ Every batch that writes (puts, deletes, TTL refreshes) is one commit on the stor
 Every label and key goes through :func:`got_core.names.encode_component` (``/``, ``..``,
 NUL and control characters are percent-encoded; ids too long for a file name become a
 hash, and the real id stays inside the file). Labels may not contain ``.`` (LangGraph's
-rule), so a namespace directory never collides with an item file.
+rule), so a namespace directory never collides with an item file. Labels and keys are
+text: bytes are refused (LangGraph's stores refuse bytes labels; a bytes key would
+otherwise be stored as its ``repr()``).
+
+Encryption at rest: ``GitStore(..., serde=EncryptedSerializer.from_pycryptodome_aes(...))``
+stores each value as the serializer's bytes (``"exact": {"type", "base64"}``) and no
+readable copy; namespace, key, timestamps, TTL and the ``index`` field list stay readable,
+and semantic-search vectors are kept in memory only (never in the vector cache file).
+Without ``serde`` a value is readable JSON.
 
 As in ``InMemoryStore`` and ``SqliteStore``, the reads of a batch see the store as it
 was before the batch's writes, and the last put of a key in a batch wins.
@@ -63,9 +71,21 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from got_core.errors import InvalidInputError, InvalidNameError
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from got_core.errors import ConfigError, CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.repo import ReasoningRepo
-from got_integrations.langgraph._layout import LRU, id_component, one_line
+from got_integrations.langgraph._layout import (
+    LRU,
+    blob_sha,
+    decode_exact,
+    dump_json,
+    encode_exact,
+    id_component,
+    one_line,
+    parse_json,
+)
+from got_integrations.langgraph._serde import UnsafePayloadError, encrypts, safe_loads
 
 __all__ = ["GitStore", "InvalidStoreNameError", "DEFAULT_STORE_REF"]
 
@@ -97,6 +117,47 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (uuid.UUID, decimal.Decimal, pathlib.PurePath)):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _check_key(key: Any) -> None:
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        raise InvalidStoreNameError(f"store keys are text, not bytes ({bytes(key)[:40]!r}); decode the key first")
+
+
+def _iso(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_item(doc: Any, what: str) -> dict[str, Any]:
+    """A parsed item file when it has the fields and types the store writes.
+
+    Raises:
+        CorruptRepositoryError: naming ``what`` and the first field that is wrong.
+    """
+    def need(cond: bool, problem: str) -> None:
+        if not cond:
+            raise CorruptRepositoryError(f"{what} {problem}; it is not what the store wrote (run `got fsck`)")
+
+    need(isinstance(doc, dict), "is not a JSON object")
+    need(isinstance(doc.get("namespace"), list) and bool(doc["namespace"])
+         and all(isinstance(x, str) for x in doc["namespace"]), "has no valid 'namespace'")
+    need(isinstance(doc.get("key"), str), "has no valid 'key'")
+    need(isinstance(doc.get("value"), dict) or isinstance(doc.get("exact"), dict), "has no valid 'value'")
+    need(_iso(doc.get("created_at")) and _iso(doc.get("updated_at")), "has no valid timestamps")
+    ttl = doc.get("ttl")
+    need(ttl is None or (isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and math.isfinite(ttl)),
+         "has no valid 'ttl'")
+    need(doc.get("expires_at") is None or _iso(doc["expires_at"]), "has no valid 'expires_at'")
+    index = doc.get("index")
+    need(index is None or index is False or (isinstance(index, list) and all(isinstance(i, str) for i in index)),
+         "has no valid 'index'")
+    return doc
 
 
 def _check_namespace(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
@@ -216,12 +277,18 @@ class GitStore(BaseStore):
         index: semantic search config ``{"dims", "embed", "fields"}`` (as ``InMemoryStore``).
         ttl: TTL config ``{"default_ttl", "refresh_on_read", "sweep_interval_minutes"}``.
         clock: returns "now" (a timezone-aware datetime); tests pass a fake clock.
-        vector_cache: persist vectors in ``<gitdir>/got/store-vectors.sqlite3`` (derived data).
+        vector_cache: persist vectors in ``<gitdir>/got/store-vectors.sqlite3`` (derived data;
+            never when values are not readable: vectors and text hashes tell of the values).
         embedding_model: names the embedding model in the vector cache (default: derived from ``embed``).
+        serde: store each value as this serializer's bytes, e.g.
+            ``EncryptedSerializer.from_pycryptodome_aes(key=...)`` (default: readable JSON).
+        readable: also keep a readable JSON copy of each value beside the serializer's bytes
+            (default: only when ``serde`` does not encrypt).
 
     Raises:
         InvalidStoreNameError: (from batch) a bad namespace label or key.
         PayloadTooLargeError: an item over the repository's file size limit.
+        ConfigError: ``readable=True`` with a serializer that encrypts.
     """
 
     supports_ttl = True
@@ -229,7 +296,17 @@ class GitStore(BaseStore):
     def __init__(self, repo: ReasoningRepo | str | Any, *, ref: str = DEFAULT_STORE_REF,
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  clock: Callable[[], datetime] | None = None, vector_cache: bool = True,
-                 embedding_model: str | None = None) -> None:
+                 embedding_model: str | None = None, serde: SerializerProtocol | None = None,
+                 readable: bool | None = None) -> None:
+        self.serde = serde
+        self.encrypted = serde is not None and encrypts(serde)
+        if readable and self.encrypted:
+            raise ConfigError("readable=True would store readable copies of what the serializer encrypts")
+        #: Whether item values are written as readable JSON.
+        self.readable = (not self.encrypted) if readable is None else bool(readable)
+        if serde is None and not self.readable:
+            raise ConfigError("readable=False needs a serde to store the values with (e.g. an EncryptedSerializer)")
+        vector_cache = vector_cache and self.readable
         self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
         self.ref = self.repo.ref(ref)
         self.ttl_config = ttl
@@ -284,12 +361,39 @@ class GitStore(BaseStore):
         self._listings.put(tip, full)
         return full
 
-    def _load(self, sha: str) -> dict[str, Any]:
+    def _load(self, sha: str, path: str = "") -> dict[str, Any]:
         doc = self._docs.get(sha)
         if doc is None:
-            doc = json.loads(self.repo.read_blob(sha))
+            doc = self._decode(self.repo.read_blob(sha), f"store item {path or sha[:12]}")
             self._docs.put(sha, doc, 512)
         return doc
+
+    def _decode(self, data: bytes, what: str) -> dict[str, Any]:
+        """An item file's document with its value decoded (validated: damage is a typed error)."""
+        doc = _check_item(parse_json(data, what), what)
+        if "exact" in doc:
+            if self.serde is None:
+                raise CorruptRepositoryError(f"{what} holds serializer bytes; open the store with the serde "
+                                             "that wrote it (e.g. serde=EncryptedSerializer...)")
+            value = safe_loads(self.serde, decode_exact(doc["exact"], what), encrypted=self.encrypted,
+                               allow_pickle=False, what=what)
+            if not isinstance(value, dict):
+                raise CorruptRepositoryError(f"{what} does not hold a mapping value")
+            doc = {k: v for k, v in doc.items() if k != "exact"}
+            doc["value"] = value
+        elif self.serde is not None and not self.readable:
+            raise CorruptRepositoryError(f"{what} holds a readable value, but every value this store writes is "
+                                         "encrypted; refusing it (the repository was altered)")
+        return doc
+
+    def _value_fields(self, value: dict[str, Any]) -> dict[str, Any]:
+        """How a value is written: readable JSON, the serializer's bytes, or both."""
+        if self.serde is None:
+            return {"value": value}
+        typed = self.serde.dumps_typed(value)
+        if typed[0].partition("+")[0] == "pickle":
+            raise UnsafePayloadError("a store value would need pickle; store plain data")
+        return {"exact": encode_exact(typed), **({"value": value} if self.readable else {})}
 
     def _alive(self, doc: dict[str, Any], now: datetime) -> bool:
         expires = doc.get("expires_at")
@@ -301,11 +405,21 @@ class GitStore(BaseStore):
                    created_at=datetime.fromisoformat(doc["created_at"]),
                    updated_at=datetime.fromisoformat(doc["updated_at"]), **extra)
 
+    def _encode(self, doc: dict[str, Any]) -> bytes:
+        """An item file: ``doc`` with its ``value`` written as :meth:`_value_fields` says."""
+        fields = {k: v for k, v in doc.items() if k != "value"}
+        if self.serde is not None:
+            # JSON-normalise first (as a readable store would), so both kinds read back alike
+            plain = json.loads(self._json({"value": doc["value"]}))["value"]
+            fields.update(self._value_fields(plain))
+        else:
+            fields["value"] = doc["value"]
+        return self._json(fields)
+
     @staticmethod
-    def _encode(doc: dict[str, Any]) -> bytes:
+    def _json(data: dict[str, Any]) -> bytes:
         try:
-            return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False,
-                               default=_json_default) + "\n").encode("utf-8")
+            return dump_json(data, indent=2, allow_nan=False, default=_json_default)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"store values must be JSON-serialisable (no NaN): {exc}") from None
 
@@ -315,6 +429,38 @@ class GitStore(BaseStore):
         new = dict(doc)
         new["expires_at"] = (now + timedelta(minutes=float(doc["ttl"]))).isoformat()
         return new
+
+    # ------------------------------------------------------------------ keys reach batch as text
+    def get(self, namespace: tuple[str, ...], key: str, **options: Any) -> Item | None:
+        """``BaseStore.get``; a bytes key is refused (InvalidStoreNameError), not looked up as its repr."""
+        _check_key(key)
+        return super().get(namespace, key, **options)
+
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], *args: Any, **options: Any) -> None:
+        """``BaseStore.put``; a bytes key is refused (InvalidStoreNameError), not stored as its repr."""
+        _check_key(key)
+        super().put(namespace, key, value, *args, **options)
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.delete``; a bytes key is refused (InvalidStoreNameError)."""
+        _check_key(key)
+        super().delete(namespace, key)
+
+    async def aget(self, namespace: tuple[str, ...], key: str, **options: Any) -> Item | None:
+        """Async :meth:`get`."""
+        _check_key(key)
+        return await super().aget(namespace, key, **options)
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], *args: Any,
+                   **options: Any) -> None:
+        """Async :meth:`put`."""
+        _check_key(key)
+        await super().aput(namespace, key, value, *args, **options)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Async :meth:`delete`."""
+        _check_key(key)
+        await super().adelete(namespace, key)
 
     # ------------------------------------------------------------------ the batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -384,12 +530,12 @@ class GitStore(BaseStore):
         listing = self._listings.get(tip)
         if listing is not None:
             sha = listing.get(path)
-            return self._load(sha) if sha else None
+            return self._load(sha, path) if sha else None
         try:
             data = self.repo.read_file(tip, path)
         except KeyError:
             return None
-        return json.loads(data)
+        return self._decode(data, f"store item {path}")
 
     def _get(self, tip: str | None, op: GetOp, now: datetime, refresh: dict[str, dict[str, Any]]) -> Item | None:
         path = self._path(op.namespace, op.key)
@@ -404,7 +550,7 @@ class GitStore(BaseStore):
         out = []
         for path, sha in self._listing(tip, prefix).items():
             if path.endswith(".json"):
-                doc = self._load(sha)
+                doc = self._load(sha, path)
                 if tuple(doc["namespace"][:len(prefix)]) == prefix and self._alive(doc, now):
                     out.append((path, doc))
         return out
@@ -492,8 +638,7 @@ class GitStore(BaseStore):
                    "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
                    "index": op.index if op.index is False or op.index is None else list(op.index)}
             changes[path] = self._encode(doc)
-            self._docs.put(hashlib.sha1(b"blob %d\x00" % len(changes[path]) + changes[path]).hexdigest(),
-                           json.loads(changes[path]), 512)
+            self._docs.put(blob_sha(changes[path]), self._decode(changes[path], f"store item {path}"), 512)
             embed_texts.extend(t for _, t in self._texts(doc))
             refresh.pop(path, None)
             summary.append(f"put {label}")
@@ -514,7 +659,7 @@ class GitStore(BaseStore):
             tip = self.repo.tip(self.ref)
             now = _utc(self.clock)
             expired = [path for path, sha in self._listing(tip).items()
-                       if path.endswith(".json") and not self._alive(self._load(sha), now)]
+                       if path.endswith(".json") and not self._alive(self._load(sha, path), now)]
             if expired:
                 self.repo.commit_files(self.ref, {p: None for p in expired},
                                        f"store: sweep {len(expired)} expired item(s)\n")

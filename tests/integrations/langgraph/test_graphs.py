@@ -179,6 +179,19 @@ def test_interrupt_and_resume_match_in_memory(tmp_path):
     assert final["log"] == ["drafted", "answer=yes"]
 
 
+def test_a_fresh_saver_resumes_a_thread_and_lists_its_whole_history(tmp_path):
+    """A new process resuming an interrupted thread: its first put's parent was never walked."""
+    first = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    approval_graph().compile(checkpointer=first).invoke({"messages": [HumanMessage("tidy up")], "log": []}, CFG)
+    before = [t.config["configurable"]["checkpoint_id"] for t in first.list(CFG)]
+    fresh = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    graph = approval_graph().compile(checkpointer=fresh)
+    assert graph.invoke(Command(resume="yes"), CFG)["log"] == ["drafted", "answer=yes"]
+    after = [t.config["configurable"]["checkpoint_id"] for t in fresh.list(CFG)]
+    assert after[len(after) - len(before):] == before and len(after) > len(before)
+    assert len(list(graph.get_state_history(CFG))) == len(after)
+
+
 def test_update_state_fork_becomes_a_branch(tmp_path):
     def scenario(saver):
         graph = tool_graph().compile(checkpointer=saver)
@@ -380,9 +393,12 @@ def _point_graph(saver):
 
 
 def test_strict_serializer_rebuilds_only_allowed_types(tmp_path):
-    strict = GitCheckpointSaver.from_path(tmp_path / "strict.git")
-    _point_graph(strict).invoke({"p": Point(x=1)}, CFG)
-    assert strict.get_tuple(CFG).checkpoint["channel_values"]["p"] == {"x": 2}  # blocked: plain data only
+    writer = GitCheckpointSaver.from_path(tmp_path / "strict.git")
+    _point_graph(writer).invoke({"p": Point(x=1)}, CFG)
+    assert writer.get_tuple(CFG).checkpoint["channel_values"]["p"] == Point(x=2)  # the graph's schema type
+    # a saver no graph was compiled with does not know Point: plain data only
+    stranger = GitCheckpointSaver.from_path(tmp_path / "strict.git")
+    assert stranger.get_tuple(CFG).checkpoint["channel_values"]["p"] == {"x": 2}
     allowed = GitCheckpointSaver.from_path(tmp_path / "strict.git", allowed_msgpack_modules=[Point])
     assert allowed.get_tuple(CFG).checkpoint["channel_values"]["p"] == Point(x=2)
 
