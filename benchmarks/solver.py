@@ -39,7 +39,7 @@ from got_core import ReasoningRepo
 from got_core.memory import get_backend
 from got_core.solver import hook as hook_module
 from got_core.solver.models import ChatResponse
-from got_core.solver.tot import solve
+from got_core.solver.run import solve
 from got_core.testing import ScriptedChatModel
 
 console = Console()

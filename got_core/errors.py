@@ -207,7 +207,7 @@ class SigningError(GotRuntimeError):
 
 
 class RemoteError(GotRuntimeError):
-    """Talking to another repository failed (unreachable, or it wanted credentials)."""
+    """Talking to another repository failed (it could not be reached, or it wanted credentials)."""
 
 
 class StorageError(GotRuntimeError):

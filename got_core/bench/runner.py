@@ -343,7 +343,7 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
     from got_core.bench.checking import check_answer
     from got_core.bench.datasets import Problem
     from got_core.solver.budget import Budget
-    from got_core.solver.tot import solve
+    from got_core.solver.run import solve
 
     # math-verify logs a warning per check when its own (signal) timeouts are off, as checking does.
     logging.getLogger("math_verify").setLevel(logging.ERROR)

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
-from got_core.gcc.contexa import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
+from got_core.gcc.interop import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
 from got_core.gcc.workspace import GCCWorkspace
 
 __all__ = ["app"]

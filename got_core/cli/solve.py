@@ -27,7 +27,7 @@ __all__ = ["register", "solve_command", "load_script", "render_tree"]
 
 
 def load_script(path: Path) -> Any:
-    """A :class:`~got_core.testing.ScriptedChatModel` from a JSON file.
+    """A :class:`~got_core.solver.scripted.ScriptedChatModel` from a JSON file.
 
     The file holds a list of replies (used in order), or an object
     ``{"replies": [...], "rules": [[regex, reply], ...], "default": reply}``.
@@ -35,7 +35,7 @@ def load_script(path: Path) -> Any:
     Raises:
         InvalidInputError: the file is missing, not JSON, or not of that shape.
     """
-    from got_core.testing import ScriptedChatModel
+    from got_core.solver.scripted import ScriptedChatModel
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -51,7 +51,7 @@ def load_script(path: Path) -> Any:
 
 
 def render_tree(result: Any) -> Tree:
-    """A rich tree of a :class:`~got_core.solver.tot.SolveResult`: scores, answers, outcomes, tags."""
+    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags."""
     head = (f"[bold]{escape(result.problem_id)}[/] · arm [cyan]{escape(result.arm)}[/] · "
             f"outcome [bold]{escape(result.outcome)}[/]")
     tree = Tree(head)
@@ -131,7 +131,7 @@ def solve_command(
     """Answer a question with a tree of thoughts (or another arm); every node is a commit."""
     from got_core.memory import get_backend
     from got_core.solver.budget import Budget
-    from got_core.solver.tot import solve
+    from got_core.solver.run import solve
 
     chat = _model(base_url, model, api_key, scripted, timeout)
     mem = None

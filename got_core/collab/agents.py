@@ -451,7 +451,7 @@ class Worker:
             The merge into ``agents/<id>/memory`` (``conflicted`` leaves our branch as it was).
 
         Raises:
-            RemoteError: central is unreachable or asks for credentials.
+            RemoteError: central cannot be reached or asks for credentials.
             UntrustedContentError: what central sent broke a check or a limit; nothing changed.
         """
         self.repo.fetch(self.central, branches=["memory"], name="central", limits=self.limits)

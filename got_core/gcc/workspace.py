@@ -45,8 +45,6 @@ from got_core.gcc.contexa import (
     OTARecord,
     check_branch_name,
     commit_header,
-    export_gcc,
-    import_gcc,
     log_header,
     parse_commits,
     parse_metadata,
@@ -80,8 +78,6 @@ __all__ = [
     "CommitRecord",
     "BranchMetadata",
     "ROOT_BRANCH",
-    "export_gcc",
-    "import_gcc",
 ]
 
 #: The branch every workspace starts on (Contexa's ``MAIN_BRANCH``).

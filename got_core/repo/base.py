@@ -188,20 +188,26 @@ class RepoBase:
         return self.git.list_refs(clean_name(prefix, "ref prefix"))
 
 
-    def update_ref(self, ref: str, build: Callable[[str | None], Publish | Keep], *, retry: bool = True) -> Any:
+    def update_ref(self, ref: str, build: Callable[[str | None], Publish | Keep], *, retry: bool = True,
+                   tip_hint: str | None | Any = _MISSING) -> Any:
         """Move ``ref`` through the one ref-transaction primitive (:mod:`got_core.storage.refs`).
 
         ``build(tip)`` gets the current tip (None: no such ref) and returns
         :class:`Publish` (``target``, or None to delete, and the value to return) or
         :class:`Keep`; a lost compare-and-swap calls it again on the new tip, until
-        ``lock_timeout``. With ``retry=False`` a lost race raises at once.
+        ``lock_timeout``. With ``retry=False`` a lost race raises at once. ``tip_hint``
+        (the tip of this process's own last write) spares the first attempt a ref read;
+        the compare-and-swap still checks it.
 
         Raises:
             ConcurrentUpdateError: past the deadline (or raised by the builder).
         """
         if not callable(build):
             raise InvalidInputError(f"build must be a callable taking the tip, not {type(build).__name__}")
-        return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry))
+        if tip_hint is not _MISSING and tip_hint is not None and not isinstance(tip_hint, str):
+            raise InvalidInputError(f"tip_hint must be a commit SHA or None, not {type(tip_hint).__name__}")
+        extra = {} if tip_hint is _MISSING else {"tip_hint": tip_hint}
+        return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry), **extra)
 
     def update_refs(self, refs: Sequence[str], build: Callable[[dict[str, str | None]], Any],
                     value: Callable[[], Any] | None = None) -> Any:

@@ -74,7 +74,7 @@ def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None 
         The fetched remote-tracking refs -> SHAs.
 
     Raises:
-        RemoteError: unreachable, not a repository, or it asked for credentials.
+        RemoteError: cannot be reached, not a repository, or it asked for credentials.
         UntrustedContentError: what it sent broke a check or a limit; nothing was imported.
     """
     _check_source(source)
@@ -117,7 +117,7 @@ def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory
         The refspecs pushed.
 
     Raises:
-        RemoteError: the peer refused (non-fast-forward without ``force``) or is unreachable.
+        RemoteError: the peer refused (non-fast-forward without ``force``) or cannot be reached.
     """
     _check_source(dest)
     plus = "+" if force else ""

@@ -40,8 +40,9 @@ _LAZY = {
     **dict.fromkeys(["Budget", "BudgetTracker", "BudgetedModel", "BudgetExceededError"],
                     "got_core.solver.budget"),
     "NodeRecorder": "got_core.solver.hook",
-    **dict.fromkeys(["solve", "SolveResult", "TreeEntry", "tot_arm", "problem_id_for"], "got_core.solver.tot"),
-    **dict.fromkeys(["ARMS", "run_arm", "majority_vote"], "got_core.solver.arms"),
+    **dict.fromkeys(["solve", "SolveResult", "TreeEntry", "problem_id_for", "run_arm"], "got_core.solver.run"),
+    "tot_arm": "got_core.solver.tot",
+    **dict.fromkeys(["ARMS", "majority_vote"], "got_core.solver.arms"),
 }
 
 

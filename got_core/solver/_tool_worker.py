@@ -9,7 +9,7 @@ and a fresh one starts on the next call. Inside the child each job also runs und
 swapping) and ``RLIMIT_CPU`` (a second, kernel-enforced stop a little past the
 wall-clock limit). Two workers: one preloads SymPy and PuLP, the calculator's
 starts in a fraction of the time without them. The jobs themselves (``_JOBS``)
-live in :mod:`got_core.solver.tools` and are imported inside the child only.
+live in :mod:`got_core.solver._tool_jobs` and are imported inside the child only.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def shutdown_worker() -> None:
 
 
 def _run_job(kind: str, text: str, timeout: float) -> dict[str, Any]:
-    from got_core.solver.tools import _JOBS  # runs in the child only; tools imports this module
+    from got_core.solver._tool_jobs import _JOBS  # runs in the child only
 
     try:
         return {"ok": True, "output": _JOBS[kind](text, timeout)}

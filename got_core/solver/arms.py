@@ -16,24 +16,23 @@ arm                 what it does                                                
 Every arm records a root on the session branch and its nodes on exploration
 branches through :class:`~got_core.solver.hook.NodeRecorder`, tags its winner
 after gold-free validation, and returns an :class:`ArmOutcome`; :func:`run_arm`
-(= :func:`~got_core.solver.tot.solve` with ``arm=name``) does the rest.
+(= :func:`~got_core.solver.run.solve` with ``arm=name``) runs them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from got_core.errors import ConfigError
 from got_core.solver import _prompts as P
 from got_core.solver._answers import parse_confidence
 from got_core.solver._engine import ArmOutcome, NodeRun, SolveContext, Validation, combine
-from got_core.solver.tot import SolveResult, _score_and_record, expand, solve, tot_arm
+from got_core.solver.tot import _score_and_record, expand, tot_arm
 from got_core.types import Node
 
 __all__ = [
     "ARMS",
-    "run_arm",
     "greedy_arm",
     "self_consistency_arm",
     "argue_arm",
@@ -186,14 +185,3 @@ ARMS: dict[str, Callable[..., ArmOutcome]] = {
     "verifier_bon": verifier_bon_arm,
     "tot": tot_arm,
 }
-
-
-def run_arm(name: str, question: str, choices: Sequence[str] | None = None, **kwargs: Any) -> SolveResult:
-    """Run the arm called ``name``: :func:`~got_core.solver.tot.solve` with ``arm=name``.
-
-    Raises:
-        ConfigError: an unknown arm (the message lists them); see ``solve`` for the rest.
-    """
-    if name not in ARMS:
-        raise ConfigError(f"unknown arm {name!r}; choose one of {', '.join(ARMS)}")
-    return solve(question, choices, arm=name, **kwargs)

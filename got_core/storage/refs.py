@@ -96,8 +96,11 @@ Builder = Callable[[str | None], "Publish | Keep"]
 MultiBuilder = Callable[[dict[str, str | None]], "dict[str, str | None] | Keep"]
 
 
+_UNKNOWN: Any = object()
+
+
 def update_ref(git: GitRepo, name: str, build: Builder, policy: RetryPolicy = DEFAULT_POLICY, *,
-               retry: bool = True) -> Any:
+               retry: bool = True, tip_hint: str | None | Any = _UNKNOWN) -> Any:
     """Move ``name`` with ``build(tip)``, compare-and-swap, retrying lost races (see the module doc).
 
     Args:
@@ -108,6 +111,9 @@ def update_ref(git: GitRepo, name: str, build: Builder, policy: RetryPolicy = DE
         retry: False for a strict compare-and-swap: the first lost race raises
             :class:`ConcurrentUpdateError` instead of calling the builder again (for
             callers that built on a tip they were given, e.g. explicit parents).
+        tip_hint: the tip the caller last saw (its own last write): the first attempt
+            builds on it without reading the ref; the compare-and-swap still checks it,
+            so a stale hint only costs one more attempt.
 
     Returns:
         The ``value`` of the builder's answer that took effect.
@@ -118,8 +124,8 @@ def update_ref(git: GitRepo, name: str, build: Builder, policy: RetryPolicy = DE
     """
     attempts = policy.attempts(name, git, (name,))
     while True:
-        next(attempts)
-        tip = git.ref_target(name)
+        attempt = next(attempts)
+        tip = tip_hint if attempt == 0 and tip_hint is not _UNKNOWN else git.ref_target(name)
         answer = build(tip)
         if isinstance(answer, Keep):
             return answer.value

@@ -2,7 +2,7 @@
 delete, copy, fork, prune and delete-for-runs.
 
 In git these are ref operations: copying or forking a thread shares every object;
-deleting makes commits unreachable (``git gc`` removes them). Pruning and deleting
+deleting leaves commits that no ref reaches (``git gc`` removes them). Pruning and deleting
 single runs rewrite a line: survivors are re-parented onto their nearest surviving
 ancestor (their trees, and so their state, are unchanged), and the writes history of
 the namespace is squashed to what remains, so dropped data leaves the history too.

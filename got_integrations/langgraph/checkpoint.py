@@ -65,7 +65,7 @@ import random
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, AsyncIterator, NamedTuple, Iterable, Iterator, Sequence
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -83,7 +83,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, UnknownRefError
-from got_core.repo import ReasoningRepo
+from got_core.repo import Keep, Publish, ReasoningRepo
 from got_integrations.langgraph._history import HistoryOps
 from got_integrations.langgraph._layout import (
     FORMAT,
@@ -143,6 +143,18 @@ class _Ns:
     head: str | None = None  # head commit as last seen or written
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+
+
+class _Stored(NamedTuple):
+    """What one ``put`` wrote: the commit, its files and encodings, where it went."""
+
+    oid: str
+    files: dict[str, str]
+    doc: bytes
+    lists: dict[str, list[Typed]]
+    parent: str | None
+    on_head: bool
+    fork_of_parent: str | None = None
 
 
 class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
@@ -692,8 +704,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         parent_id = text_id(parent_id, "checkpoint id") if parent_id else None
         new_id = text_id(checkpoint["id"], "checkpoint id")
         with ns.head_lock:
-            for attempt in repo.attempts(ns.ref.head):
-                head = ns.head if attempt == 0 and ns.head else repo.tip(ns.ref.head)
+            def build(tip: str | None) -> Publish | Keep:
+                head = tip
                 head_id = self._id_of(ns, head) if head else None
                 parent = head if parent_id and parent_id == head_id else (
                     self._lookup(ns, parent_id) if parent_id else None)
@@ -707,14 +719,33 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 elif files.pop("checkpoint.bin", None) is not None:
                     changes["checkpoint.bin"] = None
                 message = self._message(ns, new_id, parent_id, metadata, summary)
-                try:
-                    oid = self._publish(ns, head, head_id, parent, new_id, changes, message)
-                except ConcurrentUpdateError:
-                    ns.head = None  # our view of the refs was stale: re-read and retry
-                    if attempt > 50:
-                        raise
-                    continue
-                break
+                if head is not None and new_id < (head_id or ""):
+                    # An id below the latest (ids that do not grow along a line): it stays off head.
+                    oid = self._publish_fork(ns, parent, new_id, changes, message)
+                    return Keep(_Stored(oid, files, doc_bytes, lists, parent, on_head=False))
+                # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
+                fork_of_parent = None
+                if parent != head:
+                    if parent is not None:
+                        fork_of_parent = next((n for n, o in self._leaves(ns).items()
+                                               if o == parent and n != ns.ref.head), None)
+                    if head is not None and new_id != head_id:
+                        self._keep(ns, head, head_id or "")
+                oid = repo.prepare_commit([parent] if parent else [], changes, message, fresh_tree=parent is None)
+                return Publish(oid, _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent))
+
+            try:
+                answer = repo.update_ref(ns.ref.head, build, tip_hint=ns.head) if ns.head else \
+                    repo.update_ref(ns.ref.head, build)
+            except ConcurrentUpdateError:
+                ns.head = None  # our view of the refs was stale: the next put re-reads them
+                raise
+            oid, files, doc_bytes, lists, parent = (answer.oid, answer.files, answer.doc, answer.lists,
+                                                    answer.parent)
+            if answer.on_head:
+                ns.head = oid
+                if answer.fork_of_parent is not None:
+                    repo.delete_ref(answer.fork_of_parent)  # now an ancestor of head
             self._files.put(oid, files, len(files) + 1)
             self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
             values = checkpoint["channel_values"]
@@ -727,26 +758,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         return {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns.ref.checkpoint_ns,
                                  "checkpoint_id": new_id}}
 
-    def _publish(self, ns: _Ns, head: str | None, head_id: str | None, parent: str | None, new_id: str,
-                 changes: dict[str, bytes | None], message: str) -> str:
-        repo, ref, parents, fresh = self.repo, ns.ref, [parent] if parent else [], parent is None
-        if head is None or new_id >= (head_id or ""):
-            # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
-            fork_of_parent = None
-            if parent != head:
-                if parent is not None:
-                    fork_of_parent = next((n for n, o in self._leaves(ns).items()
-                                           if o == parent and n != ref.head), None)
-                if head is not None and new_id != head_id:
-                    self._keep(ns, head, head_id or "")
-            oid = repo.commit_files(ref.head, changes, message, parents=parents, expected=head,
-                                    force=True, fresh_tree=fresh)
-            ns.head = oid
-            if fork_of_parent is not None:
-                repo.delete_ref(fork_of_parent)  # now an ancestor of head
-            return oid
-        # An id below the latest (ids that do not grow along a line): it stays off head.
-        fork = next((n for n, o in self._leaves(ns).items() if o == parent and n != ref.head), None) \
+    def _publish_fork(self, ns: _Ns, parent: str | None, new_id: str, changes: dict[str, bytes | None],
+                      message: str) -> str:
+        """Commit a checkpoint that is not the latest on a fork ref (the parent's, or a new one)."""
+        repo, parents, fresh = self.repo, [parent] if parent else [], parent is None
+        fork = next((n for n, o in self._leaves(ns).items() if o == parent and n != ns.ref.head), None) \
             if parent is not None else None
         if fork is not None:
             return repo.commit_files(fork, changes, message, parents=parents, expected=parent, fresh_tree=fresh)
@@ -780,8 +796,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
         path = writes_path(checkpoint_id, task_id)
         with ns.writes_lock:
-            for _ in self.repo.attempts(ns.ref.writes):
-                tip = self.repo.tip(ns.ref.writes)
+            def build(tip: str | None) -> Publish | Keep:
                 entries: dict[int, dict[str, Any]] = {}
                 old_path = ""
                 if tip is not None:
@@ -805,7 +820,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                         entries[key]["value"] = jsonable(value)
                     changed = True
                 if not changed:
-                    return
+                    return Keep()
                 doc = {"checkpoint_id": checkpoint_id, "task_id": task_id, "task_path": task_path or old_path,
                        "writes": [entries[i] for i in sorted(entries)]}
                 data = dump_json(doc)
@@ -814,11 +829,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 message = (f"writes {one_line(node, 40)} -> {one_line(channels, 60)}\n\n"
                            f"Checkpoint: {one_line(checkpoint_id, 200)}\nTask: {one_line(task_id, 200)}\n"
                            + (f"Task-Path: {one_line(task_path, 200)}\n" if task_path else ""))
-                try:
-                    self.repo.commit_files(ns.ref.writes, {path: data}, message, expected=tip)
-                except ConcurrentUpdateError:
-                    continue
-                return
+                return Publish(self.repo.prepare_commit([tip] if tip else [], {path: data}, message))
+
+            self.repo.update_ref(ns.ref.writes, build)
 
     # ------------------------------------------------------------------ versions
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:

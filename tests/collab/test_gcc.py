@@ -19,7 +19,7 @@ from got_core.gcc.contexa import (
     render_steps,
 )
 from got_core.errors import InvalidInputError, InvalidNameError, UnknownRefError
-from got_core.gcc.workspace import GCCWorkspace, OTARecord, export_gcc, import_gcc
+from got_core.gcc import GCCWorkspace, OTARecord, export_gcc, import_gcc
 from gitcli import fsck_clean, git
 
 HOSTILE = ["", "   ", " padded", "../etc", "a/b", "a\\b", "..", ".hidden", "-rf", "x\x00y", "new\nline",

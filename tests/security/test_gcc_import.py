@@ -10,7 +10,7 @@ import pytest
 
 from got_core import ReasoningRepo
 from got_core.cli import main
-from got_core.gcc.contexa import export_gcc, import_gcc
+from got_core.gcc import export_gcc, import_gcc
 from got_core.errors import InvalidInputError, InvalidNameError, PayloadTooLargeError
 from got_core.gcc.workspace import GCCWorkspace
 from gitcli import fsck_clean

@@ -314,7 +314,7 @@ async def test_acomplete_matches_complete(server):
     assert r.text == "async" and m.n_calls == 2 and m.usage.prompt_tokens == 14
 
 
-def test_unreachable_server_says_how_to_start_one():
+def test_a_server_that_cannot_be_reached_says_how_to_start_one():
     m = OpenAICompatibleModel(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=1, backoff=0.0, timeout=2)
     with pytest.raises(ModelError, match="vllm serve"):
         m.complete(MSGS)
