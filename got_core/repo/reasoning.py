@@ -215,7 +215,7 @@ class ReasoningRepo(RepoBase):
             return [self._info(c) for c in out]
         idx = self._idx()
         tags = idx.tags_for(c.oid for c in out)
-        notes = {r[1]: r[5] for r in idx.rows("c.oid IN (%s)" % ",".join("?" * len(out)), [c.oid for c in out])} if out else {}
+        notes = {r.oid: r.score for r in idx.by_oids([c.oid for c in out])}
         infos = []
         for c in out:
             info = self._info(c, tags.get(c.oid, ()))
