@@ -1,4 +1,4 @@
-"""Ranked retrieval over a reasoning repository (DESIGN §2).
+"""Ranked retrieval over a reasoning repository (ARCHITECTURE §3).
 
 Candidates come from git's own search verbs, answered by the derived index:
 keyword hits over commit messages (``git log --grep``) and content hits

@@ -1,9 +1,9 @@
-"""The one module that talks to pygit2 (STYLE practice 4).
+"""The one module that talks to pygit2 (ARCHITECTURE §5, invariant 4).
 
 Everything above speaks hex SHAs, bytes and our own types. Objects are written
 straight into the object database (blob → tree → commit) and refs are moved with
 compare-and-swap; there is no working tree, no index file and no repository-wide
-lock on the hot path (DESIGN §2, §5).
+lock on the hot path (ARCHITECTURE §3, §5).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class GitRepo:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
 
         Unchanged subtrees and blobs are reused by SHA, so a change costs only the
-        objects on its path (DESIGN §5).
+        objects on its path (ARCHITECTURE §6).
         """
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():

@@ -1,6 +1,6 @@
 """A derived SQLite index over the repository, so history search is not O(history).
 
-Git stays the source of truth (DESIGN §5): the index holds nothing that cannot be
+Git stays the source of truth (ARCHITECTURE §6): the index holds nothing that cannot be
 rebuilt from the repository, and every query first *syncs* it:
 
 * the ref fingerprint (``packed-refs`` plus the mtime of every directory under
