@@ -217,6 +217,9 @@ class StorageError(GotRuntimeError):
 class ModelError(GotRuntimeError):
     """A chat-model call failed after its retries."""
 
+    #: How many retries the call made before it gave up (set by the model adapter).
+    retries: int = 0
+
 
 class ModelTimeoutError(ModelError):
     """A chat-model call did not answer within its timeout."""

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from got_core.errors import ConfigError, SigningError
 
@@ -131,7 +131,11 @@ class TrustStore:
     gnupghome: str | Path | None = None
 
 
-def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+#: What a signature check concludes (a commit without a signature is ``unsigned``, decided before).
+Verdict = Literal["good", "bad", "unknown-key"]
+
+
+def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     keygen = _tool("ssh-keygen")
     with tempfile.TemporaryDirectory() as tmp:
         sig = Path(tmp) / "sig"
@@ -152,7 +156,7 @@ def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[st
         return "good", principals[0], verify.stdout.decode("utf-8", "replace").strip()
 
 
-def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     gpg = _tool("gpg")
     env = {"GNUPGHOME": str(trust.gnupghome)} if trust.gnupghome else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +177,7 @@ def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[st
     return "bad", "", status.strip() or proc.stderr.decode("utf-8", "replace").strip()
 
 
-def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     """Check one signature over ``payload``: returns (verdict, signer, detail).
 
     Raises:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from got_core.errors import InvalidInputError
+
 __all__ = [
     "Identity",
     "Clock",
@@ -158,6 +160,17 @@ class Node:
             if isinstance(value, (int, float)):
                 return float(value)
         return None
+
+    def committed_oid(self) -> str:
+        """The commit SHA of a node that was committed (or read back).
+
+        Raises:
+            InvalidInputError: the node was never committed (``oid`` is None).
+        """
+        if self.oid is None:
+            raise InvalidInputError(f"node {self.node_id or self.thought[:40]!r} is not committed; "
+                                    "commit it first (ReasoningRepo.commit_node)")
+        return self.oid
 
     def derive_id(self, parents: tuple[str, ...] | list[str] = ()) -> str:
         """Content hash id: the same thought under the same parents gets the same id."""

@@ -170,7 +170,7 @@ def _nodes(central: ReasoningRepo, records: dict[str, Any]) -> Check:
     for key, r in records.items():
         if r is None:
             continue
-        labels = Counter()
+        labels: Counter[str] = Counter()
         for info in central.log(r["result_sha"])[1:]:
             try:
                 meta = json.loads(central.read_file(info.oid, "metadata.json"))
@@ -250,7 +250,8 @@ def _fresh(config: dict[str, Any], central: ReasoningRepo, records: dict[str, An
     if not mem:
         return Check(name, "SKIP", "no memory arm in this experiment")
     states: dict[str, Any] = {}
-    bad, counts = [], Counter()
+    bad: list[str] = []
+    counts: Counter[str] = Counter()
     for r in mem:
         m, key = r["memory"], f"{r['arm']}/{r['problem_id']}"
         counts[m["mode"]] += 1
@@ -283,8 +284,9 @@ def _fresh(config: dict[str, Any], central: ReasoningRepo, records: dict[str, An
     return Check(name, "PASS", f"{detail} questions; {config['protocol'].get('fresh_memory') or ''}")
 
 
-def _node_contents(repo: ReasoningRepo, result_sha: str) -> tuple[Counter, set[str]]:
-    contents, shas = Counter(), set()
+def _node_contents(repo: ReasoningRepo, result_sha: str) -> tuple[Counter[str], set[str]]:
+    contents: Counter[str] = Counter()
+    shas: set[str] = set()
     for info in repo.log(result_sha)[1:]:
         files = repo.files(info.oid)
         if "metadata.json" not in files:
@@ -315,6 +317,8 @@ def _rerun(config: dict[str, Any], run_dir: Path, central: ReasoningRepo, record
             fresh = execute_task(task, live, run_dir, out_dir=tmp)
             with ReasoningRepo(Path(tmp) / "central.git", create=False) as scratch:
                 again = read_result(scratch, task)
+                if again is None:
+                    return Check(name, "FAIL", f"the re-run of {task.key} stored no result")
                 new_nodes, new_shas = _node_contents(scratch, again["result_sha"])
     except GotError as exc:
         return Check(name, "FAIL", f"could not re-run {task.key}: {exc}")

@@ -334,7 +334,7 @@ def five_substrates(opts: ExperimentOptions) -> ExperimentResult:
         raise InvalidInputError(f"study and test share {overlap} problem(s); the split must be disjoint")
     backends = tuple(dict.fromkeys(("none", *opts.backends)))
     _check_backends(backends)
-    base = {"experiment": "five_substrates", "method": opts.method, "options": _options(opts)}
+    base: dict[str, Any] = {"experiment": "five_substrates", "method": opts.method, "options": _options(opts)}
     study = [Task(phase="study", arm="study", problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
                   memory={"mode": "study", "backend": "git"}, **base) for i, p in enumerate(split.study)]
     test = [Task(phase="test", arm=b, problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
@@ -460,7 +460,7 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
     backend = (opts.backends or ("vector",))[0]
     _check_backends([backend])
     tiers = build_tiers(test, pool)
-    base = {"experiment": "copyability_sweep", "method": opts.method, "options": _options(opts)}
+    base: dict[str, Any] = {"experiment": "copyability_sweep", "method": opts.method, "options": _options(opts)}
     tasks = [Task(phase="test", arm="none", problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
                   extra={"tier": "none"}, **base) for i, p in enumerate(test)]
     for tier in TIERS:

@@ -291,9 +291,10 @@ def plot_deltas(rows: Sequence[ArmSummary], path: str | Path, title: str) -> Pat
     fig = _figure(max(4.0, 1.1 * len(arms) + 2), 3.6)
     ax = fig.add_subplot(111)
     xs = list(range(len(arms)))
-    ys = [100 * r.delta.delta for r in arms]  # type: ignore[union-attr]
-    lo = [100 * (r.delta.delta - r.delta.low) for r in arms]  # type: ignore[union-attr]
-    hi = [100 * (r.delta.high - r.delta.delta) for r in arms]  # type: ignore[union-attr]
+    deltas = [d for r in arms if (d := r.delta) is not None]
+    ys = [100 * d.delta for d in deltas]
+    lo = [100 * (d.delta - d.low) for d in deltas]
+    hi = [100 * (d.high - d.delta) for d in deltas]
     ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=5, color="#1f4e79")
     for x, y, r in zip(xs, ys, arms):
         if r.delta and r.delta.significant:

@@ -412,7 +412,7 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
             "budget_s": float(opts.get("budget_s", 600.0)), "extra": dict(task.extra),
             "elapsed_s": round(elapsed, 3), "winner_sha": winner.oid if winner else None,
         }
-        if memory is not None and task.memory.get("mode") != "study":
+        if memory is not None and task.memory is not None and task.memory.get("mode") != "study":
             memory.close()
         parents = [t for t in [repo.tip("master")] if t]
         parents += [sha for ref, sha in sorted(repo.refs("refs/heads/explore/").items()) if sha not in parents]
@@ -471,7 +471,8 @@ def _run_ray(todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, wor
             ray.init(address=address, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(_execute_entry)
-        queue, pending = list(todo), {}
+        queue: list[Task] = list(todo)
+        pending: dict[Any, Task] = {}  # ray object ref -> its task
         while queue or pending:
             while queue and len(pending) < max(1, workers):
                 t = queue.pop(0)
@@ -537,11 +538,12 @@ def run_tasks(tasks: Sequence[Task], run_dir: str | Path, spec: ModelSpec, *, wo
                             raise BenchRunError(f"task {futures[fut].key} failed: {type(exc).__name__}: {exc}") from exc
                         tick()
     with open_central(run_dir) as central:
-        records = [read_result(central, t) for t in tasks]
-    missing = [t.key for t, r in zip(tasks, records) if r is None]
+        found = [read_result(central, t) for t in tasks]
+    records = [r for r in found if r is not None]
+    missing = [t.key for t, r in zip(tasks, found) if r is None]
     if missing:
         raise BenchRunError(f"no result in central.git for {', '.join(missing[:5])}; run again with --resume")
-    return records  # type: ignore[return-value]
+    return records
 
 
 # ----------------------------------------------------------------------------- run directory

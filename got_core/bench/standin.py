@@ -436,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Got-Stand-In", "1")
         self.end_headers()
 
-        def chunk(delta: dict[str, Any], reason: str | None, extra: dict[str, Any] | None = None) -> None:
+        def chunk(delta: dict[str, Any] | None, reason: str | None, extra: dict[str, Any] | None = None) -> None:
             body = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model,
                     "system_fingerprint": "got-standin",
                     "choices": [{"index": 0, "delta": delta, "finish_reason": reason}] if delta is not None else [],
@@ -448,7 +448,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunk({"content": piece}, None)
         chunk({}, finish)
         if include_usage:
-            chunk(None, None, {"usage": usage})  # type: ignore[arg-type]
+            chunk(None, None, {"usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True

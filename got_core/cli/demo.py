@@ -45,14 +45,14 @@ def record_demo_tree(repo: ReasoningRepo, problem_id: str = "train-speed") -> di
             Node(thought, scores={"s_local": s_local, "s_cross": s_cross, "s_comb": s_comb},
                  trace=[{"step": 1, "action": "calculator", "input": thought.split(":")[-1].strip()}],
                  problem_id=problem_id, depth=1),
-            ref=f"{problem_id}/child{i}", parents=[root.oid], tag=False)
+            ref=f"{problem_id}/child{i}", parents=[root.committed_oid()], tag=False)
         nodes[f"child{i}"] = child
     ranked = sorted((nodes[f"child{i}"] for i in range(len(_CHILDREN))), key=lambda n: -(n.score or 0))
     best, worst = ranked[0], ranked[-1]
-    repo.tag_outcome(best.oid, "success", best.node_id)
-    repo.tag_outcome(worst.oid, "failed", worst.node_id)
-    repo.mark_best(best.oid)
-    repo.set_ref("master", best.oid)  # the winning path becomes the session branch
+    repo.tag_outcome(best.committed_oid(), "success", best.node_id)
+    repo.tag_outcome(worst.committed_oid(), "failed", worst.node_id)
+    repo.mark_best(best.committed_oid())
+    repo.set_ref("master", best.committed_oid())  # the winning path becomes the session branch
     repo.commit_files("memory", {"lessons/speed-distance-time.md":
                                  "For average speed, divide total distance by total time; check units.\n"},
                       "lesson: speed-distance-time\n\nFor average speed, divide distance by time.\n")

@@ -102,13 +102,14 @@ def group_steps(commits: list[CommitRecord], steps: list[OTARecord]) -> tuple[li
             groups[i] = steps[pos:pos + (c.ota_steps or 0)]
             pos += c.ota_steps or 0
         return groups, steps[pos:]
-    stamps = [_moment(c.timestamp) for c in commits]
-    if any(s is None for s in stamps) or any(_moment(s.timestamp) is None for s in steps):
+    stamps = [m for c in commits if (m := _moment(c.timestamp)) is not None]
+    moments = [m for s in steps if (m := _moment(s.timestamp)) is not None]
+    if len(stamps) < len(commits) or len(moments) < len(steps):  # a time that does not parse
         return groups, list(steps)
-    j, rest = 0, []
-    for step in steps:
-        when = _moment(step.timestamp)
-        while j < len(commits) and stamps[j] < when:  # type: ignore[operator]
+    j = 0
+    rest: list[OTARecord] = []
+    for step, when in zip(steps, moments):
+        while j < len(commits) and stamps[j] < when:
             j += 1
         (groups[j] if j < len(commits) else rest).append(step)
     return groups, rest

@@ -218,8 +218,11 @@ class GCCWorkspace:
     def _tip(self, name: str) -> str:
         tip = self.repo.tip(self._ref(check_branch_name(name)))
         if tip is None:
-            raise UnknownRefError(f"no GCC branch {name!r}; existing: {', '.join(self.branches()) or 'none'}")
+            raise self._no_branch(name)
         return tip
+
+    def _no_branch(self, name: str) -> UnknownRefError:
+        return UnknownRefError(f"no GCC branch {name!r}; existing: {', '.join(self.branches()) or 'none'}")
 
     def _text(self, tip: str, path: str) -> str | None:
         try:
@@ -291,7 +294,7 @@ class GCCWorkspace:
     def _update(self, name: str, build: Callable[[str], tuple[dict[str, str | None], str, Any]]) -> Any:
         def publish(tip: str | None) -> Publish:
             if tip is None:
-                self._tip(name)  # raises: no such GCC branch
+                raise self._no_branch(name)
             changes, message, result = build(tip)
             return Publish(self.repo.prepare_commit([tip], changes, message), result)
 

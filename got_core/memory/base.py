@@ -145,7 +145,7 @@ def stored_lesson(data: Any) -> Lesson:
     """
     if not isinstance(data, dict):
         raise ValueError(f"a lesson record must be an object, not {type(data).__name__}")
-    fields = {}
+    fields: dict[str, Any] = {}  # each value checked against _FIELD_TYPES below
     for name, kinds in _FIELD_TYPES.items():
         if name not in data:
             if name == "text":
@@ -155,7 +155,7 @@ def stored_lesson(data: Any) -> Lesson:
         if not isinstance(value, kinds) or isinstance(value, bool):
             raise ValueError(f"lesson field {name!r} is a {type(value).__name__}, "
                              f"not a {' or '.join(k.__name__ for k in kinds)}")
-        fields[name] = float(value) if kinds == (int, float) else value
+        fields[name] = float(value) if kinds == (int, float) and isinstance(value, (int, float)) else value
     if fields.get("outcome", "insight") not in ("insight", "success", "failure"):
         raise ValueError(f"unknown lesson outcome {str(fields['outcome'])[:40]!r}")
     if not fields["text"].strip():

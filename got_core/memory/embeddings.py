@@ -71,7 +71,7 @@ def _numpy() -> Any:
 
 def _as_text_list(texts: str | Sequence[str], what: str = "texts") -> list[str]:
     if isinstance(texts, (str, bytes)):
-        texts = [texts]  # type: ignore[list-item]
+        texts = [texts]
     out = []
     for t in texts:
         if isinstance(t, (bytes, bytearray)):

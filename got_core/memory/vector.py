@@ -83,6 +83,7 @@ class VectorMemory(BaseMemory):
 
     name = "vector"
     supports_semantic_search = True
+    path: Path  # never None here: __init__ refuses a missing path
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
                  embedder: Embedder | None = None, collection: str = COLLECTION,

@@ -172,11 +172,12 @@ class RepoBase:
                         wanted.append(spell(rev, "node id"))
                     except (InvalidInputError, InvalidNameError):
                         continue
-                index = self._idx() if wanted else None
-                for node_id in dict.fromkeys(wanted):
-                    rows = index.by_node_id(node_id)
-                    if rows:
-                        return rows[0].oid
+                if wanted:
+                    index = self._idx()
+                    for node_id in dict.fromkeys(wanted):
+                        rows = index.by_node_id(node_id)
+                        if rows:
+                            return rows[0].oid
             raise
 
     def branches(self) -> dict[str, str]:

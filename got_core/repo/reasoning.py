@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from got_core.errors import InvalidInputError, RemoteError, StorageError
 from got_core.names import check_path
@@ -290,7 +290,7 @@ class ReasoningRepo(RepoBase):
             raise RemoteError(f"cannot push to {dest[:200]!r}: {exc.strerror or exc}") from None
 
     def merge(self, theirs: str, *, into: str = "memory", message: str | None = None,
-              strategy: str | Callable[..., bytes | None] = "review",
+              strategy: str | sharing.Resolver = "review",
               limits: InboundLimits | None = None) -> MergeResult:
         """Three-way merge ``theirs`` into branch ``into``; conflicts come back as data.
 

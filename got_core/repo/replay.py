@@ -27,7 +27,7 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from got_core.errors import InvalidInputError, PayloadTooLargeError, StorageError, UnsafePathError
 from got_core.names import MAX_PATH_BYTES, path_component_problem, printable_path
@@ -184,6 +184,11 @@ class _Target:
             return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
         except FileNotFoundError:
             return None
+
+    @overload
+    def dir(self, parts: tuple[str, ...], *, create: Literal[True]) -> int: ...
+    @overload
+    def dir(self, parts: tuple[str, ...], *, create: bool) -> int | None: ...
 
     def dir(self, parts: tuple[str, ...], *, create: bool) -> int | None:
         """A handle on the directory ``parts`` (made when ``create``), or None when absent."""

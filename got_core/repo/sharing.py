@@ -9,7 +9,7 @@ and its decision is itself a merge commit naming both parents (ARCHITECTURE §1)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import (
@@ -203,29 +203,32 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
             return Publish(their, MergeResult("fast-forward", their, (), ours, their, ours))
         tree, raw, state = git.merge_trees(base, ours, their)
         conflicts = tuple(Conflict(p, _text(repo, b), _text(repo, o), _text(repo, t)) for p, b, o, t in raw)
-        status = "merged"
+        status: Literal["merged", "resolved"] = "merged"
         if conflicts:
             if strategy == "review":
                 return Keep(MergeResult("conflicted", None, conflicts, ours, their, base))
+            resolver = None if isinstance(strategy, str) else strategy
             decisions: dict[str, bytes | None] = {}
             for (path, _b, o, t), conflict in zip(raw, conflicts):
-                if strategy == "ours":
-                    chosen = None if o is None else git.read_blob(o)
-                elif strategy == "theirs":
-                    chosen = None if t is None else git.read_blob(t)
-                else:
-                    value = strategy(conflict)  # type: ignore[operator]
+                if resolver is not None:
+                    value = resolver(conflict)
                     chosen = value.encode("utf-8") if isinstance(value, str) else value
+                elif strategy == "ours":
+                    chosen = None if o is None else git.read_blob(o)
+                else:  # "theirs"
+                    chosen = None if t is None else git.read_blob(t)
                 decisions[path] = chosen
             tree = git.resolve_merge(state, decisions)
             status = "resolved"
+        if tree is None:  # merge_trees leaves it out only when there are conflicts
+            raise CorruptRepositoryError(f"merging {their} into {short_ref(ref)} gave no tree; run `got fsck`")
         how = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "resolver")
         text = message or f"Merge {theirs} into {short_ref(ref)}\n"
         if conflicts:
             text = text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(
                 f"\t{c.path}\n" for c in conflicts)
         commit = repo.write_commit(tree, [ours, their], text)
-        return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))  # type: ignore[arg-type]
+        return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))
 
     return repo.update_ref(ref, build)
 

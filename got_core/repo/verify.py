@@ -64,7 +64,7 @@ def _verdict(git: GitRepo, oid: str, trust: TrustStore, checked: dict[str, str |
         detail = (f"object {bad_oid[:12]} at {where} {why}{more}; the signature no longer vouches for "
                   "this commit's content: restore the object from a copy (a bundle or a peer)")
         return VerifyResult(oid, "bad", signer, detail, path=path)
-    return VerifyResult(oid, status, signer, detail)  # type: ignore[arg-type]
+    return VerifyResult(oid, status, signer, detail)
 
 
 def _history(git: GitRepo, tips: list[str]) -> Iterator[str | VerifyResult]:

@@ -227,7 +227,7 @@ class SolveContext:
         if self.parallel and len(jobs) > 1:
             with ThreadPoolExecutor(len(jobs), thread_name_prefix="got-node") as pool:
                 return list(pool.map(one, jobs))
-        runs = []
+        runs: list[NodeRun] = []
         for job in jobs:
             if self.stopped and runs:
                 break  # the node that hit the budget is recorded; siblings never started are not

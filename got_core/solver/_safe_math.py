@@ -151,8 +151,8 @@ def _validate(root: ast.expr, functions: Any, names: Callable[[str], bool], comp
         kind = type(node)
         if kind in _REFUSED:
             raise UnsafeInputError(f"{_REFUSED[kind]} is not allowed; write plain math such as 2*(x + 1)")
-        if kind is ast.Constant:
-            value = node.value  # type: ignore[attr-defined]
+        if isinstance(node, ast.Constant):
+            value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise UnsafeInputError(f"only numbers are allowed as literals, not {type(value).__name__} {value!r:.40}")
             if isinstance(value, float) and not math.isfinite(value):
@@ -161,26 +161,26 @@ def _validate(root: ast.expr, functions: Any, names: Callable[[str], bool], comp
                 raise ToolLimitError(f"a number literal has over {MAX_INT_BITS} bits (~3,900 digits); "
                                      "use scientific notation or logarithms")
             continue
-        if kind is ast.Name:
-            _check_name(node.id, names)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Name):
+            _check_name(node.id, names)
             continue
-        if kind is ast.BinOp and isinstance(node.op, _BINOPS):  # type: ignore[attr-defined]
-            stack += [(node.left, depth + 1), (node.right, depth + 1)]  # type: ignore[attr-defined]
-        elif kind is ast.UnaryOp and isinstance(node.op, (ast.UAdd, ast.USub)):  # type: ignore[attr-defined]
-            stack.append((node.operand, depth + 1))  # type: ignore[attr-defined]
-        elif kind is ast.Compare and compare and all(isinstance(op, _CMPOPS) for op in node.ops):  # type: ignore[attr-defined]
-            stack += [(n, depth + 1) for n in [node.left, *node.comparators]]  # type: ignore[attr-defined]
-        elif kind is ast.Call:
-            func = node.func  # type: ignore[attr-defined]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
+            stack += [(node.left, depth + 1), (node.right, depth + 1)]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            stack.append((node.operand, depth + 1))
+        elif isinstance(node, ast.Compare) and compare and all(isinstance(op, _CMPOPS) for op in node.ops):
+            stack += [(n, depth + 1) for n in [node.left, *node.comparators]]
+        elif isinstance(node, ast.Call):
+            func = node.func
             if not isinstance(func, ast.Name):
                 raise UnsafeInputError("only named functions such as sqrt(x) may be called")
             _check_name(func.id, lambda _n: True)
             if func.id not in functions:
                 allowed = ", ".join(sorted(functions)) or "none"
                 raise ToolInputError(f"unknown function {func.id!r}; allowed functions: {allowed}")
-            if node.keywords:  # type: ignore[attr-defined]
+            if node.keywords:
                 raise UnsafeInputError(f"keyword arguments are not allowed in {func.id}(...)")
-            stack += [(a, depth + 1) for a in node.args]  # type: ignore[attr-defined]
+            stack += [(a, depth + 1) for a in node.args]
         else:
             what = type(getattr(node, "op", node)).__name__
             raise UnsafeInputError(f"{what} is not allowed here; use numbers, names, + - * / ** and functions")

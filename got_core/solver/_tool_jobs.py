@@ -244,7 +244,7 @@ MAX_LP_VARS = 500
 
 def _linear(node: ast.expr) -> tuple[dict[str, float], float]:
     """``{variable: coefficient}, constant`` of a linear expression (refuses non-linear ones)."""
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):  # parse_expression allows no other
         return {}, node.value
     if isinstance(node, ast.Name):
         return {node.id: 1}, 0

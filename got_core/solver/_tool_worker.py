@@ -66,10 +66,14 @@ class _Worker:
             )
         except OSError as exc:
             raise ToolError(f"cannot start the tool worker process ({exc})") from None
+        out = proc.stdout
+        if out is None:  # not with stdout=PIPE
+            proc.kill()
+            raise ToolError("the tool worker process has no output pipe")
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:  # a reader thread lets the caller wait with a timeout on any OS
-            for line in proc.stdout:
+            for line in out:
                 lines.put(line)
             lines.put(None)
 
@@ -166,7 +170,7 @@ class _Worker:
                 self.stop()
         if reply.get("ok"):
             return str(reply["output"])
-        raise _ERRORS.get(reply.get("type"), ToolError)(str(reply.get("message")))
+        raise _ERRORS.get(str(reply.get("type")), ToolError)(str(reply.get("message")))
 
 
 _WORKER = _Worker(("pulp", "sympy"))

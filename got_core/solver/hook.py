@@ -143,9 +143,12 @@ class NodeRecorder:
         Raises:
             InvalidInputError: scores, trace or metadata that are not JSON-serialisable.
         """
-        parent_oids = [p.oid if isinstance(p, Node) else p for p in parents]
-        if any(not p for p in parent_oids):
-            raise InvalidInputError("every parent must be a committed node (with an oid) or a SHA")
+        parent_oids: list[str] = []
+        for p in parents:
+            oid = p.oid if isinstance(p, Node) else p
+            if not oid:
+                raise InvalidInputError("every parent must be a committed node (with an oid) or a SHA")
+            parent_oids.append(oid)
         label = label or ("root" if not parent_oids else f"n{len(self.nodes)}")
         meta = {**dict(metadata), "arm": self.arm, "label": label}
         steps = [dict(s) for s in trace]
@@ -160,10 +163,10 @@ class NodeRecorder:
         else:  # the root continues the session branch (a second session follows the first)
             stored = self.repo.commit_node(node, ref=self.session_ref, note=now)
         if not now and stored.scores:
-            self._note(stored.oid, stored.scores)
+            self._note(stored.committed_oid(), stored.scores)
             stored.note = dict(stored.scores)
         if outcome in FAILURE_OUTCOMES:
-            stored.tags = [self.repo.tag(f"failed_{outcome}_{stored.node_id}", stored.oid)]
+            stored.tags = [self.repo.tag(f"failed_{outcome}_{stored.node_id}", stored.committed_oid())]
         self.nodes.append(stored)
         return stored
 

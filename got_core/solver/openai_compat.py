@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from got_core.errors import (
@@ -99,7 +100,7 @@ class OpenAICompatibleModel(BaseChatModel):
         self._slots = threading.BoundedSemaphore(concurrency)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **kwargs: Any) -> "OpenAICompatibleModel":
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> "OpenAICompatibleModel":
         """Build a client from ``GOT_BASE_URL``, ``GOT_MODEL`` and ``GOT_API_KEY``.
 
         Args:
@@ -109,14 +110,14 @@ class OpenAICompatibleModel(BaseChatModel):
         Raises:
             ConfigError: ``GOT_BASE_URL`` or ``GOT_MODEL`` is unset.
         """
-        env = os.environ if env is None else env
-        base_url = kwargs.pop("base_url", None) or env.get("GOT_BASE_URL")
-        model = kwargs.pop("model", None) or env.get("GOT_MODEL")
+        environ: Mapping[str, str] = os.environ if env is None else env
+        base_url = kwargs.pop("base_url", None) or environ.get("GOT_BASE_URL")
+        model = kwargs.pop("model", None) or environ.get("GOT_MODEL")
         if not base_url:
             raise ConfigError(f"GOT_BASE_URL is not set; {START_SERVER_HINT}")
         if not model:
             raise ConfigError("GOT_MODEL is not set; set it to the served model name (GET <base_url>/models lists them)")
-        kwargs.setdefault("api_key", env.get("GOT_API_KEY") or "EMPTY")
+        kwargs.setdefault("api_key", environ.get("GOT_API_KEY") or "EMPTY")
         return cls(base_url, model, **kwargs)
 
     def backoff_delay(self, attempt: int, retry_after: float | None = None) -> float:
@@ -184,7 +185,7 @@ class OpenAICompatibleModel(BaseChatModel):
             )
         except oa.OpenAIError as exc:
             error = ModelError(f"chat completion failed at {self.base_url}: {exc}")
-        error.retries = attempt  # type: ignore[attr-defined]  # read by BaseChatModel's record
+        error.retries = attempt  # read by BaseChatModel's record
         raise error from None
 
     def _status_error(self, exc: Any, attempt: int) -> ModelError:

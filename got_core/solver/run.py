@@ -247,7 +247,7 @@ def solve(
         raise ConfigError(f"bad options for arm {arm!r}: {exc}") from None
     pid = problem_id or problem_id_for(question, opts)
     own = repo is None
-    if own:
+    if repo is None:
         if repo_root is None:
             raise ConfigError("pass repo_root= (one repository per problem) or repo= (a shared repository)")
         repo = ReasoningRepo.open(Path(repo_root) / f"{encode_component(pid, 'problem id')}.git")

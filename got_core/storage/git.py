@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, cast
 
 import pygit2
 from pygit2 import GitError
@@ -170,7 +170,7 @@ class GitRepo:
             CorruptRepositoryError: missing, damaged, or not a blob.
         """
         obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_BLOB:
+        if not isinstance(obj, pygit2.Blob):
             raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
         return obj.data
 
@@ -207,7 +207,7 @@ class GitRepo:
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
             nested[check_path(path)] = value
-        base = self._get(base_tree) if base_tree else None
+        base = self._tree(base_tree, "base tree") if base_tree else None
         try:
             with _trusted_writes():
                 new = self._build(base, nested)
@@ -218,7 +218,7 @@ class GitRepo:
     def _empty_tree(self) -> str:
         return str(self._r.TreeBuilder().write())
 
-    def _build(self, base: pygit2.Object | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
+    def _build(self, base: pygit2.Tree | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
         tb = self._r.TreeBuilder(base) if base is not None else self._r.TreeBuilder()
         groups: dict[str, dict[tuple[str, ...], bytes | BlobId | None]] = {}
         for parts, value in changes.items():
@@ -235,7 +235,7 @@ class GitRepo:
                 groups.setdefault(parts[0], {})[parts[1:]] = value
         for name, sub in groups.items():
             existing = tb.get(name)
-            sub_base = existing if existing is not None and existing.type == pygit2.GIT_OBJECT_TREE else None
+            sub_base = existing if isinstance(existing, pygit2.Tree) else None
             new_sub = self._build(sub_base, sub)
             if new_sub is None:
                 if existing is not None:
@@ -248,9 +248,18 @@ class GitRepo:
 
     def _tree(self, oid: str, what: str = "tree") -> pygit2.Tree:
         obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_TREE:
+        if not isinstance(obj, pygit2.Tree):
             raise CorruptRepositoryError(f"{what} {oid} is a {obj.type_str}, expected a tree; run `got fsck`")
         return obj
+
+    def _commit(self, oid: str) -> pygit2.Commit:
+        obj = self._get(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a commit")
+        return obj
+
+    def _commit_tree(self, oid: str) -> pygit2.Tree:
+        return self._tree(str(self._commit(oid).tree_id), f"tree of commit {oid}")
 
     def _subtree(self, root: pygit2.Tree, path: str) -> pygit2.Tree | None:
         """The tree at ``path`` under ``root`` (``""``: root itself), or None."""
@@ -295,6 +304,8 @@ class GitRepo:
                 if kind != _T_BLOB and kind != _T_TREE:
                     continue  # a gitlink: another repository's commit
                 name = entry.name
+                if name is None:  # only objects looked up by id lack a name, never a tree's entries
+                    continue
                 if name not in known and not _usable_name(name):
                     continue
                 path = f"{base}/{name}" if base else name
@@ -319,9 +330,12 @@ class GitRepo:
         stack: list[tuple[tuple[bytes, ...], pygit2.Tree]] = [((), self._tree(tree))]
         while stack:
             base, t = stack.pop()
-            subtrees = []
+            subtrees: list[tuple[tuple[bytes, ...], pygit2.Tree]] = []
             for entry in t:
-                parts = (*base, entry.raw_name)
+                raw_name = entry.raw_name
+                if raw_name is None:  # only objects looked up by id lack a name, never a tree's entries
+                    raise CorruptRepositoryError(f"an entry of tree {t.id} has no name; run `got fsck`")
+                parts = (*base, raw_name)
                 if entry.filemode == _TREE:
                     subtrees.append((parts, self._tree(str(entry.id), "tree entry")))
                 else:
@@ -374,7 +388,8 @@ class GitRepo:
         if t is None:
             return []
         return [(e.name, e.type == _T_TREE) for e in t
-                if e.type in (_T_BLOB, _T_TREE) and (e.name in _USABLE_NAMES or _usable_name(e.name))]
+                if e.type in (_T_BLOB, _T_TREE) and e.name is not None  # a tree's entries always have one
+                and (e.name in _USABLE_NAMES or _usable_name(e.name))]
 
     # ------------------------------------------------------------------ commits
     def write_commit(self, tree: str, parents: Iterable[str], message: str, author: Identity,
@@ -383,12 +398,13 @@ class GitRepo:
         """Create a commit object (no ref moves); ``sign(payload) -> armored signature``."""
         a = pygit2.Signature(author.name, author.email, when[0], when[1])
         c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
-        parents = list(parents)
+        parent_ids: list[str | pygit2.Oid] = list(parents)
         try:
             if sign is None:
                 with _trusted_writes():
-                    return str(self._r.create_commit(None, a, c, message, tree, parents))
-            payload = self._r.create_commit_string(a, c, message, tree, parents)
+                    return str(self._r.create_commit(None, a, c, message, tree, parent_ids))
+            # pygit2's stubs say Oid; create_commit_string returns the commit's text (a str)
+            payload = cast(str, self._r.create_commit_string(a, c, message, tree, parent_ids))
             return str(self._r.create_commit_with_signature(payload, sign(payload)))
         except (GitError, OSError) as exc:
             raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
@@ -399,15 +415,11 @@ class GitRepo:
         Raises:
             CorruptRepositoryError: missing or not a commit.
         """
-        obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_COMMIT:
-            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a commit")
-        return _commit_data(obj)
+        return _commit_data(self._commit(oid))
 
     def commit_signature(self, oid: str) -> tuple[bytes | None, bytes | None]:
         """(armored signature, signed payload) of a commit; (None, None) when unsigned."""
-        obj = self._get(oid)
-        sig, payload = obj.gpg_signature
+        sig, payload = self._commit(oid).gpg_signature  # (None, None) when unsigned, whatever the stubs say
         return sig, payload
 
     def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
@@ -544,6 +556,8 @@ class GitRepo:
             diff = ta.diff_to_tree(tb, context_lines=context)
             parts = []
             for patch in diff:
+                if patch is None:  # libgit2 gives no patch for an unchanged delta
+                    continue
                 delta = patch.delta
                 path = (delta.new_file.raw_path or delta.old_file.raw_path).decode("utf-8", "surrogateescape")
                 if wanted is None or path in wanted:
@@ -571,7 +585,8 @@ class GitRepo:
     def peel_to_commit(self, oid: str) -> str | None:
         """The commit an object (annotated tag or commit) points to, or None."""
         try:
-            return str(self._r.get(oid).peel(pygit2.Commit).id)
+            obj = self._r.get(oid)
+            return None if obj is None else str(obj.peel(pygit2.Commit).id)
         except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
             return None
 
@@ -708,7 +723,7 @@ class GitRepo:
             pass  # another writer holds packed-refs.lock; packing is an optimisation
 
     # ------------------------------------------------------------------ merge
-    def merge_trees(self, base: str | None, ours: str, theirs: str) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], object]:
+    def merge_trees(self, base: str | None, ours: str, theirs: str) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
         """Three-way merge of commit trees in memory.
 
         Returns:
@@ -720,9 +735,9 @@ class GitRepo:
             CorruptRepositoryError: an object is missing or damaged.
         """
         try:
-            base_tree = self._get(self._get(base).tree_id) if base else self._get(self._empty_tree())
-            idx = self._r.merge_trees(base_tree, self._get(self._get(ours).tree_id),
-                                      self._get(self._get(theirs).tree_id), favor=MergeFavor.NORMAL)
+            base_tree = self._commit_tree(base) if base else self._tree(self._empty_tree())
+            idx = self._r.merge_trees(base_tree, self._commit_tree(ours), self._commit_tree(theirs),
+                                      favor=MergeFavor.NORMAL)
             conflicts = []
             if idx.conflicts is not None:
                 for anc, our, their in idx.conflicts:
@@ -737,14 +752,14 @@ class GitRepo:
         except (GitError, OSError, KeyError, ValueError) as exc:
             raise _merge_error(exc, ours, theirs) from None
 
-    def resolve_merge(self, state: object, decisions: Mapping[str, bytes | None]) -> str:
+    def resolve_merge(self, state: pygit2.Index, decisions: Mapping[str, bytes | None]) -> str:
         """Write the merged tree after deciding each conflicted path (bytes, or None to delete).
 
         Raises:
             CorruptRepositoryError: conflicts are left undecided, or the tree cannot be written.
             UntrustedContentError: a decided path is one libgit2 refuses.
         """
-        idx = state  # a pygit2.Index from merge_trees
+        idx = state  # the in-memory index merge_trees returned
         try:
             for path, content in decisions.items():
                 if idx.conflicts is not None and path in idx.conflicts:
@@ -755,7 +770,7 @@ class GitRepo:
                     except (GitError, OSError, KeyError):
                         pass
                 else:
-                    idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), _BLOB))
+                    idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), pygit2.enums.FileMode.BLOB))
             if idx.conflicts is not None and len(list(idx.conflicts)):
                 raise CorruptRepositoryError("merge still has undecided conflicts")
             return str(idx.write_tree(self._r))

@@ -186,12 +186,23 @@ class Quarantine:
                 # targets: sorted, as the "sorted" trait promises).
                 lines = "".join(f"{oid} {_HAVE_PREFIX}{oid}\n" for oid in sorted(set(target.list_refs().values())))
                 (self.path / "packed-refs").write_text("# pack-refs with: sorted \n" + lines)
-            self.git = GitRepo(self.path, create=False)  # reopened: libgit2 reads alternates on open
+            self._git: GitRepo | None = GitRepo(self.path, create=False)  # reopened: libgit2 reads alternates on open
         except BaseException as exc:
             shutil.rmtree(self.path, ignore_errors=True)
             if isinstance(exc, OSError):
                 raise StorageError(f"cannot set up a quarantine in {self.path.parent}: {exc}") from None
             raise
+
+    @property
+    def git(self) -> GitRepo:
+        """The quarantine's own repository.
+
+        Raises:
+            StorageError: the quarantine was closed.
+        """
+        if self._git is None:
+            raise StorageError(f"the quarantine {self.path} is closed; receive into a new one")
+        return self._git
 
     def __enter__(self) -> "Quarantine":
         return self
@@ -201,7 +212,7 @@ class Quarantine:
 
     def close(self) -> None:
         """Delete the quarantine (whatever it still holds was refused or already moved)."""
-        self.git = None  # type: ignore[assignment]
+        self._git = None
         shutil.rmtree(self.path, ignore_errors=True)
 
     # ------------------------------------------------------------------ transfer

@@ -40,7 +40,7 @@ from typing import Iterable, NamedTuple, Sequence
 from pygit2 import GitError
 
 from got_core.storage.git import CommitData, GitRepo
-from got_core.errors import CorruptRepositoryError, InvalidInputError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
 from got_core.types import parse_trailers, tag_value, trailer_score
 
 __all__ = ["DerivedIndex", "CommitRow", "RankedRow", "RACY_NS", "MAX_INDEXED_BLOB"]
@@ -170,7 +170,9 @@ class DerivedIndex:
         self.path = path
         self.db = self._connect(path)
         self._fp_dirs: list[str] = []
-        self._cache: dict[object, object] = {}  # per-sync memo (time ranges, counts)
+        # per-sync memo: the commit count, and time ranges by scope
+        self._count: int | None = None
+        self._times: dict[tuple[str, ...] | None, tuple[int, int]] = {}
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -181,6 +183,7 @@ class DerivedIndex:
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
         db.execute("PRAGMA busy_timeout=60000")
+        # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
         db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
@@ -269,7 +272,8 @@ class DerivedIndex:
                 self._sync_notes(refs.get(self.notes_ref))
                 db.execute("INSERT OR REPLACE INTO meta VALUES('fp', ?)", (fp or "",))
                 db.execute("COMMIT")
-                self._cache.clear()
+                self._count = None
+                self._times.clear()
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -286,6 +290,8 @@ class DerivedIndex:
             " VALUES(?,?,?,?,?,?,?,?)",
             (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score))
         crow = cur.lastrowid
+        if crow is None:  # sqlite3 sets it after every INSERT
+            raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
         db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
         try:
@@ -350,7 +356,7 @@ class DerivedIndex:
                 ahead = prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip)
             except _BROKEN:
                 ahead = False
-            if not (ahead and self._walk_into(name, [tip], [prev])):
+            if not (ahead and prev is not None and self._walk_into(name, [tip], [prev])):
                 db.execute("DELETE FROM member WHERE ref=?", (name,))
                 self._walk_into(name, [tip], [])
             db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, oid))
@@ -478,10 +484,9 @@ class DerivedIndex:
 
     def commit_count(self) -> int:
         """Number of indexed commits (memoised until the next sync)."""
-        key = ("count",)
-        if key not in self._cache:
-            self._cache[key] = self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0]
-        return int(self._cache[key])  # type: ignore[call-overload]
+        if self._count is None:
+            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+        return self._count
 
     def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
                extra: Sequence[int] = (), max_df: float = 0.1) -> list[RankedRow]:
@@ -611,14 +616,14 @@ class DerivedIndex:
 
     def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
         """(oldest, newest) commit time in scope (memoised until the next sync)."""
-        key = ("time", tuple(refs) if refs is not None else None)
+        key = tuple(refs) if refs is not None else None
         with self._lock:
-            if key not in self._cache:
+            if key not in self._times:
                 scope, sparams = self._scope_sql(refs)
                 row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}",
                                       sparams).fetchone()
-                self._cache[key] = (row[0] or 0, row[1] or 0)
-            return self._cache[key]  # type: ignore[return-value]
+                self._times[key] = (row[0] or 0, row[1] or 0)
+            return self._times[key]
 
     def close(self) -> None:
         """Fold the write-ahead log back into the database and close the handle."""

@@ -11,21 +11,55 @@ These are administrative operations: run them while no graph writes the same thr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from got_core.errors import InvalidInputError, UnknownRefError
-from got_integrations.langgraph._layout import THREADS_REF, id_component, text_id, writes_bucket
+from got_integrations.langgraph._layout import THREADS_REF, ThreadRef, id_component, text_id, writes_bucket
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.runnables import RunnableConfig
 
+    from got_core.repo import ReasoningRepo
+    from got_integrations.langgraph._layout import LRU
+
 __all__ = ["HistoryOps"]
+
+
+@dataclass
+class _Ns:
+    """In-process knowledge about one (thread, namespace); git stays the truth."""
+
+    ref: ThreadRef
+    head_lock: threading.RLock = field(default_factory=threading.RLock)
+    writes_lock: threading.RLock = field(default_factory=threading.RLock)
+    head: str | None = None  # head commit as last seen or written
+    ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
+    known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
 
 
 class HistoryOps:
     """Mixin of thread-level operations; relies on the saver's refs, caches and index."""
 
-    repo: Any
+    repo: ReasoningRepo
+    _writes_cache: LRU
+
+    if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
+        def threads(self) -> list[str]: ...
+        def namespaces(self, thread_id: str) -> list[str]: ...
+        def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
+        def _forget(self, thread_id: str) -> None: ...
+        def _blob(self, sha: str) -> bytes: ...
+        def _doc(self, commit: str, full: bool = True) -> dict[str, Any]: ...
+        def _id_of(self, ns: _Ns, commit: str) -> str: ...
+        def _leaves(self, ns: _Ns) -> dict[str, str]: ...
+        def _refresh(self, ns: _Ns) -> list[tuple[str, str]]: ...
+        def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None: ...
+        def _keep(self, ns: _Ns, commit: str, checkpoint_id: str) -> None: ...
+        def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str: ...
+        def _message(self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any],
+                     summary: str) -> str: ...
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread (its refs; objects go at the next gc)."""
@@ -55,7 +89,7 @@ class HistoryOps:
                 dst.head, dst.ids = None, {}
         self._writes_cache.clear()
 
-    def _fix_head(self, ns: Any) -> None:
+    def _fix_head(self, ns: _Ns) -> None:
         """Point ``head`` at the leaf with the highest checkpoint id; the others stay forks."""
         leaves = self._leaves(ns)
         if not leaves:
@@ -70,7 +104,7 @@ class HistoryOps:
         self.repo.delete_ref(best)
         ns.head = None
 
-    def _merge_writes(self, src: Any, dst: Any) -> None:
+    def _merge_writes(self, src: _Ns, dst: _Ns) -> None:
         src_tip = self.repo.tip(src.ref.writes)
         if src_tip is None:
             return
@@ -150,7 +184,7 @@ class HistoryOps:
                     if doomed:
                         self._rewrite(ns, keep={cid for _, cid in list(ns.known.values())} - doomed)
 
-    def _rewrite(self, ns: Any, keep: set[str]) -> None:
+    def _rewrite(self, ns: _Ns, keep: set[str]) -> None:
         """Rebuild a namespace with only the checkpoints whose id is in ``keep``."""
         repo, ref = self.repo, ns.ref
         with ns.head_lock, ns.writes_lock:
@@ -201,7 +235,7 @@ class HistoryOps:
             ns.head, ns.ids, ns.known = None, {}, {}
         self._writes_cache.clear()
 
-    def _rewrite_writes(self, ns: Any, keep: set[str]) -> None:
+    def _rewrite_writes(self, ns: _Ns, keep: set[str]) -> None:
         tip = self.repo.tip(ns.ref.writes)
         if tip is None:
             return

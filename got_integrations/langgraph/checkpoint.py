@@ -60,12 +60,12 @@ damaged or foreign data raises :class:`~got_core.errors.CorruptRepositoryError` 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import random
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, NamedTuple, Iterable, Iterator, Sequence
+from typing import Any, AsyncIterator, NamedTuple, Iterable, Iterator, Mapping, Sequence
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -84,7 +84,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, UnknownRefError
 from got_core.repo import Keep, Publish, ReasoningRepo
-from got_integrations.langgraph._history import HistoryOps
+from got_integrations.langgraph._history import HistoryOps, _Ns
 from got_integrations.langgraph._layout import (
     FORMAT,
     LRU,
@@ -131,18 +131,6 @@ Typed = tuple[str, bytes]
 INLINE_BYTES = 96
 #: Header fields of a checkpoint that stay readable when the saver encrypts (ids, time, versions).
 READABLE_HEADER = ("v", "id", "ts", "channel_versions", "versions_seen", "updated_channels")
-
-
-@dataclass
-class _Ns:
-    """In-process knowledge about one (thread, namespace); git stays the truth."""
-
-    ref: ThreadRef
-    head_lock: threading.RLock = field(default_factory=threading.RLock)
-    writes_lock: threading.RLock = field(default_factory=threading.RLock)
-    head: str | None = None  # head commit as last seen or written
-    ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
-    known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
 
 
 class _Stored(NamedTuple):
@@ -361,7 +349,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             while keep < limit and value[keep] is prev_objs[keep]:
                 keep += 1
         rest = value[keep:]
-        head = list(prev_typed[:keep]) if keep else []
+        head = list(prev_typed[:keep]) if keep and prev_typed is not None else []
         if not rest:
             return head
         whole = self._dumps(rest)
@@ -450,9 +438,10 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         cid = doc["checkpoint_id"]
         t, n = ns.ref.thread_id, ns.ref.checkpoint_ns
         parent = doc.get("parent_checkpoint_id")
+        header: Checkpoint = doc["checkpoint"]  # a JSON object (check_checkpoint_doc): the header put() stored
         return CheckpointTuple(
             config=config or {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": cid}},
-            checkpoint={**doc["checkpoint"], "channel_values": self._values(commit, doc)},
+            checkpoint={**header, "channel_values": self._values(commit, doc)},
             metadata=doc["metadata"],
             parent_config=({"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}}
                            if parent else None),
@@ -532,7 +521,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 remaining -= 1
             yield self._tuple(ns, commit, None)
 
-    def threads(self) -> list[str]:
+    # below `def list`, a bare `list` in an annotation names that method: builtins.list is the type
+    def threads(self) -> builtins.list[str]:
         """Every thread id with checkpoints in the repository."""
         out = set()
         for name, oid in self.repo.refs(THREADS_REF).items():
@@ -543,7 +533,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 out.add(thread)
         return sorted(out)
 
-    def namespaces(self, thread_id: str) -> list[str]:
+    def namespaces(self, thread_id: str) -> builtins.list[str]:
         """The checkpoint namespaces of a thread (``""`` is the root graph)."""
         prefix = f"{THREADS_REF}{id_component(text_id(thread_id, 'thread id'), 'thread id')}/"
         out = set()
@@ -557,7 +547,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ writing a checkpoint
     def _plan(self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
-              ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, list[Typed]], str]:
+              ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, builtins.list[Typed]], str]:
         """What changes from the parent's tree: (changes, channel index, new tree listing,
         element encodings of list channels, a one-line summary)."""
         files = dict(self._tree(parent)) if parent else {}
@@ -600,13 +590,13 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 "inline" if len(typed_value[1]) <= INLINE_BYTES else "value")
             if old is not None and (old["kind"] != kind or old.get("dir", base) != base or kind == "inline"):
                 drop(old)  # the channel changed shape (or name encoding): its old files go
-            if kind == "inline":
+            if kind == "inline" and typed_value is not None:  # typed_value is None only for a list
                 # small values (None, flags, counters) live in checkpoint.json, which changes anyway
                 channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value)}
                 if readable:
                     channels[name]["value"] = jsonable(value)
                 continue
-            if kind == "value":
+            if kind == "value" and typed_value is not None:
                 data = frame(typed_value)
                 if files.get(base + "/value.bin") != blob_sha(data):
                     put(base + "/value.bin", data)
@@ -634,7 +624,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                         summary = message_summary(value[i]) or summary
                     elif files.pop(stem + ".json", None) is not None:
                         changes[stem + ".json"] = None
-            if same_list:
+            if same_list and old is not None:
                 drop(old, keep=len(value))
             channels[name] = {"dir": base, "kind": "list", "length": len(value), "version": version}
         for name, old in old_channels.items():
@@ -669,7 +659,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         doc["exact"] = True
         return render_json(doc), data
 
-    def _message(self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: dict[str, Any],
+    def _message(self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any],
                  summary: str) -> str:
         """A checkpoint's commit message: step, source, a summary and trailers; ids only when
         the saver is not readable (the core's search index holds every commit message)."""

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -25,6 +25,11 @@ from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open
 from got_core.errors import ConfigError, MissingExtraError, UnknownRefError
 from got_integrations.langgraph._layout import jsonable, message_summary, one_line
 from got_integrations.langgraph.checkpoint import GitCheckpointSaver
+
+if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.graph import MessagesState
 
 __all__ = ["app", "build_demo_graph", "scripted_agent", "calculator_tool"]
 
@@ -56,7 +61,7 @@ def _saver(repo: Path | None) -> GitCheckpointSaver:
     return GitCheckpointSaver(open_repo(repo), serde=serde)
 
 
-def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
@@ -80,8 +85,34 @@ def _resolve(saver: GitCheckpointSaver, thread: str, ns: str, ref: str) -> str:
     return matches[0]
 
 
+def _checkpoint(saver: GitCheckpointSaver, thread: str, ns: str, checkpoint_id: str) -> CheckpointTuple:
+    """The checkpoint ``checkpoint_id`` of a thread.
+
+    Raises:
+        UnknownRefError: the thread has no such checkpoint (any more: another process may delete it).
+    """
+    tup = saver.get_tuple(_config(thread, ns, checkpoint_id))
+    if tup is None:
+        raise UnknownRefError(f"thread {thread!r} has no checkpoint {checkpoint_id!r}; "
+                              "`got threads history` lists them")
+    return tup
+
+
+def _commit(saver: GitCheckpointSaver, config: RunnableConfig) -> str:
+    """The commit of the checkpoint ``config`` names.
+
+    Raises:
+        UnknownRefError: there is no such checkpoint (any more: another process may delete it).
+    """
+    commit = saver.commit_of(config)
+    if commit is None:
+        raise UnknownRefError(f"no checkpoint {config['configurable'].get('checkpoint_id', 'latest')!r} in "
+                              f"thread {config['configurable']['thread_id']!r}; `got threads history` lists them")
+    return commit
+
+
 def _writes_summary(tup: Any) -> str:
-    names = {}
+    names: dict[str, list[str]] = {}
     for task_id, channel, _ in tup.pending_writes or []:
         names.setdefault(task_id[:8], []).append(channel)
     return "; ".join(f"{t}: {', '.join(sorted(set(c)))}" for t, c in names.items())
@@ -172,10 +203,11 @@ def show(
     """The state of one checkpoint (readable rendering of every channel)."""
     saver = _saver(repo)
     cid = _resolve(saver, thread, ns, checkpoint)
-    tup = saver.get_tuple(_config(thread, ns, cid))
-    data = {"checkpoint_id": cid, "commit": saver.commit_of(tup.config), "metadata": jsonable(tup.metadata),
+    tup = _checkpoint(saver, thread, ns, cid)
+    data = {"checkpoint_id": cid, "commit": _commit(saver, tup.config), "metadata": jsonable(tup.metadata),
             "values": jsonable(tup.checkpoint["channel_values"]),
-            "pending_writes": [{"task_id": t, "channel": c, "value": jsonable(v)} for t, c, v in tup.pending_writes]}
+            "pending_writes": [{"task_id": t, "channel": c, "value": jsonable(v)}
+                               for t, c, v in tup.pending_writes or []]}
     if json:
         emit_json(data)
         return
@@ -238,12 +270,12 @@ def fork(
     saver = _saver(repo)
     cid = _resolve(saver, thread, ns, checkpoint)
     target = to or f"{thread}-fork-{cid[-8:]}"
-    config = saver.fork_thread(thread, cid, target, ns)
+    commit = _commit(saver, saver.fork_thread(thread, cid, target, ns))
     if json:
-        emit_json({"thread_id": target, "checkpoint_id": cid, "commit": saver.commit_of(config)})
+        emit_json({"thread_id": target, "checkpoint_id": cid, "commit": commit})
         return
     console.print(f"forked [bold]{escape(thread)}[/] at {cid} into thread [bold]{escape(target)}[/] "
-                  f"(commit {saver.commit_of(config)[:10]}); invoke the graph with "
+                  f"(commit {commit[:10]}); invoke the graph with "
                   f"thread_id={escape(target)!r} to continue from there")
 
 
@@ -262,7 +294,7 @@ def calculator_tool() -> Any:
     return calculator
 
 
-def scripted_agent(state: dict[str, Any]) -> dict[str, Any]:
+def scripted_agent(state: MessagesState) -> dict[str, Any]:
     """A scripted stand-in for a chat model (not an LLM): plans one calculator call per
     question, then reports the tool's answer."""
     from langchain_core.messages import AIMessage, HumanMessage
@@ -328,8 +360,8 @@ def demo(
     table.add_column("commit")
     table.add_column("last message", overflow="fold")
     for ref, checkpoint_id in sorted(saver.lines("demo").items()):
-        tip = saver.get_tuple(_config("demo", "", checkpoint_id))
-        table.add_row(escape(ref), saver.commit_of(tip.config)[:10],
+        tip = _checkpoint(saver, "demo", "", checkpoint_id)
+        table.add_row(escape(ref), _commit(saver, tip.config)[:10],
                       escape(_last_message(tip.checkpoint["channel_values"])))
     console.print(table)
     new_thread = saver.fork_thread("demo", first_turn_end["checkpoint_id"], "demo-branch")

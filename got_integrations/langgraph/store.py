@@ -99,6 +99,11 @@ class InvalidStoreNameError(InvalidNameError, InvalidNamespaceError):
     """A namespace label or key the store cannot use (empty, not text, a '.' or NUL in a label)."""
 
 
+#: The embedding calls a batch makes: texts -> vectors, and a query -> its vector.
+_EmbedDocs = Callable[[list[str]], list[list[float]]]
+_EmbedQuery = Callable[[str], list[float]]
+
+
 def _utc(clock: Callable[[], datetime]) -> datetime:
     now = clock()
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
@@ -477,6 +482,8 @@ class GitStore(BaseStore):
         """Async :meth:`batch`: git work in a worker thread, embeddings through ``aembed_*``."""
         loop = asyncio.get_running_loop()
         embeddings = self.embeddings
+        if embeddings is None:
+            return await asyncio.to_thread(self._batch, list(ops), None, None)
 
         def embed_docs(texts: list[str]) -> list[list[float]]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_documents(texts), loop).result()
@@ -484,10 +491,9 @@ class GitStore(BaseStore):
         def embed_query(text: str) -> list[float]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_query(text), loop).result()
 
-        return await asyncio.to_thread(self._batch, list(ops), embed_docs if embeddings else None,
-                                       embed_query if embeddings else None)
+        return await asyncio.to_thread(self._batch, list(ops), embed_docs, embed_query)
 
-    def _batch(self, ops: list[Op], embed_docs: Callable | None, embed_query: Callable | None) -> list[Result]:
+    def _batch(self, ops: list[Op], embed_docs: _EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
         for op in ops:
             if isinstance(op, (GetOp, PutOp)):
                 _check_namespace(op.namespace, allow_empty=False)
@@ -517,8 +523,10 @@ class GitStore(BaseStore):
                     puts[path] = (op, path)
             searches = [(i, op) for i, op in enumerate(ops) if isinstance(op, SearchOp)]
             if searches:
-                queries = {op.query for _, op in searches if op.query and embed_query}
-                vectors = {q: list(embed_query(q)) for q in sorted(queries)}
+                vectors: dict[str, list[float]] = {}
+                if embed_query is not None:
+                    queries = {op.query for _, op in searches if op.query}
+                    vectors = {q: list(embed_query(q)) for q in sorted(queries)}
                 for i, op in searches:
                     results[i] = self._search(tip, op, now, vectors, embed_docs, refresh)
             self._write(tip, puts, refresh, now, embed_docs)
@@ -569,13 +577,13 @@ class GitStore(BaseStore):
             return []
         paths = (self.index_config["__tokenized_fields"] if doc.get("index") is None
                  else [(p, tokenize_path(p)) for p in doc["index"]])
-        out = []
+        out: list[tuple[str, str]] = []
         for path, tokens in paths:
             texts = get_text_at_path(doc["value"], tokens)
             out.extend((f"{path}.{i}" if len(texts) > 1 else path, t) for i, t in enumerate(texts))
         return out
 
-    def _ensure_vectors(self, texts: Iterable[str], embed_docs: Callable | None) -> None:
+    def _ensure_vectors(self, texts: Iterable[str], embed_docs: _EmbedDocs | None) -> None:
         if self._vectors is None or embed_docs is None:
             return
         missing = sorted({t for t in texts if self._vectors.get(t) is None})
@@ -587,7 +595,7 @@ class GitStore(BaseStore):
             self._vectors.put_many(zip(missing, vectors))
 
     def _search(self, tip: str | None, op: SearchOp, now: datetime, queries: dict[str, list[float]],
-                embed_docs: Callable | None, refresh: dict[str, dict[str, Any]]) -> list[SearchItem]:
+                embed_docs: _EmbedDocs | None, refresh: dict[str, dict[str, Any]]) -> list[SearchItem]:
         candidates = [(p, d) for p, d in self._alive_items(tip, tuple(op.namespace_prefix), now)
                       if not op.filter or all(_compare(d["value"].get(k), v) for k, v in op.filter.items())]
         # newest first without a query, as SqliteStore orders by updated_at
@@ -596,7 +604,8 @@ class GitStore(BaseStore):
             texts = {path: self._texts(doc) for path, doc in candidates}
             self._ensure_vectors((t for pairs in texts.values() for _, t in pairs), embed_docs)
             query = queries[op.query]
-            scored, scoreless = [], []
+            scored: list[tuple[float, str, dict[str, Any]]] = []
+            scoreless: list[tuple[float | None, str, dict[str, Any]]] = []
             for path, doc in candidates:
                 scores = [_cosine(query, self._vectors.get(t) or []) for _, t in texts[path]]
                 if scores:
@@ -604,7 +613,7 @@ class GitStore(BaseStore):
                 else:
                     scoreless.append((None, path, doc))
             scored.sort(key=lambda s: s[0], reverse=True)
-            kept = scored[op.offset: op.offset + op.limit]
+            kept: list[tuple[float | None, str, dict[str, Any]]] = list(scored[op.offset: op.offset + op.limit])
             if len(kept) < op.limit:
                 kept += scoreless[: op.limit - len(kept)]  # as InMemoryStore: unscored items fill the page
         else:
@@ -616,7 +625,7 @@ class GitStore(BaseStore):
         return [self._item(doc, SearchItem, score=score) for score, _, doc in kept]
 
     def _write(self, tip: str | None, puts: dict[str, tuple[PutOp, str]], refresh: dict[str, dict[str, Any]],
-               now: datetime, embed_docs: Callable | None) -> None:
+               now: datetime, embed_docs: _EmbedDocs | None) -> None:
         changes: dict[str, bytes | None] = {}
         summary: list[str] = []
         embed_texts: list[str] = []
@@ -637,8 +646,8 @@ class GitStore(BaseStore):
                    "created_at": created, "updated_at": now.isoformat(), "ttl": ttl,
                    "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
                    "index": op.index if op.index is False or op.index is None else list(op.index)}
-            changes[path] = self._encode(doc)
-            self._docs.put(blob_sha(changes[path]), self._decode(changes[path], f"store item {path}"), 512)
+            data = changes[path] = self._encode(doc)
+            self._docs.put(blob_sha(data), self._decode(data, f"store item {path}"), 512)
             embed_texts.extend(t for _, t in self._texts(doc))
             refresh.pop(path, None)
             summary.append(f"put {label}")

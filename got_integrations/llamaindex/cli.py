@@ -81,7 +81,7 @@ def _resolve(log: SessionLog, writes: list[Write], turn: str) -> str:
 def list_cmd(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
     """Every session in the repository with its message count and last write."""
     r = open_repo(repo)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for session_id, tip in list_sessions(r).items():
         state = SessionLog(r, session_id).state(tip)
         active = sum(1 for s in state.seqs if not state.is_archived(s))
@@ -130,8 +130,8 @@ def show(session_id: str = typer.Argument(..., help="The session id."),
     session = SessionLog(r, session_id)
     session.require()
     ids = session.message_ids()
-    rows = [{"seq": m.seq, "id": ids.get(m.seq, ""), "role": m.role, "archived": m.archived,
-             "message": m.data} for m in session.messages()]
+    rows: list[dict[str, Any]] = [{"seq": m.seq, "id": ids.get(m.seq, ""), "role": m.role, "archived": m.archived,
+                                   "message": m.data} for m in session.messages()]
     if json:
         emit_json(rows)
         return

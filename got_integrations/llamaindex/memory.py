@@ -99,13 +99,25 @@ class GitMemory(Memory):
         self._log = store.session(self.session_id)
         _LIVE[self._token] = self
 
+    @property
+    def _store(self) -> GitChatStore:
+        """The chat store (``Memory`` types it as any ``AsyncDBChatStore``).
+
+        Raises:
+            ConfigError: ``sql_store`` was replaced by another kind of store.
+        """
+        store = self.sql_store
+        if not isinstance(store, GitChatStore):
+            raise ConfigError("GitMemory needs a GitChatStore; build it with GitMemory.from_defaults(path=...)")
+        return store
+
     @classmethod
     def class_name(cls) -> str:
         """The llama-index component name."""
         return "GitMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(  # type: ignore[override]  # its own arguments, as Memory.from_defaults has BaseMemory's
         cls,
         path: Union[str, "os.PathLike[str]", None] = None,
         session_id: Optional[str] = None,
@@ -178,7 +190,7 @@ class GitMemory(Memory):
     @property
     def repo(self) -> ReasoningRepo:
         """The repository."""
-        return self.sql_store.repo  # type: ignore[attr-defined]
+        return self._store.repo
 
     @property
     def ref(self) -> str:
@@ -218,7 +230,7 @@ class GitMemory(Memory):
             return []  # an empty batch writes nothing
         new_tokens = [self._estimate_token_count(to_message(p)) for p in payloads]
         budget = self.token_limit * self.chat_history_token_ratio
-        store: GitChatStore = self.sql_store  # type: ignore[assignment]
+        store = self._store
 
         def plan(state: SessionState) -> Optional[Plan]:
             if replace:
@@ -276,7 +288,7 @@ class GitMemory(Memory):
 
         History keeps them: earlier commits still hold every message.
         """
-        self.sql_store.remove(self.session_id, "status", status=status)  # type: ignore[attr-defined]
+        self._store.remove(self.session_id, "status", status=status)
 
     async def _manage_queue(self) -> None:
         """Move the window if the stored history is over budget (one commit, or none)."""
@@ -294,20 +306,20 @@ class GitMemory(Memory):
         """Synchronous :meth:`aset`."""
         self._waterfall_sync(self._commit("set", _as_list(messages), replace=True))
 
-    def reset(self, status: Optional[MessageStatus] = None) -> None:  # type: ignore[override]
+    def reset(self, status: Optional[MessageStatus] = None) -> None:
         """Synchronous :meth:`areset`."""
-        self.sql_store.remove(self.session_id, "status", status=status)  # type: ignore[attr-defined]
+        self._store.remove(self.session_id, "status", status=status)
 
     # ------------------------------------------------------------------ reading
-    def get(self, input: Optional[Union[str, ChatMessage]] = None, **block_kwargs: Any) -> List[ChatMessage]:  # type: ignore[override]
+    def get(self, input: Optional[Union[str, ChatMessage]] = None, **block_kwargs: Any) -> List[ChatMessage]:
         """The short-term window with the memory blocks inserted (as :meth:`aget`)."""
         if not self.memory_blocks:
-            return self.sql_store.read_messages(self.session_id)  # type: ignore[attr-defined]
+            return self._store.read_messages(self.session_id)
         return asyncio_run(self.aget(input=input, **block_kwargs))
 
     def get_all(self, status: Optional[MessageStatus] = None) -> List[ChatMessage]:
         """Every stored message (or those with ``status``), oldest first."""
-        return self.sql_store.read_messages(self.session_id, status)  # type: ignore[attr-defined]
+        return self._store.read_messages(self.session_id, status)
 
     def history(self) -> List[Write]:
         """The session's writes (commits), oldest first.
@@ -323,7 +335,7 @@ class GitMemory(Memory):
 
     def get_all_with_ids(self, status: Optional[MessageStatus] = None) -> List[tuple]:
         """``(id, ChatMessage)`` pairs for the stored messages (or those with ``status``)."""
-        stored = self.sql_store.read(self.session_id, status)  # type: ignore[attr-defined]
+        stored = self._store.read(self.session_id, status)
         if not stored:
             return []
         ids = self._log.message_ids()
@@ -342,7 +354,7 @@ class GitMemory(Memory):
         return data
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "GitMemory":  # type: ignore[override]
+    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "GitMemory":
         """Reconnect to the session a :meth:`to_dict` handle names.
 
         Raises:
