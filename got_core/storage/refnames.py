@@ -19,7 +19,7 @@ from got_core.errors import InvalidNameError
 from got_core.names import name_text
 from got_core.storage.git import is_valid_ref_name
 
-__all__ = ["MAX_REF_BYTES", "MAX_REF_COMPONENT_BYTES", "check_ref_name", "branch_ref", "tag_ref"]
+__all__ = ["MAX_REF_BYTES", "MAX_REF_COMPONENT_BYTES", "branch_ref", "check_ref_name", "tag_ref"]
 
 #: Longest full ref name accepted.
 MAX_REF_BYTES = 1024
@@ -69,9 +69,7 @@ def check_ref_name(name: str, what: str = "ref name") -> str:
     if not is_valid_ref_name(name):
         problems += _diagnose(name) or ["a name libgit2 refuses"]
     if problems:
-        raise InvalidNameError(
-            f"{what} {name[:80]!r} is not a valid git name: {'; '.join(problems)}"
-        )
+        raise InvalidNameError(f"{what} {name[:80]!r} is not a valid git name: {'; '.join(problems)}")
     return name
 
 
@@ -87,7 +85,7 @@ def branch_ref(name: str) -> str:
     if name.startswith("refs/"):
         return check_ref_name(name)
     if name.startswith("heads/"):
-        name = name[len("heads/"):]
+        name = name[len("heads/") :]
     if name.startswith("-") or name == "@" or name == "HEAD":
         raise InvalidNameError(f"branch name {name[:80]!r} is reserved or starts with '-' (git reads it as an option)")
     return check_ref_name("refs/heads/" + name, "branch name")

@@ -56,9 +56,15 @@ def _start_together(folder, procs, names):
 def test_two_processes_creating_the_same_store_lose_nothing(tmp_path, backend):
     path = tmp_path / "not" / "yet" / "there"
     n, names = 20, ("1", "2")
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, backend, str(path), w, str(n), str(tmp_path)],
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-             for w in names]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, backend, str(path), w, str(n), str(tmp_path)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for w in names
+    ]
     _start_together(tmp_path, procs, names)
     for proc in procs:
         _, err = proc.communicate(timeout=240)
@@ -70,8 +76,9 @@ def test_two_processes_creating_the_same_store_lose_nothing(tmp_path, backend):
 
 
 def _probe(lock_path) -> str:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(lock_path)], capture_output=True, text=True,
-                         timeout=240, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(lock_path)], capture_output=True, text=True, timeout=240, env=dict(os.environ)
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip()
 
@@ -86,7 +93,7 @@ def test_the_lock_excludes_another_process_until_released(tmp_path):
 
 
 def test_a_lock_file_that_cannot_be_created_is_a_storage_error(tmp_path):
-    with pytest.raises(StorageError, match="cannot create lock file"):
-        with locked(tmp_path / "missing" / ".lock", threading.Lock()):
-            pass
+    lock = locked(tmp_path / "missing" / ".lock", threading.Lock())
+    with pytest.raises(StorageError, match="cannot create lock file"), lock:
+        pass
     assert not (tmp_path / "missing").exists()

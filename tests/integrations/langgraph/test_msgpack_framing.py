@@ -41,12 +41,25 @@ class Model(BaseModel):
 def _values() -> list[object]:
     return [
         AIMessage("hi", id="1", tool_calls=[{"name": "calc", "args": {"x": 1}, "id": "c1"}]),
-        ToolMessage("42", tool_call_id="c1"), HumanMessage("é" * 40000),  # str32 inside an ext32
-        Point(3, "p"), Model(name="m", tags=["a", "b"]), Send("node", {"arg": 1}),
-        datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.timezone.utc), datetime.date(2024, 5, 1),
-        uuid.UUID(int=7), Color.RED, {1, 2, 3}, (4, 5),
-        {"a": [1, 2.5, None], "b": {"c": True}}, b"\xc1" * 300, [1, [2, [3, [4]]]],
-        2**63, -(2**40), 3.25, None, "",
+        ToolMessage("42", tool_call_id="c1"),
+        HumanMessage("é" * 40000),  # str32 inside an ext32
+        Point(3, "p"),
+        Model(name="m", tags=["a", "b"]),
+        Send("node", {"arg": 1}),
+        datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.UTC),
+        datetime.date(2024, 5, 1),
+        uuid.UUID(int=7),
+        Color.RED,
+        {1, 2, 3},
+        (4, 5),
+        {"a": [1, 2.5, None], "b": {"c": True}},
+        b"\xc1" * 300,
+        [1, [2, [3, [4]]]],
+        2**63,
+        -(2**40),
+        3.25,
+        None,
+        "",
     ]
 
 
@@ -77,13 +90,17 @@ def test_raw_ext_payload_bytes_are_never_read_as_msgpack():
     assert split_msgpack_array(b"\x93" + ext + big + b"\x01") == [ext, big, b"\x01"]
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\x81\xa1a\x01",  # not an array
-    b"\x92\x01",  # truncated: fewer elements than the header says
-    b"\x91\xa5abc",  # truncated inside an element
-    b"\x91\x01\x02",  # trailing bytes after the array
-    b"\x91\xc1",  # 0xc1 is never msgpack
-    b"\xdd\xff\xff\xff\xff",  # a header announcing four billion elements, none present
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x81\xa1a\x01",  # not an array
+        b"\x92\x01",  # truncated: fewer elements than the header says
+        b"\x91\xa5abc",  # truncated inside an element
+        b"\x91\x01\x02",  # trailing bytes after the array
+        b"\x91\xc1",  # 0xc1 is never msgpack
+        b"\xdd\xff\xff\xff\xff",  # a header announcing four billion elements, none present
+    ],
+)
 def test_anything_but_one_whole_array_is_refused(data: bytes):
     assert split_msgpack_array(data) is None
