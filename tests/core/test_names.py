@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from got_core.errors import InvalidNameError
-from got_core.names import branch_ref, check_ref_name, decode_component, encode_component, tag_ref
+from got_core.names import decode_component, encode_component
+from got_core.storage.refnames import branch_ref, check_ref_name, tag_ref
 
 HOSTILE = ["..", "../../etc/passwd", "a/b", "-rf", ".hidden", "x.lock", "nul\x00byte", "ctl\x01\x1f",
            "space here", "tilde~1", "caret^", "colon:", "q?", "star*", "[br", "back\\slash", "@{u}", "@",
