@@ -247,3 +247,20 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
     return parts
+
+
+_MOVED_TO_REFNAMES = ("check_ref_name", "branch_ref", "tag_ref")
+
+
+def __getattr__(name: str) -> object:
+    # Deprecated aliases (one release): the ref-name checks moved to the storage layer, where
+    # libgit2 decides. Looked up by name at first use, so this bottom-layer module imports
+    # nothing above it.
+    if name in _MOVED_TO_REFNAMES:
+        import importlib
+        import warnings
+
+        warnings.warn(f"got_core.names.{name} moved to got_core.storage.refnames.{name}; import it from "
+                      "there (this alias goes away in 0.3)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("got_core.storage.refnames"), name)
+    raise AttributeError(f"module 'got_core.names' has no attribute {name!r}")

@@ -148,3 +148,12 @@ def test_shorthands_still_map_to_full_refs():
     for bad in ("HEAD", "@", "-x", "a..b"):
         with pytest.raises(InvalidNameError):
             branch_ref(bad)
+
+
+def test_the_old_import_path_still_works_with_a_deprecation_warning():
+    import got_core.names as names
+    from got_core.storage.refnames import branch_ref
+
+    with pytest.warns(DeprecationWarning, match="got_core.storage.refnames"):
+        old = names.branch_ref
+    assert old is branch_ref
