@@ -27,7 +27,7 @@ from got_core.errors import (
     StorageError,
     UnknownBackendError,
 )
-from got_core.memory import BaseMemory, Lesson, get_backend
+from got_core.memory import BaseMemory, get_backend
 from got_core.memory.base import stored_lesson
 from got_core.testing import MemoryBackendContract
 from got_core.testing.memory_contract import STATS_KEYS
