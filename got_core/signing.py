@@ -1,4 +1,4 @@
-"""Signed reasoning traces: SSH and OpenPGP commit signatures (DESIGN §1, "signed trace").
+"""Signed reasoning traces: SSH and OpenPGP commit signatures (ARCHITECTURE §1, "signed trace").
 
 Signatures are made by the stock tools git itself uses (``ssh-keygen -Y sign``,
 ``gpg -bsau``) over the exact commit payload, and stored in the commit's

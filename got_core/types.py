@@ -246,7 +246,7 @@ class VerifyResult:
 
 @dataclass(frozen=True)
 class Hit:
-    """A ranked retrieval result (DESIGN §2: ρ = 0.7·s_comb + 0.2·tag + 0.1·recency)."""
+    """A ranked retrieval result (ARCHITECTURE §3: ρ = 0.7·s_comb + 0.2·tag + 0.1·recency)."""
 
     oid: str
     summary: str

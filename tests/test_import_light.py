@@ -1,4 +1,4 @@
-"""`import got_core` loads no framework and no heavy ML library (STYLE practice 7)."""
+"""`import got_core` loads no framework and no heavy ML library (ARCHITECTURE §2)."""
 
 from __future__ import annotations
 

@@ -274,7 +274,7 @@ _MODELS: dict[str, Any] = {}
 
 
 def _model(spec: ModelSpec) -> Any:
-    from got_core.solver.models import OpenAICompatibleModel
+    from got_core.solver.openai_compat import OpenAICompatibleModel
 
     key = json.dumps(asdict(spec), sort_keys=True)
     if key not in _MODELS:
@@ -285,7 +285,7 @@ def _model(spec: ModelSpec) -> Any:
 
 def _server_answers(spec: ModelSpec) -> bool:
     from got_core.errors import ModelError
-    from got_core.solver.models import check_endpoint
+    from got_core.solver.openai_compat import check_endpoint
 
     try:
         check_endpoint(spec.base_url, api_key=spec.api_key)
@@ -608,7 +608,7 @@ def model_endpoint(spec: ModelSpec, *, check: bool = True) -> Iterator[ModelSpec
             yield replace(spec, base_url=server.url)
         return
     if check:
-        from got_core.solver.models import check_endpoint
+        from got_core.solver.openai_compat import check_endpoint
 
         served = check_endpoint(spec.base_url, api_key=spec.api_key)
         if served and spec.model not in served:

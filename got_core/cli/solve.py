@@ -82,7 +82,7 @@ def _model(base_url: str, model: Optional[str], api_key: str, scripted: Optional
     if scripted is not None:
         return load_script(scripted)
     from got_core.errors import ModelError
-    from got_core.solver.models import OpenAICompatibleModel, check_endpoint
+    from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint
 
     try:
         served = check_endpoint(base_url, api_key=api_key if api_key != "EMPTY" else None)

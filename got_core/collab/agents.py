@@ -1,6 +1,6 @@
 """Mergeable memory across agents: workers, a central repository, merges with review.
 
-§6.3 of arXiv 2606.14470 (DESIGN §4): N agents learn lessons in parallel; git
+§6.3 of arXiv 2606.14470 (ARCHITECTURE §1): N agents learn lessons in parallel; git
 merges their memories. Lessons live one file per topic key on a memory branch
 (:mod:`got_core.memory.git`), so disjoint topics merge cleanly while two agents'
 different lessons on one topic surface as a conflict with both sides — never kept

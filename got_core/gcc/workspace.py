@@ -1,4 +1,4 @@
-"""GCC context tools: an agent manages its own memory like git (arXiv 2508.00031; DESIGN §1).
+"""GCC context tools: an agent manages its own memory like git (arXiv 2508.00031; ARCHITECTURE §1).
 
 The Git Context Controller gives an agent five verbs: log each
 Observation–Thought–Action step (``log_ota``), ``commit`` a milestone summary that

@@ -176,7 +176,7 @@ class RepoBase:
                 for node_id in dict.fromkeys(wanted):
                     rows = index.by_node_id(node_id)
                     if rows:
-                        return rows[0][1]
+                        return rows[0].oid
             raise
 
     def branches(self) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Reasoning nodes: one commit of four files per scored thought (DESIGN §1, §2).
+"""Reasoning nodes: one commit of four files per scored thought (ARCHITECTURE §1, §3).
 
 ``commit_node`` is the commit-on-score path: ``thought.md``, ``scores.json``,
 ``trace.jsonl`` and ``metadata.json`` in one commit with a structured message
@@ -31,7 +31,7 @@ OUTCOME_TAGS = OUTCOME_TAG_PREFIX
 
 def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
                 parents: Sequence[str] | None = None, note: bool = True, tag: bool = True) -> Node:
-    """Record one scored reasoning node (DESIGN §2's commit-on-score path).
+    """Record one scored reasoning node (ARCHITECTURE §3's commit-on-score path).
 
     One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
     with a structured message; then the score as a note and, for a ``success`` /

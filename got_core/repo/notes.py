@@ -1,4 +1,4 @@
-"""Score notes on our own notes ref, in git's fan-out layout (DESIGN §5).
+"""Score notes on our own notes ref, in git's fan-out layout (ARCHITECTURE §6).
 
 libgit2's ``create_note`` rewrites one flat tree of every note (O(n) per note,
 ~40 ms at 10k) and loses updates under concurrent writers. Here a note lives at

@@ -1,4 +1,4 @@
-"""``ReasoningRepo``: an agent's reasoning as a git repository (DESIGN §1–§3).
+"""``ReasoningRepo``: an agent's reasoning as a git repository (ARCHITECTURE §1, §3).
 
 A scored reasoning node is one commit of four files; its combined score is a git
 note on our own notes ref (fan-out layout, so writes stay O(1) at 10k+ notes);
@@ -108,7 +108,7 @@ class ReasoningRepo(RepoBase):
     # ------------------------------------------------------------------ nodes
     def commit_node(self, node: Node, *, ref: str | None = None, parents: Sequence[str] | None = None,
                     note: bool = True, tag: bool = True) -> Node:
-        """Record one scored reasoning node (DESIGN §2's commit-on-score path).
+        """Record one scored reasoning node (ARCHITECTURE §3's commit-on-score path).
 
         One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
         with a structured message; then the score as a note and, for a ``success`` /
@@ -215,7 +215,7 @@ class ReasoningRepo(RepoBase):
             return [self._info(c) for c in out]
         idx = self._idx()
         tags = idx.tags_for(c.oid for c in out)
-        notes = {r[1]: r[5] for r in idx.rows("c.oid IN (%s)" % ",".join("?" * len(out)), [c.oid for c in out])} if out else {}
+        notes = {r.oid: r.score for r in idx.by_oids([c.oid for c in out])}
         infos = []
         for c in out:
             info = self._info(c, tags.get(c.oid, ()))

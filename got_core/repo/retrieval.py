@@ -1,4 +1,4 @@
-"""Ranked retrieval over a reasoning repository (DESIGN §2).
+"""Ranked retrieval over a reasoning repository (ARCHITECTURE §3).
 
 Candidates come from git's own search verbs, answered by the derived index:
 keyword hits over commit messages (``git log --grep``) and content hits
@@ -20,12 +20,12 @@ import re
 import unicodedata
 from typing import Mapping, Sequence
 
-from got_core.storage.index import DerivedIndex
+from got_core.storage.index import CommitRow, DerivedIndex
 from got_core._text import STOP_WORDS
 from got_core.errors import InvalidInputError, InvalidNameError
 from got_core.names import decode_component
 from got_core.validate import clean_text
-from got_core.types import CommitInfo, Hit
+from got_core.types import CommitInfo, Hit, tag_value
 
 __all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value", "stem", "terms"]
 
@@ -64,17 +64,6 @@ def keywords(query: str, limit: int = 32) -> list[str]:
     return list(seen)
 
 
-def tag_value(tags: Sequence[str]) -> tuple[float, str | None]:
-    """The ρ tag term for a commit's tags: (value, the deciding tag)."""
-    for t in tags:
-        if t.startswith("success_") or t == "best" or t.startswith("best_"):
-            return 1.0, t
-    for t in tags:
-        if t.startswith("failed_"):
-            return 0.0, t
-    return 0.5, None
-
-
 def _decoded(value: str | None) -> str:
     # trailers hold ids encoded (names.encode_component); hand them back as they were given
     if not value:
@@ -98,10 +87,10 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def rows_to_infos(index: DerivedIndex, rows: Sequence[tuple]) -> list[CommitInfo]:
+def rows_to_infos(index: DerivedIndex, rows: Sequence[CommitRow]) -> list[CommitInfo]:
     """Index rows -> :class:`CommitInfo` with tags and scores."""
-    tags = index.tags_for(r[1] for r in rows)
-    return [CommitInfo(r[1], r[2], tuple((r[4] or "").split()), r[3], "", (), tuple(tags.get(r[1], ())), r[5])
+    tags = index.tags_for(r.oid for r in rows)
+    return [CommitInfo(r.oid, r.message, r.parent_list, r.time, "", (), tuple(tags.get(r.oid, ())), r.score)
             for r in rows]
 
 
@@ -137,13 +126,12 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
     phrase = query.strip()
     extra: list[int] = []
     if 3 <= len(phrase) <= 64 and not any(ch.isspace() for ch in phrase):
-        extra = [r[0] for r in index.pickaxe(phrase, refs, added_only=True)]
+        extra = [r.rowid for r in index.pickaxe(phrase, refs, added_only=True)]
     rows = index.ranked(stems, refs, w, k, extra)
-    tags = index.tags_for(r[1] for r in rows)
+    tags = index.tags_for(r.oid for r in rows)
     hits = []
     for r in rows:
-        _crow, oid, message, _ctime, _parents, score, node_id, problem_id, _tg, match, recency, rho = r
-        _value, which = tag_value(tags.get(oid, ()))
-        hits.append(Hit(oid, message.split("\n", 1)[0], float(rho), score, which, float(recency),
-                        float(match), _decoded(node_id), _decoded(problem_id), message))
+        _value, which = tag_value(tags.get(r.oid, ()))
+        hits.append(Hit(r.oid, r.message.split("\n", 1)[0], float(r.rho), r.score, which, float(r.recency),
+                        float(r.match), _decoded(r.node_id), _decoded(r.problem_id), r.message))
     return hits

@@ -3,7 +3,7 @@
 Merges are real three-way git merges computed in memory (no working tree);
 conflicts come back as data (path, base, ours, theirs) and are never resolved
 silently: a strategy (``ours``, ``theirs`` or a caller's resolver) must decide,
-and its decision is itself a merge commit naming both parents (DESIGN §4).
+and its decision is itself a merge commit naming both parents (ARCHITECTURE §1).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ __all__ = [
 
 _LAZY = {
     **dict.fromkeys(["ChatModel", "BaseChatModel", "ChatResponse", "ToolCall", "Usage", "CallRecord",
-                     "OpenAICompatibleModel", "from_env", "check_endpoint", "START_SERVER_HINT"],
-                    "got_core.solver.models"),
+                     "START_SERVER_HINT"], "got_core.solver.models"),
+    **dict.fromkeys(["OpenAICompatibleModel", "from_env", "check_endpoint"], "got_core.solver.openai_compat"),
     **dict.fromkeys(["Tool", "ToolResult", "TOOLS", "get_tools", "calculate", "shutdown_worker"],
                     "got_core.solver.tools"),
     **dict.fromkeys(["run_react", "arun_react", "ReactResult", "parse_action", "format_tool_instructions"],

@@ -1,4 +1,4 @@
-"""The one commit-on-score hook (§3.2 of arXiv 2606.14470, DESIGN §2).
+"""The one commit-on-score hook (§3.2 of arXiv 2606.14470, ARCHITECTURE §3).
 
 Every node of every test-time arm is recorded through :class:`NodeRecorder`:
 
@@ -15,7 +15,7 @@ Every node of every test-time arm is recorded through :class:`NodeRecorder`:
 
 Inside ``with recorder.batch():`` the score notes of every node recorded (and
 every verdict marked) are written together, as one commit on the notes ref when
-the block ends: one notes commit per question instead of one per node (DESIGN §5:
+the block ends: one notes commit per question instead of one per node (ARCHITECTURE §6:
 fewer objects and ref updates per step is the main performance lever).
 
 Layouts: a problem's own repository (session branch ``master``, tag ``best``) or
@@ -172,7 +172,7 @@ class NodeRecorder:
         """Record a validation verdict on an already committed node.
 
         The node is not rewritten: its note gains ``outcome`` and ``validation``
-        (re-scoring without rewriting, DESIGN §4) and it is tagged.
+        (re-scoring without rewriting, ARCHITECTURE §1) and it is tagged.
 
         Args:
             node: a node returned by :meth:`record`.

@@ -1,14 +1,13 @@
-"""The one module that talks to pygit2 (STYLE practice 4).
+"""The one module that talks to pygit2 (ARCHITECTURE §5, invariant 4).
 
 Everything above speaks hex SHAs, bytes and our own types. Objects are written
 straight into the object database (blob → tree → commit) and refs are moved with
 compare-and-swap; there is no working tree, no index file and no repository-wide
-lock on the hot path (DESIGN §2, §5).
+lock on the hot path (ARCHITECTURE §3, §5).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
@@ -26,12 +25,12 @@ from got_core.errors import (
     CorruptRepositoryError,
     GotError,
     RemoteError,
-    RepositoryAccessError,
-    RepositoryNotFoundError,
     StorageError,
     UnknownRefError,
     UntrustedContentError,
 )
+from got_core.storage._access import check_readable, refuse_unopenable
+from got_core.storage.objects import check_object, damaged_under
 from got_core.names import (
     MAX_PATH_BYTES,
     MAX_PATH_COMPONENT_BYTES,
@@ -52,29 +51,6 @@ _T_BLOB, _T_TREE = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE
 _SHORT_PATH = MAX_PATH_BYTES // 4  # a str this long is within MAX_PATH_BYTES in any encoding
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
-_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
-
-
-def _parse_tree(data: bytes) -> list[tuple[int, str, str]] | None:
-    """Raw tree content as (mode, name, SHA) entries; None when it is not a well-formed tree.
-
-    Names are decoded for reports only (undecodable bytes as escapes), never used as paths.
-    """
-    out: list[tuple[int, str, str]] = []
-    i, n = 0, len(data)
-    while i < n:
-        space = data.find(b" ", i)
-        nul = data.find(b"\0", space + 1) if space >= 0 else -1
-        if space < 0 or nul < 0 or nul + 21 > n:
-            return None
-        try:
-            mode = int(data[i:space], 8)
-        except ValueError:
-            return None
-        name = data[space + 1:nul].decode("utf-8", "backslashreplace")
-        out.append((mode, name, data[nul + 1:nul + 21].hex()))
-        i = nul + 21
-    return out
 
 
 _strict_lock = threading.Lock()
@@ -154,81 +130,6 @@ def _usable_name(name: str) -> bool:
     return False
 
 
-def _owner_hint(path: Path) -> str:
-    try:
-        uid = path.stat().st_uid
-    except OSError:
-        return "another user"
-    try:
-        import pwd
-
-        return f"user {pwd.getpwuid(uid).pw_name!r} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _unreadable(path: Path) -> Path | None:
-    """The first of a repository's own entries this process may not read, or None."""
-    for p in (path, path / "HEAD", path / "config", path / "objects", path / "refs"):
-        try:
-            exists = p.exists()
-        except OSError:
-            return p
-        if exists and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
-            return p
-    return None
-
-
-def _check_readable(gitdir: Path) -> None:
-    bad = _unreadable(gitdir)
-    if bad is not None:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {bad} (owned by {_owner_hint(bad)}); "
-            "fix its permissions or open the repository as a user who can read it")
-
-
-def _refuse_unopenable(path: Path, why: str, create: bool) -> None:
-    """Explain why libgit2 would not open ``path``; returns only when creating one there is safe.
-
-    Raises:
-        RepositoryAccessError: a repository owned by another user, or one this user cannot read.
-        RepositoryNotFoundError: nothing there and ``create`` is false, or something that is
-            not a repository (never overwritten).
-        StorageError: ``path`` is a file.
-    """
-    try:
-        exists, is_dir = path.exists(), path.is_dir()
-        entries = None
-        if is_dir:
-            with os.scandir(path) as listing:
-                entries = next(listing, None)
-    except PermissionError:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {path} (owned by {_owner_hint(path)}); "
-            "fix its permissions or choose another path") from None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from None
-    if exists and not is_dir:
-        raise StorageError(f"{path} is a file, not a directory; choose another repository path") from None
-    bad = _unreadable(path) if exists else None
-    if bad is not None:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {bad} (owned by {_owner_hint(bad)}), so the repository "
-            f"at {path} cannot be opened; fix its permissions or open it as a user who can read it") from None
-    if "not owned by current user" in why:
-        raise RepositoryAccessError(
-            f"the repository at {path} belongs to {_owner_hint(path)}, not to the current user, "
-            "so git refuses to open it (its safe.directory rule); if you trust it, run "
-            f"`git config --global --add safe.directory {path.resolve()}`, or run as its owner") from None
-    if exists and entries is not None:
-        raise RepositoryNotFoundError(
-            f"{path} holds files but no git repository that can be opened ({why}); nothing was "
-            "created over it: choose another path, or move it away") from None
-    if not create:
-        raise RepositoryNotFoundError(
-            f"no git repository at {path}; create one with ReasoningRepo.init({str(path)!r})") from None
-
-
 class GitRepo:
     """A bare (or existing) git repository, driven through libgit2.
 
@@ -244,13 +145,13 @@ class GitRepo:
         try:
             self._r = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except (GitError, KeyError) as exc:
-            _refuse_unopenable(path, str(exc), create)
+            refuse_unopenable(path, str(exc), create)
             try:
                 self._r = pygit2.init_repository(str(path), bare=True, initial_head=initial_branch)
             except (GitError, OSError) as exc2:
                 raise StorageError(f"cannot create a repository at {path}: {exc2}") from None
         else:
-            _check_readable(Path(self._r.path))
+            check_readable(Path(self._r.path))
         self.gitdir = Path(self._r.path)
         self.workdir = Path(self._r.workdir) if self._r.workdir else None
 
@@ -301,7 +202,7 @@ class GitRepo:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
 
         Unchanged subtrees and blobs are reused by SHA, so a change costs only the
-        objects on its path (DESIGN §5).
+        objects on its path (ARCHITECTURE §6).
         """
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
@@ -527,52 +428,13 @@ class GitRepo:
             if "hash mismatch" in text:
                 return "does not hash to its id (its content was altered)", None
             return f"cannot be read ({text[:120]})", None
-        name = _TYPE_NAMES.get(int(kind), str(kind))
-        algo = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
-        if algo(f"{name} {len(data)}\0".encode() + data).hexdigest() != oid:
-            return "does not hash to its id (its content was altered)", None
-        if expected is not None and name != expected:
-            return f"is a {name}, not the {expected} its parent names", None
-        return None, data
+        return check_object(oid, _TYPE_NAMES.get(int(kind), str(kind)), data, expected)
 
     def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
                       prefix: str = "") -> list[tuple[str, str, str]]:
-        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
-
-        Args:
-            tree: the root tree SHA.
-            seen: object SHA -> problem (or None when sound), shared between calls so an
-                object reached from many commits is hashed once.
-            prefix: path of ``tree`` itself, for the report.
-
-        Returns:
-            ``(path, object SHA, problem)`` for each damaged object (the root is ``""``);
-            gitlinks (submodule commits) are not followed, as ``git fsck`` does not.
-        """
-        seen = {} if seen is None else seen
-        out: list[tuple[str, str, str]] = []
-        stack: list[tuple[str, str, str]] = [(prefix, tree, "tree")]
-        while stack:
-            path, oid, kind = stack.pop()
-            if oid in seen:
-                if seen[oid] is not None:
-                    out.append((path, oid, seen[oid]))  # type: ignore[arg-type]
-                continue
-            problem, data = self.object_problem(oid, kind)
-            if problem is None and kind == "tree":
-                entries = _parse_tree(data or b"")
-                if entries is None:
-                    problem = "is not a well-formed tree"
-                else:
-                    for mode, name, child in entries:
-                        if mode == 0o160000:
-                            continue  # a gitlink names a commit of another repository
-                        child_path = f"{path}/{name}" if path else name
-                        stack.append((child_path, child, "tree" if mode == 0o040000 else "blob"))
-            seen[oid] = problem
-            if problem is not None:
-                out.append((path, oid, problem))
-        return out
+        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id
+        (see :func:`got_core.storage.objects.damaged_under`)."""
+        return damaged_under(self.object_problem, tree, seen, prefix)
 
     def resolve(self, rev: str) -> str:
         """A commit SHA for any revision (SHA or prefix, branch, tag, ``refs/...``, ``x~1``).

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from got_core.storage.objects import TreeFormatError, tree_entries
 from got_core.storage.git import GitRepo, init_bare
 from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError, UntrustedContentError
@@ -135,14 +136,10 @@ def _clip(path: str) -> str:
 
 def _tree_entries(data: bytes, oid: str) -> Iterator[tuple[bytes, bytes, str]]:
     """(mode, name, child oid) of a raw tree object; refuses a malformed one."""
-    i, end = 0, len(data)
-    while i < end:
-        sp = data.find(b" ", i)
-        nul = data.find(b"\x00", sp + 1) if sp >= 0 else -1
-        if sp < 0 or nul < 0 or nul + 21 > end:
-            raise UntrustedContentError(f"tree {oid} is malformed (an entry is cut short)", oid=oid)
-        yield data[i:sp], data[sp + 1:nul], data[nul + 1:nul + 21].hex()
-        i = nul + 21
+    try:
+        yield from tree_entries(data)
+    except TreeFormatError:
+        raise UntrustedContentError(f"tree {oid} is malformed (an entry is cut short)", oid=oid) from None
 
 
 def _sweep_stale(gitdir: Path, max_age: float = 24 * 3600) -> None:

@@ -1,6 +1,6 @@
 """A derived SQLite index over the repository, so history search is not O(history).
 
-Git stays the source of truth (DESIGN §5): the index holds nothing that cannot be
+Git stays the source of truth (ARCHITECTURE §6): the index holds nothing that cannot be
 rebuilt from the repository, and every query first *syncs* it:
 
 * the ref fingerprint (``packed-refs`` plus the mtime of every directory under
@@ -35,15 +35,15 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from pygit2 import GitError
 
 from got_core.storage.git import CommitData, GitRepo
 from got_core.errors import CorruptRepositoryError, InvalidInputError
-from got_core.types import parse_trailers, trailer_score
+from got_core.types import parse_trailers, tag_value, trailer_score
 
-__all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
+__all__ = ["DerivedIndex", "CommitRow", "RankedRow", "RACY_NS", "MAX_INDEXED_BLOB"]
 
 RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
 MAX_INDEXED_BLOB = 1 << 20
@@ -73,7 +73,54 @@ CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', token
 CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
 """
 
-Row = tuple  # (oid, message, time, parents, score, node_id, problem_id)
+class CommitRow(NamedTuple):
+    """One indexed commit, as queries return it (``score``: the note's, else the trailer's)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str  # space-separated parent SHAs
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+
+    @property
+    def parent_list(self) -> tuple[str, ...]:
+        """The parent SHAs."""
+        return tuple(self.parents.split()) if self.parents else ()
+
+
+class RankedRow(NamedTuple):
+    """A keyword hit ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+    tag: float
+    match: float
+    recency: float
+    rho: float
+
+
+class _TagValue:
+    """SQLite aggregate over a commit's tag names: the retrieval tag term of
+    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def step(self, name: str | None) -> None:
+        if name is not None:
+            self.names.append(name)
+
+    def finalize(self) -> float:
+        return tag_value(self.names)[0]
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
 _BROKEN = (CorruptRepositoryError, GitError)
 _HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -134,6 +181,7 @@ class DerivedIndex:
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
         db.execute("PRAGMA busy_timeout=60000")
+        db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
             try:
@@ -387,18 +435,26 @@ class DerivedIndex:
         marks = ",".join("?" * len(refs))
         return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
 
-    def rows(self, where: str = "1", params: Iterable[object] = (), refs: Sequence[str] | None = None,
-             order: str = "c.time DESC, c.rowid DESC", limit: int | None = None) -> list[tuple]:
-        """Commit rows (rowid, oid, message, time, parents, score, node_id, problem_id)."""
+    def _rows(self, where: str = "1", params: Iterable[object] = (), refs: Sequence[str] | None = None,
+              order: str = "c.time DESC, c.rowid DESC", limit: int | None = None) -> list[CommitRow]:
         scope, sparams = self._scope_sql(refs)
         sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
-            return self.db.execute(sql, [self.notes_ref, *params, *sparams]).fetchall()
+            return [CommitRow(*r) for r in self.db.execute(sql, [self.notes_ref, *params, *sparams])]
+
+    def by_oids(self, oids: Sequence[str]) -> list[CommitRow]:
+        """The indexed rows of these commits (any order; unknown SHAs are left out)."""
+        out: list[CommitRow] = []
+        oids = list(oids)
+        for i in range(0, len(oids), 500):
+            chunk = oids[i:i + 500]
+            out += self._rows("c.oid IN (%s)" % ",".join("?" * len(chunk)), chunk)
+        return out
 
     def grep(self, pattern: str, *, fixed: bool, ignore_case: bool,
-             refs: Sequence[str] | None) -> list[tuple]:
+             refs: Sequence[str] | None) -> list[CommitRow]:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         try:
@@ -409,10 +465,10 @@ class DerivedIndex:
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self.rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
+            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
         else:
-            rows = self.rows("1", (), refs)
-        return [r for r in rows if rx.search(r[2])]
+            rows = self._rows("1", (), refs)
+        return [r for r in rows if rx.search(r.message)]
 
     def doc_freq(self, stem: str) -> int:
         """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
@@ -428,7 +484,7 @@ class DerivedIndex:
         return int(self._cache[key])  # type: ignore[call-overload]
 
     def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
-               extra: Sequence[int] = (), max_df: float = 0.1) -> list[tuple]:
+               extra: Sequence[int] = (), max_df: float = 0.1) -> list[RankedRow]:
         """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
 
         Each stem matches words that start with it. Stems found in more than ``max_df``
@@ -436,8 +492,7 @@ class DerivedIndex:
         keeping at least the rarest one — an IDF cut that keeps queries fast at 10k+.
         ``extra`` adds candidate rowids (pickaxe hits).
 
-        Returns rows (rowid, oid, message, time, parents, score, node_id, problem_id,
-        tag value, match fraction, recency, rho).
+        Returns :class:`RankedRow` s, best first.
         """
         with self._lock:
             n = max(self.commit_count(), 1)
@@ -460,10 +515,9 @@ class DerivedIndex:
                                    for _ in terms) or "0"
             match_params = list(terms)
             scope, sparams = self._scope_sql(refs)
-            tag_sql = ("(CASE WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND "
-                       "(t.name GLOB 'success_*' OR t.name = 'best' OR t.name GLOB 'best_*')) THEN 1.0 "
-                       "WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND t.name GLOB 'failed_*') "
-                       "THEN 0.0 ELSE 0.5 END)")
+            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
+            untagged = tag_value(())[0]
+            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
             sql = (
                 "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
                 "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
@@ -477,9 +531,9 @@ class DerivedIndex:
             )
             args = [weights["score"], weights["tag"], weights["recency"], weights["match"],
                     *match_params, max(len(terms), 1), tmin, span, self.notes_ref, *params, *sparams, int(k)]
-            return self.db.execute(sql, args).fetchall()
+            return [RankedRow(*r) for r in self.db.execute(sql, args)]
 
-    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[tuple]:
+    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[CommitRow]:
         """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
 
         With ``added_only``, only commits where the count grows (the one that introduced it).
@@ -518,8 +572,8 @@ class DerivedIndex:
             crows = {crow for crow, old, new in changes if count(old) != count(new)}
         if not crows:
             return []
-        rows = self.rows("c.rowid IN (%s)" % ",".join(str(c) for c in crows), (), refs)
-        return [r for r in rows if " " not in (r[4] or "")]  # git log -S skips merge diffs
+        rows = self._rows("c.rowid IN (%s)" % ",".join(str(c) for c in crows), (), refs)
+        return [r for r in rows if len(r.parent_list) < 2]  # git log -S skips merge diffs
 
     def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
         """Tag names per commit SHA."""
@@ -536,7 +590,7 @@ class DerivedIndex:
                     out.setdefault(target, []).append(name)
         return out
 
-    def tagged(self, prefix: str) -> list[tuple]:
+    def tagged(self, prefix: str) -> list[CommitRow]:
         """Commits carrying a tag that starts with ``prefix``."""
         with self._lock:
             targets = [r[0] for r in self.db.execute(
@@ -544,16 +598,16 @@ class DerivedIndex:
         if not targets:
             return []
         marks = ",".join("?" * len(targets))
-        return self.rows(f"c.oid IN ({marks})", targets)
+        return self._rows(f"c.oid IN ({marks})", targets)
 
-    def frontier(self, base: str, tip: str) -> list[tuple]:
+    def frontier(self, base: str, tip: str) -> list[CommitRow]:
         """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
-        return self.rows("c.rowid IN (SELECT crow FROM member WHERE ref=?) AND "
+        return self._rows("c.rowid IN (SELECT crow FROM member WHERE ref=?) AND "
                          "c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)", [tip, base])
 
-    def by_node_id(self, node_id: str) -> list[tuple]:
+    def by_node_id(self, node_id: str) -> list[CommitRow]:
         """Commits whose ``Got-Node`` trailer is ``node_id``."""
-        return self.rows("c.node_id = ?", [node_id])
+        return self._rows("c.node_id = ?", [node_id])
 
     def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
         """(oldest, newest) commit time in scope (memoised until the next sync)."""

@@ -1,4 +1,4 @@
-"""``GitCheckpointSaver``: LangGraph checkpoints as git commits (DESIGN §3, "thread = ref namespace").
+"""``GitCheckpointSaver``: LangGraph checkpoints as git commits (ARCHITECTURE §4).
 
 A drop-in for ``SqliteSaver`` / ``InMemorySaver``::
 
@@ -35,7 +35,7 @@ in ``checkpoint.json`` or the writes files, metadata only inside the encrypted
 names (thread ids, namespaces, fork checkpoint ids), checkpoint and task ids, parent ids,
 timestamps, channel names and versions, node names in task paths, type tags.
 
-Cost per super-step (DESIGN §5: objects and ref moves are what a write costs): ``put`` writes
+Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects) and moves one ref; ``put_writes`` writes one
 commit, two small trees and one file (4 objects) and moves the ``writes`` ref. Unchanged

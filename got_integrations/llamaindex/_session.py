@@ -59,7 +59,7 @@ SESSION_FILE = "session.json"
 MESSAGES_DIR = "messages"
 FORMAT = "got.llamaindex.session/1"
 #: Messages per directory: a write rewrites one small subtree, not a tree of the whole
-#: conversation (tree bytes written per commit are the main write cost, DESIGN §5).
+#: conversation (tree bytes written per commit are the main write cost, ARCHITECTURE §6).
 SHARD_SIZE = 100
 _SEQ_WIDTH = 8
 _MESSAGE_NAME = re.compile(r"^(\d{%d,})\.json$" % _SEQ_WIDTH)

@@ -7,7 +7,7 @@ A drop-in for ``llama_index.core.memory.Memory`` (it *is* one: the same token
     memory = GitMemory.from_defaults(path="agent.git", session_id="alice")
     await agent.run("What is 2 + 3?", memory=memory)
 
-What differs, and why (DESIGN §1: memory buffers cannot be diffed or audited):
+What differs, and why (ARCHITECTURE §1: memory buffers cannot be diffed or audited):
 
 * **one commit per write** on ``refs/got/sessions/<encoded session id>`` — a
   batch of messages plus any window move is a single commit, made with a

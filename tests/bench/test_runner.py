@@ -28,7 +28,7 @@ from got_core.bench.runner import (
 )
 from got_core.errors import ConfigError, InvalidInputError, ModelError
 from got_core.repo import ReasoningRepo
-from got_core.solver.models import OpenAICompatibleModel, check_endpoint
+from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint
 from got_core.bench.standin import StandInOpenAIServer, bench_responder, load_script
 
 

@@ -18,16 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from got_core.errors import ConfigError, InvalidInputError, ModelError, ModelResponseError, ModelTimeoutError
-from got_core.solver.models import (
-    BaseChatModel,
-    ChatModel,
-    ChatResponse,
-    OpenAICompatibleModel,
-    ToolCall,
-    Usage,
-    check_endpoint,
-    from_env,
-)
+from got_core.solver.models import BaseChatModel, ChatModel, ChatResponse, ToolCall, Usage
+from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint, from_env
 from got_core.testing import ScriptedChatModel
 
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is two plus two"}]
