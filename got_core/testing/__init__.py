@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ScriptedChatModel", "HashEmbedder", "StandInOpenAIServer", "MemoryBackendContract",
-           "ChatModelContract"]
+__all__ = ["ChatModelContract", "HashEmbedder", "MemoryBackendContract", "ScriptedChatModel",
+           "StandInOpenAIServer"]
 
 _LAZY = {
     "ScriptedChatModel": "got_core.solver.scripted",

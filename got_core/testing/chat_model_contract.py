@@ -1,6 +1,6 @@
 """The chat-model contract as a pytest test class, for any implementation to reuse.
 
-Every chat model the solver drives (:class:`~got_core.solver.models.OpenAICompatibleModel`,
+Every chat model the solver drives (:class:`~got_core.solver.openai_compat.OpenAICompatibleModel`,
 the scripted model, the LangChain and LlamaIndex adapters) passes this contract,
 and so can a new one: subclass :class:`ChatModelContract` in a test module (the
 class name must start with ``Test``), say how to build a model that answers a
@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from got_core.errors import GotError, InvalidInputError, ModelError
 from got_core.solver.models import BaseChatModel, CallRecord, ChatModel, ChatResponse, ToolCall, Usage
 
-__all__ = ["ChatModelContract", "Reply", "CALCULATOR_SPEC"]
+__all__ = ["CALCULATOR_SPEC", "ChatModelContract", "Reply"]
 
 #: What a script entry may be: assistant text, or a response carrying native tool calls.
 Reply = str | ChatResponse
@@ -128,7 +129,7 @@ class ChatModelContract:
         json.dumps(response.to_dict())  # a trace can store it
 
     def test_sync_and_async_answer_alike(self) -> None:
-        script = ["First answer: 42.", "Second answer, a longer one: forty-two."]
+        script: list[Reply] = ["First answer: 42.", "Second answer, a longer one: forty-two."]
         if self.scripts_tool_calls:
             script.append(_tool_reply())
         sync_model, async_model = self.make_model(list(script)), self.make_model(list(script))
@@ -174,7 +175,8 @@ class ChatModelContract:
         wire = call.to_message_dict()
         assert wire["type"] == "function" and json.loads(wire["function"]["arguments"]) == {"expression": "6*7"}
         # the call and its result go back to the model in OpenAI form, and it answers
-        follow_up = QUESTION + [
+        follow_up = [
+            *QUESTION,
             {"role": "assistant", "content": response.text, "tool_calls": [wire]},
             {"role": "tool", "tool_call_id": call.id, "content": "42"},
         ]

@@ -43,8 +43,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -57,13 +58,13 @@ from got_core.errors import (
 from got_core.memory.base import BaseMemory, Lesson, MemoryBackend
 
 __all__ = [
-    "MemoryBackendContract",
+    "CONCEPT_QUERIES",
     "CORPUS",
     "KEYWORD_QUERIES",
     "PARAPHRASE_QUERIES",
-    "CONCEPT_QUERIES",
     "STATS_KEYS",
     "TRICKY_TEXT",
+    "MemoryBackendContract",
 ]
 
 #: stats() keys every backend reports (the paper's Table 3 columns plus counts).
@@ -288,7 +289,7 @@ class MemoryBackendContract:
         with pytest.raises(InvalidInputError):
             mem.get_relevant("discriminant", True)
         with pytest.raises(InvalidInputError):
-            mem.get_relevant("discriminant", 2.5)
+            mem.get_relevant("discriminant", 2.5)  # type: ignore[arg-type]
         hits = mem.get_relevant("discriminant", len(CORPUS) + 10)
         assert len(hits) <= len(mem)
         assert len(set(_texts(hits))) == len(hits)
@@ -375,6 +376,7 @@ class MemoryBackendContract:
     def test_bad_queries_are_refused(self, open_memory: Callable[..., BaseMemory]) -> None:
         mem = open_memory()
         _ingest(mem, CORPUS[:2])
+        bad: Any
         for bad in ("", "  ", b"\xff\xfe", "x" * (1 << 20), None):
             with pytest.raises(InvalidInputError):
                 mem.get_relevant(bad, 3)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import Identity, Node, ReasoningRepo
 from got_core.errors import CorruptRepositoryError
 from got_core.repo.sharing import verify_bundle
-from gitcli import fsck_clean, git
 
 
 def make(tmp_path, name):

@@ -11,10 +11,10 @@ import os
 import subprocess
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import Identity, Node, ReasoningRepo
 from got_core.names import decode_component, encode_component
-from gitcli import fsck_clean, git
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import subprocess
 
 import pygit2
 import pytest
+from gitcli import git
 
 from got_core import GPGSigner, Identity, Node, ReasoningRepo, SSHSigner, TrustStore
-from gitcli import git
 
 
 @pytest.fixture

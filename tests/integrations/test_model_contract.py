@@ -13,15 +13,15 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
 
-from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
-from llama_index.core.llms import ChatMessage  # noqa: E402
-from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from llama_index.core.llms import ChatMessage
+from llama_index.core.llms.mock import MockFunctionCallingLLM
 
-from got_core.solver.models import ChatResponse  # noqa: E402
-from got_core.testing import ChatModelContract  # noqa: E402
-from got_integrations.models import LangChainChatModel, LlamaIndexLLM  # noqa: E402
+from got_core.solver.models import ChatResponse
+from got_core.testing import ChatModelContract
+from got_integrations.models import LangChainChatModel, LlamaIndexLLM
 
 
 class _InvocationParams(BaseCallbackHandler):

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from got_core.solver.models import OpenAICompatibleModel
+from got_core.solver.openai_compat import OpenAICompatibleModel
 from got_core.testing import ChatModelContract, ScriptedChatModel, StandInOpenAIServer
 
 
