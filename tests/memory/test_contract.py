@@ -62,11 +62,6 @@ class TestGraphMemory(RegisteredBackend):
 class TestGitMemory(RegisteredBackend):
     backend_name = "git"
 
-    @pytest.mark.xfail(strict=True, reason="GitMemory(read_only=True) creates the repository at a missing "
-                                           "path; get_backend documents read_only as 'create nothing'")
-    def test_opening_a_missing_store_read_only_creates_nothing(self, open_memory, tmp_path):
-        super().test_opening_a_missing_store_read_only_creates_nothing(open_memory, tmp_path)
-
 
 def test_unknown_backend_name_is_a_typed_error(tmp_path):
     for bad in ("vectr", "", "GIT-ish", None, 3):
