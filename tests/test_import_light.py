@@ -27,3 +27,12 @@ def test_public_api_is_pinned():
         assert hasattr(got_core, name), name
     assert all(issubclass(getattr(got_core, n), got_core.GotError)
                for n in got_core.__all__ if n.endswith("Error"))
+
+
+def test_import_got_core_testing_does_not_load_pytest():
+    # the contract suites import pytest; the package resolves them only on first use
+    code = ("import sys, got_core.testing; loaded = 'pytest' in sys.modules or '_pytest' in sys.modules; "
+            "from got_core.testing import MemoryBackendContract, ChatModelContract; "
+            "print(loaded, 'pytest' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

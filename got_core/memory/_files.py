@@ -9,27 +9,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
-
 from got_core.errors import RepositoryNotFoundError, StorageError
 
 __all__ = ["locked", "atomic_write_bytes", "file_stamp", "prepare_store_dir"]
 
 
+# Seconds between tries while another process holds a store's lock (filelock polls a
+# non-blocking lock; a write holds it for about a millisecond).
+_POLL_S = 0.002
+
+
 @contextmanager
 def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
-    """Hold ``thread_lock`` and an exclusive ``flock`` on ``lock_path``.
+    """Hold ``thread_lock`` and an exclusive process lock on ``lock_path``.
 
-    ``flock`` locks belong to the open file description, so a fresh ``open``
-    per critical section excludes other threads' sections as well as other
-    processes'.
+    The process lock is filelock's descriptor lock (``flock`` on POSIX, ``LockFileEx`` on
+    Windows: the primitive its ``FileLock`` uses, without that class's per-acquire
+    bookkeeping, which would cost more than a graph-memory write). Such locks belong to
+    the open file, so a fresh ``open`` per critical section excludes other threads'
+    sections as well as other processes'; ``thread_lock`` keeps threads from polling.
 
     Raises:
-        StorageError: the lock file cannot be created or locked.
+        StorageError: the lock file cannot be created, or the file system cannot lock it.
     """
+    from filelock import lock_descriptor, unlock_descriptor  # first use only: keeps imports light
+
     with thread_lock:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -37,12 +41,16 @@ def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
             raise StorageError(f"cannot create lock file {lock_path}: {exc}; "
                                "check the directory exists and is writable") from None
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                lock_descriptor(fd, poll_interval=_POLL_S)
+            except OSError as exc:
+                raise StorageError(f"cannot lock {lock_path}: {exc}; keep the store on a local "
+                                   "file system that supports file locks") from None
+            try:
+                yield
+            finally:
+                unlock_descriptor(fd)
         finally:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
 

@@ -25,6 +25,7 @@ from got_core.errors import ConfigError, CorruptRepositoryError, RepositoryNotFo
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.names import decode_component, encode_component
 from got_core.repo import Publish, ReasoningRepo
+from got_core.storage.refnames import branch_ref
 
 __all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
 
@@ -136,6 +137,13 @@ class GitMemory(BaseMemory):
         if repo is None:
             if path is None:
                 raise ConfigError("the git memory backend needs a path (or repo=)")
+            if read_only and create and not Path(path).exists():
+                # read-only creates nothing: a missing store reads as an empty memory
+                super().__init__(Path(path), read_only=True)
+                self.repo: ReasoningRepo | None = None
+                self.branch = branch
+                self.ref = branch_ref(branch)
+                return
             try:
                 repo = ReasoningRepo(path, create=create)
             except RepositoryNotFoundError:
@@ -151,7 +159,7 @@ class GitMemory(BaseMemory):
 
     # -- storage ---------------------------------------------------------------------
     def _topic(self, rev: str | None, key: str) -> list[Lesson]:
-        if rev is None:
+        if rev is None or self.repo is None:
             return []
         path = lesson_path(key)
         try:
@@ -162,7 +170,11 @@ class GitMemory(BaseMemory):
         return parse_topic_file(_topic_text(raw, where), where)
 
     def _store(self, lesson: Lesson) -> Lesson:
+        repo = self.repo
+        if repo is None:  # only a read-only memory has no repository, and it never stores
+            raise ConfigError("this git memory was opened read-only at a missing path; it stores nothing")
         path = lesson_path(lesson.topic_key)
+
         def build(tip: str | None) -> Publish:
             current = self._topic(tip, lesson.topic_key)
             same = [i for i, old in enumerate(current) if old.text == lesson.text]
@@ -182,13 +194,15 @@ class GitMemory(BaseMemory):
                        f"Got-Score: {stored.score:.6f}\n")
             if lesson.source_problem:
                 message += f"Got-Problem: {encode_component(lesson.source_problem, 'problem id')}\n"
-            oid = self.repo.prepare_commit([tip] if tip else [], {path: render_topic_file(current)}, message)
+            oid = repo.prepare_commit([tip] if tip else [], {path: render_topic_file(current)}, message)
             return Publish(oid, stored)
 
         # another writer moving the branch makes the builder re-read the topic on the new tip
-        return self.repo.update_ref(self.ref, build)
+        return repo.update_ref(self.ref, build)
 
     def _query(self, query: str, k: int) -> list[Lesson]:
+        if self.repo is None:
+            return []
         tip = self.repo.tip(self.ref)
         if tip is None:
             return []
@@ -216,6 +230,8 @@ class GitMemory(BaseMemory):
         return out
 
     def _all(self) -> list[Lesson]:
+        if self.repo is None:
+            return []
         tip = self.repo.tip(self.ref)
         if tip is None:
             return []
@@ -228,8 +244,11 @@ class GitMemory(BaseMemory):
 
     def storage_bytes(self) -> int:
         """Bytes of the repository directory (objects, refs and the derived index)."""
+        if self.repo is None:
+            return 0
         return sum(p.stat().st_size for p in Path(self.repo.gitdir).rglob("*") if p.is_file())
 
     def close(self) -> None:
         """Release the repository's index handle."""
-        self.repo.close()
+        if self.repo is not None:
+            self.repo.close()

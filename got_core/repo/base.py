@@ -25,10 +25,11 @@ from got_core.errors import (
     PayloadTooLargeError,
     UnknownRefError,
 )
-from got_core.names import branch_ref, check_path, check_ref_name, encode_component, short_ref, tag_ref
+from got_core.names import check_path, encode_component, short_ref
 from got_core.signing import Signer
 from got_core.storage.git import BlobId, GitRepo, enable_fsync
 from got_core.storage.index import DerivedIndex
+from got_core.storage.refnames import branch_ref, check_ref_name, tag_ref
 from got_core.storage.refs import Keep, Publish, RetryPolicy, update_ref, update_refs
 from got_core.types import Clock, Identity, WallClock
 from got_core.validate import clean_name, clean_revs, clean_text, to_bytes

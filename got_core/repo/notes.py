@@ -15,8 +15,8 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
-from got_core.names import check_ref_name
 from got_core.repo.base import Publish
+from got_core.storage.refnames import check_ref_name
 from got_core.types import canonical_json
 from got_core.validate import to_bytes
 

@@ -23,7 +23,8 @@ from got_core.errors import (
 from got_core.repo.base import Keep, Publish
 from got_core.repo.notes import notes_ref_name
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
-from got_core.names import check_ref_name, encode_component, short_ref
+from got_core.storage.refnames import check_ref_name
+from got_core.names import encode_component, short_ref
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:

@@ -58,6 +58,8 @@ class ScriptedChatModel(BaseChatModel):
 
     Attributes:
         received: the messages of recent calls (deep copies), for assertions.
+        received_options: the generation options of the same calls (``temperature``,
+            ``max_tokens``, ``seed``, ``stop``, ``tools`` as given), one dict per call.
 
     Raises:
         InvalidInputError: a rule is not a ``(pattern, reply)`` pair or a pattern does not compile.
@@ -86,6 +88,7 @@ class ScriptedChatModel(BaseChatModel):
         self.default = default
         self.latency_ms = latency_ms
         self.received: deque[list[dict[str, Any]]] = deque(maxlen=history)
+        self.received_options: deque[dict[str, Any]] = deque(maxlen=history)
         self._lock = threading.Lock()
 
     @property
@@ -115,6 +118,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def _complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         self.received.append(copy.deepcopy(messages))
+        self.received_options.append(copy.deepcopy(kwargs))
         reply = self._pick(messages)
         if callable(reply) and not isinstance(reply, ChatResponse):
             reply = reply(messages)

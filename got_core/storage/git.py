@@ -40,7 +40,7 @@ from got_core.names import (
 )
 from got_core.types import Identity
 
-__all__ = ["enable_fsync", "GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
+__all__ = ["enable_fsync", "is_valid_ref_name", "GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -83,6 +83,27 @@ def _trusted_writes() -> Iterator[None]:
 def enable_fsync() -> None:
     """fsync objects and refs from now on (libgit2 keeps this setting per process)."""
     pygit2.settings.enable_fsync_gitdir(True)
+
+
+def is_valid_ref_name(name: str) -> bool:
+    """Whether libgit2 accepts ``name`` as a ref name (``git_reference_name_is_valid``).
+
+    Names holding NUL are refused here: pygit2 hands the name to C as a NUL-terminated
+    string, so ``"refs/heads/a\\0b"`` would be judged as ``"refs/heads/a"`` (and accepted).
+    Lone surrogates (text that is not UTF-8) are refused too.
+
+    Args:
+        name: the full ref name, e.g. ``refs/heads/main``.
+
+    Returns:
+        True when libgit2 would create a ref of that name.
+    """
+    if "\x00" in name:
+        return False
+    try:
+        return bool(pygit2.reference_is_valid_name(name))
+    except UnicodeEncodeError:
+        return False
 
 
 class RefRace(Exception):

@@ -168,90 +168,41 @@ def decode_exact(data: Any, what: str = "a stored value") -> tuple[str, bytes]:
 
 
 # ---------------------------------------------------------------------------- msgpack framing
-def _skip(buf: bytes, i: int) -> int:
-    """Offset just past the msgpack object at ``buf[i]`` (headers only; ext payloads are skipped whole)."""
-    pending = 1
-    n = int.from_bytes
-    while pending:
-        pending -= 1
-        b = buf[i]
-        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-            i += 1
-        elif b <= 0x8F:
-            pending += 2 * (b & 0x0F)
-            i += 1
-        elif b <= 0x9F:
-            pending += b & 0x0F
-            i += 1
-        elif b <= 0xBF:
-            i += 1 + (b & 0x1F)
-        elif b in (0xC4, 0xD9):
-            i += 2 + buf[i + 1]
-        elif b in (0xC5, 0xDA):
-            i += 3 + n(buf[i + 1:i + 3], "big")
-        elif b in (0xC6, 0xDB):
-            i += 5 + n(buf[i + 1:i + 5], "big")
-        elif b == 0xC7:
-            i += 3 + buf[i + 1]
-        elif b == 0xC8:
-            i += 4 + n(buf[i + 1:i + 3], "big")
-        elif b == 0xC9:
-            i += 6 + n(buf[i + 1:i + 5], "big")
-        elif b in (0xCA, 0xCE, 0xD2):
-            i += 5
-        elif b in (0xCB, 0xCF, 0xD3):
-            i += 9
-        elif b in (0xCC, 0xD0):
-            i += 2
-        elif b in (0xCD, 0xD1):
-            i += 3
-        elif 0xD4 <= b <= 0xD8:
-            i += 2 + (1, 2, 4, 8, 16)[b - 0xD4]
-        elif b in (0xDC, 0xDE):
-            pending += n(buf[i + 1:i + 3], "big") * (2 if b == 0xDE else 1)
-            i += 3
-        elif b in (0xDD, 0xDF):
-            pending += n(buf[i + 1:i + 5], "big") * (2 if b == 0xDF else 1)
-            i += 5
-        else:
-            raise ValueError(f"byte {b:#x} is not msgpack")
-    return i
-
-
 def split_msgpack_array(buf: bytes) -> list[bytes] | None:
     """The encodings of each element of a msgpack array, or None if ``buf`` is not one array.
 
     ormsgpack encodes elements independently, so each slice equals the element's own
     encoding: one serializer call for a whole list still yields per-element blobs.
+    msgpack's unpacker finds the boundaries: ``skip()`` walks an element without building
+    Python objects (ext payloads, e.g. ormsgpack's pydantic and dataclass values, are
+    passed over unread) and ``tell()`` gives the offset after it.
     """
     if not buf:
         return None
-    b = buf[0]
-    if 0x90 <= b <= 0x9F:
-        count, i = b & 0x0F, 1
-    elif b == 0xDC and len(buf) >= 3:
-        count, i = int.from_bytes(buf[1:3], "big"), 3
-    elif b == 0xDD and len(buf) >= 5:
-        count, i = int.from_bytes(buf[1:5], "big"), 5
-    else:
-        return None
+    import msgpack  # a LangGraph dependency; only this adapter needs it
+
+    # Every limit scales with the input: no valid element can be longer than the buffer.
+    unpacker = msgpack.Unpacker(max_buffer_size=len(buf))
+    unpacker.feed(buf)
     out = []
     try:
+        count = unpacker.read_array_header()  # ValueError when buf is not an array
+        start = unpacker.tell()
         for _ in range(count):
-            j = _skip(buf, i)
-            out.append(buf[i:j])
-            i = j
-    except (IndexError, ValueError):
+            unpacker.skip()
+            end = unpacker.tell()
+            out.append(buf[start:end])
+            start = end
+    except (msgpack.UnpackException, ValueError):  # truncated, not msgpack, nested too deep
         return None
-    return out if i == len(buf) else None
+    return out if start == len(buf) else None
 
 
 def join_msgpack_array(items: list[bytes]) -> bytes:
     """One msgpack array from element encodings (the inverse of :func:`split_msgpack_array`)."""
-    n = len(items)
-    head = bytes([0x90 | n]) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 65536
-                                             else b"\xdd" + n.to_bytes(4, "big"))
-    return head + b"".join(items)
+    import msgpack
+
+    return msgpack.Packer().pack_array_header(len(items)) + b"".join(items)
 
 
 # ---------------------------------------------------------------------------- readable renderings

@@ -141,28 +141,6 @@ def test_selective_push_shares_memory_and_success_tags_only(tmp_path):
     assert "refs/heads/master" not in heads and f"refs/tags/failed_{lose.node_id}" not in heads
 
 
-def test_bundle_roundtrip_is_bit_identical(tmp_path):
-    a = make(tmp_path, "alice")
-    n = a.commit_node(Node("bundled", scores={"s_comb": 0.7}, outcome="success"))
-    lesson(a, "units", "Check units.")
-    out = a.bundle(tmp_path / "session.bundle")
-    heads = verify_bundle(out)
-    assert heads["refs/heads/master"] == n.oid and "refs/notes/got" in heads
-    scratch = tmp_path / "scratch.git"
-    git(scratch, "init", "-q", "--bare", str(scratch))
-    git(scratch, "bundle", "verify", str(out))  # stock git accepts it (raises otherwise)
-    c = make(tmp_path, "copy")
-    c.unbundle(out)
-    for ref in ("refs/heads/master", "refs/heads/memory", "refs/notes/got", f"refs/tags/success_{n.node_id}"):
-        assert c.git.ref_target(ref) == a.git.ref_target(ref)
-    assert c.read_node(n.oid).note == {"s_comb": 0.7}
-    assert fsck_clean(c.gitdir)[0]
-    broken = tmp_path / "broken.bundle"
-    broken.write_bytes(out.read_bytes()[:200])
-    with pytest.raises(CorruptRepositoryError):
-        verify_bundle(broken)
-
-
 def test_inbound_limits_must_be_positive_integers(tmp_path):
     from got_core.errors import ConfigError
     from got_core.repo.sharing import InboundLimits

@@ -492,19 +492,6 @@ def test_unbundle_enforces_limits_with_a_knob(tmp_path, sentinel):
     assert v.git.ref_target("refs/heads/memory") == evil
 
 
-def test_an_incremental_bundle_imports_onto_history_the_victim_has(tmp_path):
-    a = make(tmp_path, "alice")
-    first = a.commit_files("memory", {"lessons/a.md": "A.\n"}, "a\n")
-    v = make(tmp_path, "victim")
-    v.unbundle(a.bundle(tmp_path / "full.bundle", ["memory"]))
-    second = a.commit_files("memory", {"lessons/b.md": "B.\n"}, "b\n")
-    inc = tmp_path / "inc.bundle"
-    git(a.gitdir, "bundle", "create", str(inc), f"{first}..refs/heads/memory")
-    heads = v.unbundle(inc)
-    assert heads == {"refs/heads/memory": second} and v.tip("memory") == second
-    assert fsck_clean(v.gitdir)[0]
-
-
 # ---------------------------------------------------------------------------- the traps are real
 def test_the_planted_traps_do_fire_when_git_runs_them(tmp_path):
     # The sentinel checks above mean something: plain `git push` into a trapped repository
