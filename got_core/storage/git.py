@@ -440,7 +440,7 @@ class GitRepo:
 
     def commit_signature(self, oid: str) -> tuple[bytes | None, bytes | None]:
         """(armored signature, signed payload) of a commit; (None, None) when unsigned."""
-        sig, payload = self._commit(oid).gpg_signature  # (None, None) when unsigned, whatever the stubs say
+        sig, payload = self._commit(oid).gpg_signature  # (None, None) when unsigned (the stubs say bytes)
         return sig, payload
 
     def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
