@@ -115,6 +115,7 @@ class GraphMemory(BaseMemory):
     """
 
     name = "graph"
+    path: Path  # never None here: __init__ refuses a missing path
     supports_associative_search = True
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,

@@ -83,6 +83,7 @@ class MarkdownMemory(BaseMemory):
     """
 
     name = "markdown"
+    path: Path  # never None here: __init__ refuses a missing path
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
                  fsync: bool = False, create: bool = True) -> None:

@@ -339,7 +339,7 @@ class LRU:
 
 
 # ---------------------------------------------------------------------------- validating what is read
-_KINDS = {"inline": {"exact": dict}, "value": {"dir": str}, "list": {"dir": str, "length": int}}
+_KINDS: dict[str, dict[str, type]] = {"inline": {"exact": dict}, "value": {"dir": str}, "list": {"dir": str, "length": int}}
 
 
 def _need(cond: bool, what: str, problem: str) -> None:
@@ -362,9 +362,9 @@ def check_checkpoint_doc(doc: Any, what: str) -> dict[str, Any]:
     _need(bool(doc.get("exact")) or isinstance(doc.get("metadata"), dict), what, "has no valid 'metadata'")
     for name, info in doc["channels"].items():
         _need(isinstance(info, dict) and info.get("kind") in _KINDS, what, f"has a bad entry for channel {name!r}")
-        for key, kind in _KINDS[info["kind"]].items():
-            _need(isinstance(info.get(key), kind) and not isinstance(info.get(key), bool), what,
-                  f"has a bad {key!r} for channel {name!r}")
+        for field_name, field_type in _KINDS[info["kind"]].items():
+            _need(isinstance(info.get(field_name), field_type) and not isinstance(info.get(field_name), bool), what,
+                  f"has a bad {field_name!r} for channel {name!r}")
         _need(info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what,
               f"has a bad length for channel {name!r}")
     return doc
