@@ -26,6 +26,8 @@ also a :class:`ValueError`) and failures of the environment or the data
         ├── MergeConflictError               a merge needs a decision (conflicts as data)
         ├── SigningError                     the signing key or tool failed
         ├── RemoteError                      a fetch/push failed (credentials are never prompted)
+        │   ├── PushRejectedError            the peer refused a ref update (e.g. not a fast-forward)
+        │   └── CredentialsRequiredError     the peer asked for credentials
         ├── StorageError                     the disk refused a write
         ├── ModelError                       a chat model call failed
         │   ├── ModelTimeoutError
@@ -57,6 +59,8 @@ __all__ = [
     "MergeConflictError",
     "SigningError",
     "RemoteError",
+    "PushRejectedError",
+    "CredentialsRequiredError",
     "StorageError",
     "ModelError",
     "ModelTimeoutError",
@@ -209,6 +213,14 @@ class SigningError(GotRuntimeError):
 class RemoteError(GotRuntimeError):
     """Talking to another repository failed (it could not be reached, or it wanted credentials)."""
 
+
+
+class PushRejectedError(RemoteError):
+    """The peer refused a pushed ref update (not a fast-forward, or its hooks said no)."""
+
+
+class CredentialsRequiredError(RemoteError):
+    """The peer asked for credentials; GitOfThoughts never prompts for them."""
 
 class StorageError(GotRuntimeError):
     """The filesystem refused a write (read-only, full, permissions)."""

@@ -15,13 +15,16 @@ from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import (
     ConfigError,
     CorruptRepositoryError,
+    CredentialsRequiredError,
     InvalidInputError,
     InvalidNameError,
+    PushRejectedError,
     RemoteError,
     UntrustedContentError,
 )
 from got_core.repo.base import Keep, Publish
 from got_core.repo.notes import notes_ref_name
+from got_core.storage.git import GitRepo
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
 from got_core.storage.refnames import check_ref_name
 from got_core.names import encode_component, short_ref
@@ -135,25 +138,43 @@ def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory
         if repo.git.ref_target(ref):
             specs.append(f"{plus}{ref}:{ref}")
     if specs:
-        pushed = [spec.lstrip("+").partition(":")[2] for spec in specs]
         for _ in repo.retry.attempts(f"push to {dest}"):
             try:
                 repo.git.push(dest, specs)
                 break
-            except RemoteError:
-                # Another pusher held one of the same ref locks on a local peer: the peer's
-                # state says so (its lock files), not the error's wording. Anything else is final.
-                if not _peer_locked(dest, pushed):
+            except (PushRejectedError, CredentialsRequiredError):
+                raise  # the peer said no: final
+            except RemoteError as exc:
+                if not _local_peer(dest):
                     raise
+                # Into a local repository, libgit2 reports a refusal and a lock held by another
+                # pusher the same way; the peer's refs tell them apart: a ref we may not move
+                # there is a refusal, anything else was a lock that is already gone again.
+                refused = _refused(repo, dest, specs)
+                if refused:
+                    raise PushRejectedError(
+                        f"push to {dest} was rejected: {', '.join(refused)} would not be a fast-forward "
+                        "(fetch and merge first, or push with force=True)") from exc
     return specs
 
 
-def _peer_locked(dest: str, refs: Sequence[str]) -> bool:
-    peer = Path(dest)
-    if "://" in dest or not peer.is_dir():
-        return False
-    gitdir = peer / ".git" if (peer / ".git").is_dir() else peer
-    return (gitdir / "packed-refs.lock").exists() or any((gitdir / (r + ".lock")).exists() for r in refs)
+def _refused(repo: "ReasoningRepo", dest: str, specs: Sequence[str]) -> list[str]:
+    """The refs of ``specs`` a push into the local repository ``dest`` may not move now."""
+    peer = GitRepo(Path(dest), create=False)  # the peer, read-only: its refs only
+    refused = []
+    for spec in specs:
+        forced = spec.startswith("+")
+        src, _, dst = spec.lstrip("+").partition(":")
+        theirs, ours = peer.ref_target(dst), repo.git.ref_target(src)
+        if forced or theirs is None or theirs == ours or ours is None:
+            continue
+        if dst.startswith("refs/tags/") or not repo.git.has_object(theirs) or not repo.git.is_ancestor(theirs, ours):
+            refused.append(dst)
+    return refused
+
+
+def _local_peer(dest: str) -> bool:
+    return "://" not in dest and not dest.startswith("git@") and Path(dest).is_dir()
 
 
 def _text(repo: "ReasoningRepo", blob: str | None) -> str | None:

@@ -22,6 +22,8 @@ from pygit2 import GitError
 from pygit2.enums import MergeFavor, SortMode
 
 from got_core.errors import (
+    CredentialsRequiredError,
+    PushRejectedError,
     CorruptRepositoryError,
     GotError,
     RemoteError,
@@ -889,7 +891,7 @@ class _NoPrompt(pygit2.RemoteCallbacks):
         self._progress = progress
 
     def credentials(self, url, username_from_url, allowed_types):  # noqa: D401 - libgit2 callback
-        raise RemoteError(
+        raise CredentialsRequiredError(
             f"{self._url} asks for credentials; GitOfThoughts never prompts. "
             "Use a local path, a URL that needs none, or configure access outside the agent"
         )
@@ -900,4 +902,4 @@ class _NoPrompt(pygit2.RemoteCallbacks):
 
     def push_update_reference(self, refname, message):  # noqa: D401 - libgit2 callback
         if message:
-            raise RemoteError(f"push of {refname} to {self._url} was rejected: {message}")
+            raise PushRejectedError(f"push of {refname} to {self._url} was rejected: {message}")

@@ -234,3 +234,18 @@ def test_repo_unbundle_and_merge_take_limits(tmp_path):
     with pytest.raises(UntrustedContentError):
         c.merge("refs/remotes/a/memory", into="memory", limits=InboundLimits(max_tree_depth=2))
     assert c.files("memory") == {"other.md": b"y"}
+
+
+def test_a_non_fast_forward_push_is_rejected_at_once_and_never_forced(tmp_path):
+    from got_core import PushRejectedError
+
+    central = ReasoningRepo.init(tmp_path / "central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(str(central.gitdir))
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")  # unrelated history: not a fast-forward
+    b.lock_timeout = 600  # a rejection must not be retried until this deadline
+    with pytest.raises(PushRejectedError, match="rejected"):
+        b.push(str(central.gitdir))
+    assert central.files("memory") == {"lessons/a.md": b"A\n"}
