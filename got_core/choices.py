@@ -76,7 +76,7 @@ def _explicit(text: str, letters: str) -> list[tuple[int, str]]:
         if raw.upper() not in letters:
             continue
         enclosed = bool(m.group("open").strip())
-        follow = re.match(r"\s+([A-Za-z]+)", text[m.end():])
+        follow = re.match(r"\s+([A-Za-z]+)", text[m.end() :])
         if not enclosed and follow:
             word = follow.group(1)
             # "Answer: A good approach" / "the answer is a bit subtle": prose, not a letter.

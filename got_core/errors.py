@@ -40,32 +40,32 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "GotError",
-    "GotUserError",
-    "GotRuntimeError",
-    "InvalidNameError",
-    "UnsafePathError",
-    "InvalidInputError",
-    "PayloadTooLargeError",
-    "UnknownRefError",
-    "ConfigError",
-    "MissingExtraError",
-    "UnknownBackendError",
-    "RepositoryNotFoundError",
-    "RepositoryAccessError",
-    "CorruptRepositoryError",
-    "UntrustedContentError",
     "ConcurrentUpdateError",
-    "MergeConflictError",
-    "SigningError",
-    "RemoteError",
-    "PushRejectedError",
+    "ConfigError",
+    "CorruptRepositoryError",
     "CredentialsRequiredError",
-    "StorageError",
+    "GotError",
+    "GotRuntimeError",
+    "GotUserError",
+    "InvalidInputError",
+    "InvalidNameError",
+    "MergeConflictError",
+    "MissingExtraError",
     "ModelError",
-    "ModelTimeoutError",
     "ModelResponseError",
+    "ModelTimeoutError",
+    "PayloadTooLargeError",
+    "PushRejectedError",
+    "RemoteError",
+    "RepositoryAccessError",
+    "RepositoryNotFoundError",
+    "SigningError",
+    "StorageError",
     "ToolError",
+    "UnknownBackendError",
+    "UnknownRefError",
+    "UnsafePathError",
+    "UntrustedContentError",
 ]
 
 
@@ -117,8 +117,7 @@ class PayloadTooLargeError(InvalidInputError):
         self.size = size
         self.limit = limit
         super().__init__(
-            f"{what} is {size} bytes, over the limit of {limit} bytes; "
-            "store less, or raise the limit explicitly"
+            f"{what} is {size} bytes, over the limit of {limit} bytes; store less, or raise the limit explicitly"
         )
 
 
@@ -139,10 +138,7 @@ class MissingExtraError(ConfigError, ImportError):
     def __init__(self, feature: str, extra: str, cause: BaseException | None = None) -> None:
         self.extra = extra
         detail = f" ({cause})" if cause else ""
-        super().__init__(
-            f"{feature} needs the optional extra '{extra}': "
-            f"pip install 'gitofthoughts[{extra}]'{detail}"
-        )
+        super().__init__(f"{feature} needs the optional extra '{extra}': pip install 'gitofthoughts[{extra}]'{detail}")
 
 
 class UnknownBackendError(ConfigError):
@@ -182,8 +178,9 @@ class UntrustedContentError(GotRuntimeError):
             exceeded (the knob to raise), or None when a rule, not a limit, refused it.
     """
 
-    def __init__(self, message: str, *, oid: str | None = None, path: str | None = None,
-                 limit: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, oid: str | None = None, path: str | None = None, limit: str | None = None
+    ) -> None:
         self.oid = oid
         self.path = path
         self.limit = limit
@@ -214,13 +211,13 @@ class RemoteError(GotRuntimeError):
     """Talking to another repository failed (it could not be reached, or it wanted credentials)."""
 
 
-
 class PushRejectedError(RemoteError):
     """The peer refused a pushed ref update (not a fast-forward, or its hooks said no)."""
 
 
 class CredentialsRequiredError(RemoteError):
     """The peer asked for credentials; GitOfThoughts never prompts for them."""
+
 
 class StorageError(GotRuntimeError):
     """The filesystem refused a write (read-only, full, permissions)."""

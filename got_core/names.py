@@ -21,17 +21,17 @@ from got_core.errors import InvalidNameError
 
 __all__ = [
     "MAX_NAME_BYTES",
-    "encode_component",
-    "decode_component",
-    "name_text",
-    "short_ref",
-    "MAX_PATH_COMPONENT_BYTES",
     "MAX_PATH_BYTES",
-    "is_dotgit",
-    "path_component_problem",
-    "check_path",
-    "printable_path",
+    "MAX_PATH_COMPONENT_BYTES",
     "PLAIN_NAME",
+    "check_path",
+    "decode_component",
+    "encode_component",
+    "is_dotgit",
+    "name_text",
+    "path_component_problem",
+    "printable_path",
+    "short_ref",
 ]
 
 #: Longest encoded component; git allows more, filesystems (255 bytes) do not.
@@ -117,8 +117,9 @@ def decode_component(encoded: str) -> str:
     Raises:
         InvalidNameError: ``encoded`` is not something :func:`encode_component` produced.
     """
+
     def _unquote(match: re.Match[str]) -> str:
-        raw = bytes(int(match.group(0)[i + 1:i + 3], 16) for i in range(0, len(match.group(0)), 3))
+        raw = bytes(int(match.group(0)[i + 1 : i + 3], 16) for i in range(0, len(match.group(0)), 3))
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -131,7 +132,7 @@ def short_ref(ref: str) -> str:
     """``refs/heads/x`` -> ``x``, ``refs/tags/t`` -> ``t``; other refs unchanged."""
     for prefix in ("refs/heads/", "refs/tags/"):
         if ref.startswith(prefix):
-            return ref[len(prefix):]
+            return ref[len(prefix) :]
     return ref
 
 
@@ -242,8 +243,7 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
         problem = path_component_problem(part)
         if problem is not None:
             shown = path[:120] + ("…" if len(path) > 120 else "")
-            raise InvalidNameError(
-                f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
+            raise InvalidNameError(f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
     return parts
@@ -260,7 +260,11 @@ def __getattr__(name: str) -> object:
         import importlib
         import warnings
 
-        warnings.warn(f"got_core.names.{name} moved to got_core.storage.refnames.{name}; import it from "
-                      "there (this alias goes away in 0.3)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"got_core.names.{name} moved to got_core.storage.refnames.{name}; import it from "
+            "there (this alias goes away in 0.3)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(importlib.import_module("got_core.storage.refnames"), name)
     raise AttributeError(f"module 'got_core.names' has no attribute {name!r}")

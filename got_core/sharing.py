@@ -2,8 +2,11 @@
 
 import warnings as _warnings
 
-from got_core.repo.sharing import *  # noqa: F401,F403
+from got_core.repo.sharing import *  # noqa: F403
 from got_core.repo.sharing import __all__  # noqa: F401
 
-_warnings.warn("got_core.sharing moved to got_core.repo.sharing; import it from there (this alias goes away in 0.3)",
-               DeprecationWarning, stacklevel=2)
+_warnings.warn(
+    "got_core.sharing moved to got_core.repo.sharing; import it from there (this alias goes away in 0.3)",
+    DeprecationWarning,
+    stacklevel=2,
+)

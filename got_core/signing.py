@@ -26,8 +26,7 @@ from typing import Literal, Protocol
 
 from got_core.errors import ConfigError, SigningError
 
-
-__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature"]
+__all__ = ["GPGSigner", "SSHSigner", "Signer", "TrustStore", "verify_signature"]
 
 
 class Signer(Protocol):
@@ -80,12 +79,14 @@ class SSHSigner:
         Raises:
             SigningError: ssh-keygen refused (wrong key, passphrase needed).
         """
-        proc = _run([_tool("ssh-keygen"), "-q", "-Y", "sign", "-f", str(self.key_path), "-n", "git"],
-                    payload.encode("utf-8"))
+        proc = _run(
+            [_tool("ssh-keygen"), "-q", "-Y", "sign", "-f", str(self.key_path), "-n", "git"], payload.encode("utf-8")
+        )
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0 or "BEGIN SSH SIGNATURE" not in out:
-            raise SigningError(f"ssh-keygen could not sign with {self.key_path}: "
-                               f"{proc.stderr.decode('utf-8', 'replace').strip()}")
+            raise SigningError(
+                f"ssh-keygen could not sign with {self.key_path}: {proc.stderr.decode('utf-8', 'replace').strip()}"
+            )
         return out
 
 
@@ -113,8 +114,9 @@ class GPGSigner:
         proc = _run(cmd, payload.encode("utf-8"), env)
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0 or "BEGIN PGP SIGNATURE" not in out:
-            raise SigningError(f"gpg could not sign with {self.key_id}: "
-                               f"{proc.stderr.decode('utf-8', 'replace').strip()[-500:]}")
+            raise SigningError(
+                f"gpg could not sign with {self.key_id}: {proc.stderr.decode('utf-8', 'replace').strip()[-500:]}"
+            )
         return out
 
 
@@ -149,8 +151,22 @@ def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Ve
         principals = [p for p in find.stdout.decode("utf-8", "replace").split() if p]
         if find.returncode != 0 or not principals:
             return "unknown-key", "", "signed by a key that is not in the allowed-signers file"
-        verify = _run([keygen, "-Y", "verify", "-f", str(trust.allowed_signers), "-I", principals[0],
-                       "-n", "git", "-s", str(sig)], payload)
+        verify = _run(
+            [
+                keygen,
+                "-Y",
+                "verify",
+                "-f",
+                str(trust.allowed_signers),
+                "-I",
+                principals[0],
+                "-n",
+                "git",
+                "-s",
+                str(sig),
+            ],
+            payload,
+        )
         if verify.returncode != 0:
             return "bad", principals[0], verify.stderr.decode("utf-8", "replace").strip()
         return "good", principals[0], verify.stdout.decode("utf-8", "replace").strip()

@@ -2,8 +2,11 @@
 
 import warnings as _warnings
 
-from got_core.bench.stats import *  # noqa: F401,F403
+from got_core.bench.stats import *  # noqa: F403
 from got_core.bench.stats import __all__  # noqa: F401
 
-_warnings.warn("got_core.stats moved to got_core.bench.stats; import it from there (this alias goes away in 0.3)",
-               DeprecationWarning, stacklevel=2)
+_warnings.warn(
+    "got_core.stats moved to got_core.bench.stats; import it from there (this alias goes away in 0.3)",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -8,29 +8,30 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from got_core.errors import InvalidInputError
 
 __all__ = [
-    "Identity",
-    "Clock",
-    "WallClock",
-    "DeterministicClock",
-    "Node",
-    "CommitInfo",
-    "Conflict",
-    "MergeResult",
-    "VerifyResult",
-    "Hit",
+    "BEST_TAG",
     "NODE_FILES",
     "OUTCOME_TAG_PREFIX",
-    "BEST_TAG",
-    "tag_value",
-    "parse_trailers",
-    "trailer_score",
+    "Clock",
+    "CommitInfo",
+    "Conflict",
+    "DeterministicClock",
+    "Hit",
+    "Identity",
+    "MergeResult",
+    "Node",
+    "VerifyResult",
+    "WallClock",
     "canonical_json",
+    "parse_trailers",
+    "tag_value",
+    "trailer_score",
 ]
 
 #: The four files of a reasoning node (docs/ARCHITECTURE.md, "A reasoning node").
@@ -168,8 +169,10 @@ class Node:
             InvalidInputError: the node was never committed (``oid`` is None).
         """
         if self.oid is None:
-            raise InvalidInputError(f"node {self.node_id or self.thought[:40]!r} is not committed; "
-                                    "commit it first (ReasoningRepo.commit_node)")
+            raise InvalidInputError(
+                f"node {self.node_id or self.thought[:40]!r} is not committed; "
+                "commit it first (ReasoningRepo.commit_node)"
+            )
         return self.oid
 
     def derive_id(self, parents: tuple[str, ...] | list[str] = ()) -> str:

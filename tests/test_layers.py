@@ -16,8 +16,17 @@ PACKAGES = ("got_core", "got_integrations")
 
 #: Layers bottom up: a module may import its own layer's modules (no cycles) and lower layers.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("types", ("got_core.errors", "got_core.types", "got_core.names", "got_core.validate",
-               "got_core._text", "got_core.choices")),
+    (
+        "types",
+        (
+            "got_core.errors",
+            "got_core.types",
+            "got_core.names",
+            "got_core.validate",
+            "got_core._text",
+            "got_core.choices",
+        ),
+    ),
     ("storage", ("got_core.storage", "got_core.signing")),
     ("repository", ("got_core.repo",)),
     ("memory", ("got_core.memory",)),
@@ -30,9 +39,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 #: Old import paths kept for one release; nothing of ours may import them.
-DEPRECATED = {"got_core.nodes", "got_core.notes", "got_core.retrieval", "got_core.sharing",
-              "got_core.contexa", "got_core.stats", "got_core.replay", "got_core.inbound",
-              "got_core.cli._common"}
+DEPRECATED = {
+    "got_core.nodes",
+    "got_core.notes",
+    "got_core.retrieval",
+    "got_core.sharing",
+    "got_core.contexa",
+    "got_core.stats",
+    "got_core.replay",
+    "got_core.inbound",
+    "got_core.cli._common",
+}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -63,8 +80,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module
-                       for a in node.names]
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module for a in node.names]
         for target in targets:
             while target and target not in modules:
                 target = target.rpartition(".")[0]
@@ -99,8 +115,11 @@ def upward_arrows(edges: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{src} ({LAYERS[layer_of(src)][0]}) imports {dst} ({LAYERS[layer_of(dst)][0]})")
             elif dst.startswith("got_core.testing") and not src.startswith(("got_core.testing",)):
                 bad.append(f"production module {src} imports the test double module {dst}")
-            elif src.startswith("got_integrations") and dst.startswith("got_core") and any(
-                    part.startswith("_") for part in dst.split(".")):
+            elif (
+                src.startswith("got_integrations")
+                and dst.startswith("got_core")
+                and any(part.startswith("_") for part in dst.split("."))
+            ):
                 bad.append(f"{src} imports the private module {dst}")
     return sorted(bad)
 
@@ -144,8 +163,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def _package_edges_only(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     # A package's __init__ re-exporting its own submodules is not a cycle with them.
-    return {src: {d for d in dsts if not (src.startswith(d + ".") and d != "got_core")}
-            for src, dsts in edges.items()}
+    return {src: {d for d in dsts if not (src.startswith(d + ".") and d != "got_core")} for src, dsts in edges.items()}
 
 
 def test_every_module_has_a_layer():
@@ -168,20 +186,28 @@ def test_got_core_never_imports_a_framework():
         if not name.startswith("got_core"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            )
             offenders += [f"{name}: {n}" for n in names if n.split(".")[0] in frameworks]
     assert offenders == []
 
 
-@pytest.mark.parametrize("code, problem", [
-    ("from got_core.cli.plugin import app\n", "imports got_core.cli.plugin"),
-    ("def f():\n    from got_core.solver import tot\n", "imports got_core.solver.tot"),
-    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from got_core.memory import base\n",
-     "imports got_core.memory.base"),
-    ("from got_core.testing import ScriptedChatModel\n", "imports got_core.testing"),
-    ("from got_core import nodes\n", "deprecated alias got_core.nodes"),
-])
+@pytest.mark.parametrize(
+    "code, problem",
+    [
+        ("from got_core.cli.plugin import app\n", "imports got_core.cli.plugin"),
+        ("def f():\n    from got_core.solver import tot\n", "imports got_core.solver.tot"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from got_core.memory import base\n",
+            "imports got_core.memory.base",
+        ),
+        ("from got_core.testing import ScriptedChatModel\n", "imports got_core.testing"),
+        ("from got_core import nodes\n", "deprecated alias got_core.nodes"),
+    ],
+)
 def test_the_check_catches_an_upward_arrow(tmp_path, code, problem):
     # a storage-layer module that imports upward (at module level, in a function, for typing)
     tree = tmp_path / "got_core" / "storage"

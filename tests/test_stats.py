@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from got_core.errors import GotUserError, InvalidInputError
 from got_core.bench.stats import (
     AccuracyCI,
     DeltaCI,
@@ -19,6 +18,7 @@ from got_core.bench.stats import (
     format_delta_row,
     paired_bootstrap_delta,
 )
+from got_core.errors import GotUserError, InvalidInputError
 
 
 def _fixed_arms() -> tuple[list[int], list[int]]:

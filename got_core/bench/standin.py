@@ -66,6 +66,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 # ----------------------------------------------------------------------------- the "bench" script
 
+
 def _last(messages: Sequence[dict[str, Any]], role: str) -> str:
     for msg in reversed(messages):
         if msg.get("role") == role:
@@ -82,7 +83,7 @@ def _question(prompt: str) -> tuple[str, list[str]]:
     start = prompt.find("Question:\n")
     if start < 0:
         return prompt.strip(), []
-    body = prompt[start + len("Question:\n"):]
+    body = prompt[start + len("Question:\n") :]
     if "\n\nOptions:\n" in body:
         question, rest = body.split("\n\nOptions:\n", 1)
         block = rest.split("\n\n", 1)[0]
@@ -155,8 +156,10 @@ def bench_responder(request: dict[str, Any]) -> str:
     if "Write ONE general lesson" in last:
         topic = sorted(w for w in _words(question) if len(w) >= 6 and not w.isdigit())[:3]
         about = ", ".join(topic) or "this kind of problem"
-        return (f"Lesson: On problems about {about}, restate exactly what is asked, list the given "
-                "quantities with their units, and re-check each computation before committing.")
+        return (
+            f"Lesson: On problems about {about}, restate exactly what is asked, list the given "
+            "quantities with their units, and re-check each computation before committing."
+        )
     pick = _pick(request, question, options, system)
     if "Compare the candidate solutions" in last:
         lines = []
@@ -168,15 +171,19 @@ def bench_responder(request: dict[str, Any]) -> str:
         m = re.search(r"Proposed answer: (.*)", last)
         shown = (m.group(1) if m else "").strip()
         ok = shown.split(")")[0].strip() == pick if options else shown.replace("\\boxed{", "").rstrip("}") == pick
-        return (f"Verdict: {'correct' if ok else 'incorrect'}\n"
-                f"Reason: an independent check {'agrees' if ok else 'reaches a different result'}.")
+        return (
+            f"Verdict: {'correct' if ok else 'incorrect'}\n"
+            f"Reason: an independent check {'agrees' if ok else 'reaches a different result'}."
+        )
     m = re.search(r"strongest honest case that option ([A-Z])", last)
     if m:
         argued = m.group(1)
         conf = 0.8 if argued == pick else 0.3
-        return (f"Case for option {argued}: weighing it against the conditions of the question"
-                f"{' it holds up' if argued == pick else f', option {pick} fits better'}.\n"
-                f"Confidence: {conf}\nFinal Answer: {_fmt(pick, options)}")
+        return (
+            f"Case for option {argued}: weighing it against the conditions of the question"
+            f"{' it holds up' if argued == pick else f', option {pick} fits better'}.\n"
+            f"Confidence: {conf}\nFinal Answer: {_fmt(pick, options)}"
+        )
     if "Here is a draft solution" in last:
         return f"Reviewing the draft step by step; it stands.\nConfidence: 0.6\nFinal Answer: {_fmt(pick, options)}"
     return f"Working through the problem step by step.\nConfidence: 0.6\nFinal Answer: {_fmt(pick, options)}"
@@ -187,6 +194,7 @@ BUILTIN_RESPONDERS: dict[str, Responder] = {"bench": bench_responder}
 
 
 # ----------------------------------------------------------------------------- the server
+
 
 def load_script(path: str | Path) -> dict[str, Any]:
     """Read a JSON script file into keyword arguments for :class:`StandInOpenAIServer`.
@@ -205,9 +213,12 @@ def load_script(path: str | Path) -> dict[str, Any]:
         raise InvalidInputError(f"{p}: a script is a JSON object with rules/default/builtin/model")
     rules = []
     for i, rule in enumerate(data.get("rules") or []):
-        if not isinstance(rule, dict) or not isinstance(rule.get("pattern"), str) \
-                or not isinstance(rule.get("reply"), str):
-            raise InvalidInputError(f"{p}: rule {i} must be {{\"pattern\": str, \"reply\": str}}")
+        if (
+            not isinstance(rule, dict)
+            or not isinstance(rule.get("pattern"), str)
+            or not isinstance(rule.get("reply"), str)
+        ):
+            raise InvalidInputError(f'{p}: rule {i} must be {{"pattern": str, "reply": str}}')
         rules.append((rule["pattern"], rule["reply"]))
     out: dict[str, Any] = {"rules": rules}
     for key in ("default", "model"):
@@ -242,10 +253,17 @@ class StandInOpenAIServer:
         InvalidInputError: a rule that is not ``(regex, str)`` or does not compile.
     """
 
-    def __init__(self, rules: Iterable[tuple[str | re.Pattern[str], str]] | None = None, *,
-                 responder: Responder | str | None = None, default: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0, model: str = "got-standin",
-                 latency_ms: float = 0.0) -> None:
+    def __init__(
+        self,
+        rules: Iterable[tuple[str | re.Pattern[str], str]] | None = None,
+        *,
+        responder: Responder | str | None = None,
+        default: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = "got-standin",
+        latency_ms: float = 0.0,
+    ) -> None:
         self._rules: list[tuple[re.Pattern[str], str]] = []
         for rule in rules or []:
             try:
@@ -258,8 +276,9 @@ class StandInOpenAIServer:
             self._rules.append((compiled, reply))
         if isinstance(responder, str):
             if responder not in BUILTIN_RESPONDERS:
-                raise ConfigError(f"unknown built-in responder {responder!r}; choose one of "
-                                  f"{', '.join(BUILTIN_RESPONDERS)}")
+                raise ConfigError(
+                    f"unknown built-in responder {responder!r}; choose one of {', '.join(BUILTIN_RESPONDERS)}"
+                )
             self.responder_name: str | None = responder
             responder = BUILTIN_RESPONDERS[responder]
         else:
@@ -296,8 +315,9 @@ class StandInOpenAIServer:
         try:
             self._httpd = ThreadingHTTPServer((self.host, self._port), handler)
         except OSError as exc:
-            raise ConfigError(f"the stand-in server cannot listen on {self.host}:{self._port} ({exc}); "
-                              "choose another --port or 0") from None
+            raise ConfigError(
+                f"the stand-in server cannot listen on {self.host}:{self._port} ({exc}); choose another --port or 0"
+            ) from None
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="got-standin-server", daemon=True)
         self._thread.start()
@@ -382,8 +402,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            self._send_json(200, {"object": "list", "data": [
-                {"id": self.stand_in.model, "object": "model", "created": 0, "owned_by": "got-standin"}]})
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": self.stand_in.model, "object": "model", "created": 0, "owned_by": "got-standin"}],
+                },
+            )
         elif self.path.rstrip("/") in ("/health", "/v1/health"):
             self._send_json(200, {"status": "ok", "stand_in": True})
         else:
@@ -411,24 +436,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.stand_in._count()
         text, finish = _apply_limits(text, request)
         prompt = sum(_tokens(m.get("content")) for m in request["messages"] if isinstance(m.get("content"), str))
-        usage = {"prompt_tokens": max(prompt, 1), "completion_tokens": _tokens(text),
-                 "total_tokens": max(prompt, 1) + _tokens(text)}
+        usage = {
+            "prompt_tokens": max(prompt, 1),
+            "completion_tokens": _tokens(text),
+            "total_tokens": max(prompt, 1) + _tokens(text),
+        }
         ident = "chatcmpl-standin-" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
         model = request.get("model") or self.stand_in.model
         if request.get("stream"):
-            self._stream(ident, model, text, finish, usage, bool((request.get("stream_options") or {})
-                                                                 .get("include_usage")))
+            self._stream(
+                ident, model, text, finish, usage, bool((request.get("stream_options") or {}).get("include_usage"))
+            )
             return
-        self._send_json(200, {
-            "id": ident, "object": "chat.completion", "created": 0, "model": model,
-            "system_fingerprint": "got-standin",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": finish, "logprobs": None}],
-            "usage": usage,
-        })
+        self._send_json(
+            200,
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "system_fingerprint": "got-standin",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": usage,
+            },
+        )
 
-    def _stream(self, ident: str, model: str, text: str, finish: str, usage: dict[str, int],
-                include_usage: bool) -> None:
+    def _stream(
+        self, ident: str, model: str, text: str, finish: str, usage: dict[str, int], include_usage: bool
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -437,10 +479,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
         def chunk(delta: dict[str, Any] | None, reason: str | None, extra: dict[str, Any] | None = None) -> None:
-            body = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model,
-                    "system_fingerprint": "got-standin",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": reason}] if delta is not None else [],
-                    **(extra or {})}
+            body = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "system_fingerprint": "got-standin",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}] if delta is not None else [],
+                **(extra or {}),
+            }
             self.wfile.write(b"data: " + json.dumps(body).encode("utf-8") + b"\n\n")
 
         chunk({"role": "assistant", "content": ""}, None)
@@ -456,6 +503,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 # ----------------------------------------------------------------------------- command line
 
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m got_core.bench.standin``: serve a script until SIGINT/SIGTERM.
 
@@ -465,12 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m got_core.bench.standin",
         description="A STAND-IN OpenAI-compatible server (no model): answers /v1/chat/completions "
-                    "from a script, deterministically. For CI and cookbooks without a model server.")
+        "from a script, deterministically. For CI and cookbooks without a model server.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind [127.0.0.1]")
     parser.add_argument("--port", type=int, default=8765, help="port (0 picks a free one) [8765]")
     parser.add_argument("--script", type=Path, help="JSON script: rules, default, builtin, model, latency_ms")
-    parser.add_argument("--builtin", choices=sorted(BUILTIN_RESPONDERS),
-                        help="a built-in responder (bench: plays the solver's prompts)")
+    parser.add_argument(
+        "--builtin", choices=sorted(BUILTIN_RESPONDERS), help="a built-in responder (bench: plays the solver's prompts)"
+    )
     parser.add_argument("--default", help="reply when nothing else answers")
     parser.add_argument("--model", default=None, help="model id to serve [got-standin]")
     parser.add_argument("--latency-ms", type=float, default=None, help="sleep before each answer")

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from got_core.errors import InvalidInputError, MissingExtraError
 
@@ -31,9 +32,9 @@ __all__ = [
     "AccuracyCI",
     "DeltaCI",
     "bootstrap_accuracy_ci",
-    "paired_bootstrap_delta",
-    "format_delta_row",
     "format_accuracy",
+    "format_delta_row",
+    "paired_bootstrap_delta",
 ]
 
 
@@ -107,9 +108,7 @@ def _as_binary(values: Any, what: str) -> list[int]:
         # numpy bool_ is not a numbers.Integral; its type name is the portable check.
         is_bool = isinstance(v, bool) or type(v).__name__ in ("bool_", "bool")
         if not is_bool and not isinstance(v, numbers.Integral):
-            raise InvalidInputError(
-                f"{what}[{i}] is {v!r} ({type(v).__name__}); pass True/False or 0/1 per problem"
-            )
+            raise InvalidInputError(f"{what}[{i}] is {v!r} ({type(v).__name__}); pass True/False or 0/1 per problem")
         iv = int(v)
         if iv not in (0, 1):
             raise InvalidInputError(f"{what}[{i}] is {iv}; correctness must be 0 or 1")
@@ -123,9 +122,7 @@ def _check_params(n_resamples: Any, level: Any, seed: Any) -> None:
     if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < float(level) < 1:
         raise InvalidInputError(f"level must be a number strictly between 0 and 1, not {level!r}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidInputError(
-            f"seed must be a non-negative integer (runs must be reproducible), not {seed!r}"
-        )
+        raise InvalidInputError(f"seed must be a non-negative integer (runs must be reproducible), not {seed!r}")
 
 
 def _percentiles(np: Any, samples: Any, level: float) -> tuple[float, float]:
@@ -215,9 +212,7 @@ def paired_bootstrap_delta(
     low, high = _percentiles(np, deltas, level)
     # Guard the zero boundary against float noise: exactly-zero bounds are not "excluding 0".
     significant = bool(low > 0.0 or high < 0.0)
-    return DeltaCI(
-        delta=(n10 - n01) / n, low=low, high=high, n=n, significant=significant, level=float(level)
-    )
+    return DeltaCI(delta=(n10 - n01) / n, low=low, high=high, n=n, significant=significant, level=float(level))
 
 
 def _signed_pp(x: float, decimals: int) -> str:

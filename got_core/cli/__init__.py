@@ -95,4 +95,3 @@ def _console_main() -> None:  # pragma: no cover - console_scripts shim
 
 if __name__ == "__main__":  # pragma: no cover
     _console_main()
-

@@ -5,16 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from got_core.repo import ReasoningRepo
 
-__all__ = ["app", "console", "err_console", "RepoOption", "JsonOption", "open_repo", "emit_json", "when"]
+__all__ = ["JsonOption", "RepoOption", "app", "console", "emit_json", "err_console", "open_repo", "when"]
 
 app = typer.Typer(
     name="got",
@@ -27,7 +28,10 @@ console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
 
 RepoOption = typer.Option(
-    None, "--repo", "-r", envvar="GOT_REPO",
+    None,
+    "--repo",
+    "-r",
+    envvar="GOT_REPO",
     help="Reasoning repository (default: ./got.git, or $GOT_REPO).",
 )
 JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
@@ -57,7 +61,7 @@ def emit_json(data: Any) -> None:
 
 def when(ts: int) -> str:
     """A commit time as ``YYYY-MM-DD HH:MM:SS`` UTC."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def short(oids: Iterable[str]) -> str:

@@ -6,8 +6,7 @@ copies between the two.
 """
 
 from got_core.gcc.interop import GCC_MAX_BRANCHES, GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
-from got_core.gcc.workspace import *  # noqa: F401,F403
+from got_core.gcc.workspace import *  # noqa: F403
 from got_core.gcc.workspace import __all__ as _workspace_all
 
-__all__ = [*_workspace_all, "export_gcc", "import_gcc", "GCC_MAX_FILE_BYTES", "GCC_MAX_TOTAL_BYTES",
-           "GCC_MAX_BRANCHES"]
+__all__ = [*_workspace_all, "export_gcc", "import_gcc", "GCC_MAX_FILE_BYTES", "GCC_MAX_TOTAL_BYTES", "GCC_MAX_BRANCHES"]

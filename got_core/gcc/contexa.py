@@ -29,49 +29,50 @@ workspace and a directory is :mod:`got_core.gcc.interop`.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import stat
-from dataclasses import dataclass, replace
-from datetime import datetime
-from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import yaml
 
-from got_core.errors import InvalidInputError, InvalidNameError, PayloadTooLargeError
-from got_core.names import MAX_NAME_BYTES, path_component_problem
-
+from got_core.errors import InvalidInputError, InvalidNameError
+from got_core.names import MAX_NAME_BYTES
 
 __all__ = [
-    "OTARecord",
-    "CommitRecord",
-    "BranchMetadata",
     "GCC_DIR",
+    "BranchMetadata",
+    "CommitRecord",
+    "OTARecord",
     "check_branch_name",
-    "render_steps",
-    "render_commits",
-    "parse_steps",
-    "parse_commits",
-    "render_metadata",
-    "parse_metadata",
-    "log_header",
     "commit_header",
+    "log_header",
+    "parse_commits",
+    "parse_metadata",
+    "parse_steps",
+    "render_commits",
+    "render_metadata",
+    "render_steps",
 ]
 
 GCC_DIR = ".GCC"
 
-_LABELS = ("Observation", "Thought", "Action", "Timestamp", "Compressed OTA Steps",
-           "Branch Purpose", "Previous Progress Summary", "This Commit's Contribution")
-_STRUCTURAL = r"(?:-{3,}\s*$|\*\*(?:%s):\*\*|### Step|## Commit)" % "|".join(re.escape(x) for x in _LABELS)
+_LABELS = (
+    "Observation",
+    "Thought",
+    "Action",
+    "Timestamp",
+    "Compressed OTA Steps",
+    "Branch Purpose",
+    "Previous Progress Summary",
+    "This Commit's Contribution",
+)
+_STRUCTURAL = r"(?:-{{3,}}\s*$|\*\*(?:{}):\*\*|### Step|## Commit)".format("|".join(re.escape(x) for x in _LABELS))
 _NEEDS_ESCAPE = re.compile(r"^\\*" + _STRUCTURAL)
 _ESCAPED = re.compile(r"^\\+" + _STRUCTURAL)
 _SEPARATOR = re.compile(r"^-{3,}\s*$")
 _STEP_HEAD = re.compile(r"^### Step\s+(\d+)\s*(?:—|-)\s*(.*)$")
 _COMMIT_HEAD = re.compile(r"^## Commit `([^`]*)`")
-_FIELD = re.compile(r"^\*\*(%s):\*\*(.*)$" % "|".join(re.escape(x) for x in _LABELS))
+_FIELD = re.compile(r"^\*\*({}):\*\*(.*)$".format("|".join(re.escape(x) for x in _LABELS)))
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,9 @@ def check_branch_name(name: object) -> str:
     except UnicodeEncodeError:
         problems.append("it is not valid Unicode")
     if problems:
-        raise InvalidNameError(f"GCC branch name {name[:60]!r} is not usable: {'; '.join(problems)}; "
-                               "use letters, digits, '-', '_' or '.'")
+        raise InvalidNameError(
+            f"GCC branch name {name[:60]!r} is not usable: {'; '.join(problems)}; use letters, digits, '-', '_' or '.'"
+        )
     return name
 
 
@@ -180,7 +182,9 @@ def render_steps(steps: Iterable[OTARecord]) -> str:
         f"### Step {s.step} — {s.timestamp}\n"
         f"**Observation:** {_escape(s.observation)}\n\n"
         f"**Thought:** {_escape(s.thought)}\n\n"
-        f"**Action:** {_escape(s.action)}\n\n---\n" for s in steps)
+        f"**Action:** {_escape(s.action)}\n\n---\n"
+        for s in steps
+    )
 
 
 def render_commits(commits: Iterable[CommitRecord], *, with_steps: bool = True) -> str:
@@ -192,10 +196,12 @@ def render_commits(commits: Iterable[CommitRecord], *, with_steps: bool = True) 
     out = []
     for c in commits:
         steps = f"**Compressed OTA Steps:** {c.ota_steps}\n\n" if with_steps and c.ota_steps is not None else ""
-        out.append(f"## Commit `{c.commit_id}`\n**Timestamp:** {c.timestamp}\n\n{steps}"
-                   f"**Branch Purpose:** {_escape(c.branch_purpose)}\n\n"
-                   f"**Previous Progress Summary:** {_escape(c.previous_summary)}\n\n"
-                   f"**This Commit's Contribution:** {_escape(c.summary)}\n\n---\n")
+        out.append(
+            f"## Commit `{c.commit_id}`\n**Timestamp:** {c.timestamp}\n\n{steps}"
+            f"**Branch Purpose:** {_escape(c.branch_purpose)}\n\n"
+            f"**Previous Progress Summary:** {_escape(c.previous_summary)}\n\n"
+            f"**This Commit's Contribution:** {_escape(c.summary)}\n\n---\n"
+        )
     return "".join(out)
 
 
@@ -235,8 +241,15 @@ def parse_steps(text: str) -> list[OTARecord]:
         m = _STEP_HEAD.match(head)
         if not m and not any(k in f for k in ("Observation", "Thought", "Action")):
             continue
-        steps.append(OTARecord(int(m.group(1)) if m else 0, m.group(2).strip() if m else "",
-                               f.get("Observation", ""), f.get("Thought", ""), f.get("Action", "")))
+        steps.append(
+            OTARecord(
+                int(m.group(1)) if m else 0,
+                m.group(2).strip() if m else "",
+                f.get("Observation", ""),
+                f.get("Thought", ""),
+                f.get("Action", ""),
+            )
+        )
     return steps
 
 
@@ -248,10 +261,17 @@ def parse_commits(text: str, branch: str) -> list[CommitRecord]:
         if not m or not m.group(1):
             continue
         n = f.get("Compressed OTA Steps", "").strip()
-        commits.append(CommitRecord(
-            m.group(1), branch, f.get("Timestamp", ""), f.get("Branch Purpose", ""),
-            f.get("Previous Progress Summary", ""), f.get("This Commit's Contribution", ""),
-            int(n) if n.isdigit() else None))
+        commits.append(
+            CommitRecord(
+                m.group(1),
+                branch,
+                f.get("Timestamp", ""),
+                f.get("Branch Purpose", ""),
+                f.get("Previous Progress Summary", ""),
+                f.get("This Commit's Contribution", ""),
+                int(n) if n.isdigit() else None,
+            )
+        )
     return commits
 
 
@@ -261,8 +281,15 @@ _META_KEYS = ("created_at", "created_from", "merged_at", "merged_into", "name", 
 
 def render_metadata(meta: BranchMetadata) -> str:
     """``metadata.yaml`` for a branch, as Contexa writes it (PyYAML, sorted keys, unicode kept)."""
-    values = {"created_at": meta.created_at, "created_from": meta.created_from, "merged_at": meta.merged_at,
-              "merged_into": meta.merged_into, "name": meta.name, "purpose": meta.purpose, "status": meta.status}
+    values = {
+        "created_at": meta.created_at,
+        "created_from": meta.created_from,
+        "merged_at": meta.merged_at,
+        "merged_into": meta.merged_into,
+        "name": meta.name,
+        "purpose": meta.purpose,
+        "status": meta.status,
+    }
     return yaml.safe_dump(values, sort_keys=True, allow_unicode=True, default_style='"', width=1 << 16)
 
 
@@ -286,7 +313,11 @@ def parse_metadata(text: str, default_name: str = "") -> BranchMetadata:
             raise InvalidInputError(f"metadata.yaml: {key!r} is not a plain value")
         values[key] = None if value is None else str(value)
     return BranchMetadata(
-        name=values.get("name") or default_name, purpose=values.get("purpose") or "",
-        created_from=values.get("created_from") or "", created_at=values.get("created_at") or "",
-        status=values.get("status") or "active", merged_into=values.get("merged_into"),
-        merged_at=values.get("merged_at"))
+        name=values.get("name") or default_name,
+        purpose=values.get("purpose") or "",
+        created_from=values.get("created_from") or "",
+        created_at=values.get("created_at") or "",
+        status=values.get("status") or "active",
+        merged_into=values.get("merged_into"),
+        merged_at=values.get("merged_at"),
+    )

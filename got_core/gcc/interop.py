@@ -39,8 +39,14 @@ from got_core.names import path_component_problem
 if TYPE_CHECKING:
     from got_core.repo import ReasoningRepo
 
-__all__ = ["export_gcc", "import_gcc", "group_steps", "GCC_MAX_FILE_BYTES", "GCC_MAX_TOTAL_BYTES",
-           "GCC_MAX_BRANCHES"]
+__all__ = [
+    "GCC_MAX_BRANCHES",
+    "GCC_MAX_FILE_BYTES",
+    "GCC_MAX_TOTAL_BYTES",
+    "export_gcc",
+    "group_steps",
+    "import_gcc",
+]
 
 
 def _write(path: Path, text: str) -> None:
@@ -99,7 +105,7 @@ def group_steps(commits: list[CommitRecord], steps: list[OTARecord]) -> tuple[li
     if all(c.ota_steps is not None for c in commits):
         pos = 0
         for i, c in enumerate(commits):
-            groups[i] = steps[pos:pos + (c.ota_steps or 0)]
+            groups[i] = steps[pos : pos + (c.ota_steps or 0)]
             pos += c.ota_steps or 0
         return groups, steps[pos:]
     stamps = [m for c in commits if (m := _moment(c.timestamp)) is not None]
@@ -158,7 +164,8 @@ class _Reader:
         raise InvalidInputError(
             f"{where} {why}; GCC import reads only regular files inside the directory being "
             "imported: replace it with the file itself, or import with skip_unsafe=True "
-            "(`got gcc import --skip-unsafe`) to leave it out")
+            "(`got gcc import --skip-unsafe`) to leave it out"
+        )
 
     def kind(self, dir_fd: int, name: str, where: Path) -> str | None:
         """``dir``, ``file``, None when absent; links and special files are reported unsafe."""
@@ -220,8 +227,9 @@ class _Reader:
             os.close(fd)
         if len(data) > limit:
             if limit < self.max_file_bytes:
-                raise PayloadTooLargeError(f"the files read up to {where}",
-                                           self.max_total_bytes - self.left + len(data), self.max_total_bytes)
+                raise PayloadTooLargeError(
+                    f"the files read up to {where}", self.max_total_bytes - self.left + len(data), self.max_total_bytes
+                )
             raise PayloadTooLargeError(str(where), max(st.st_size, len(data)), self.max_file_bytes)
         self.left -= len(data)
         try:
@@ -230,10 +238,16 @@ class _Reader:
             raise InvalidInputError(f"{where} is not UTF-8 text") from None
 
 
-def import_gcc(directory: str | Path, repo: "ReasoningRepo", *, namespace: str = "gcc",
-               skip_unsafe: bool = False, max_file_bytes: int = GCC_MAX_FILE_BYTES,
-               max_total_bytes: int = GCC_MAX_TOTAL_BYTES,
-               max_branches: int = GCC_MAX_BRANCHES) -> GCCWorkspace:
+def import_gcc(
+    directory: str | Path,
+    repo: ReasoningRepo,
+    *,
+    namespace: str = "gcc",
+    skip_unsafe: bool = False,
+    max_file_bytes: int = GCC_MAX_FILE_BYTES,
+    max_total_bytes: int = GCC_MAX_TOTAL_BYTES,
+    max_branches: int = GCC_MAX_BRANCHES,
+) -> GCCWorkspace:
     """Read a ``.GCC/`` tree (Contexa's or ours) into a new workspace in ``repo``.
 
     Every record is kept: the roadmap, each branch's metadata, commit records and OTA
@@ -269,8 +283,9 @@ def import_gcc(directory: str | Path, repo: "ReasoningRepo", *, namespace: str =
             raise InvalidInputError(f"no .GCC workspace at {directory} (expected main.md and branches/)")
         top = reader.open_dir(None, base, base)  # the directory the caller named is theirs to choose
         kind = reader.kind(top, GCC_DIR, base / GCC_DIR)
-        root, root_fd = (base / GCC_DIR, reader.open_dir(top, GCC_DIR, base / GCC_DIR)) if kind == "dir" \
-            else (base, top)
+        root, root_fd = (
+            (base / GCC_DIR, reader.open_dir(top, GCC_DIR, base / GCC_DIR)) if kind == "dir" else (base, top)
+        )
         if kind == "unsafe":  # only with skip_unsafe: left out, so there is nothing to import
             raise InvalidInputError(f"{base / GCC_DIR} is not a directory inside {base}; nothing was imported")
         has_main = reader.kind(root_fd, "main.md", root / "main.md")

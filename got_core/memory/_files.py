@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from got_core.errors import RepositoryNotFoundError, StorageError
 
-__all__ = ["locked", "atomic_write_bytes", "file_stamp", "prepare_store_dir"]
+__all__ = ["atomic_write_bytes", "file_stamp", "locked", "prepare_store_dir"]
 
 
 # Seconds between tries while another process holds a store's lock (filelock polls a
@@ -38,14 +38,16 @@ def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot create lock file {lock_path}: {exc}; "
-                               "check the directory exists and is writable") from None
+            raise StorageError(
+                f"cannot create lock file {lock_path}: {exc}; check the directory exists and is writable"
+            ) from None
         try:
             try:
                 lock_descriptor(fd, poll_interval=_POLL_S)
             except OSError as exc:
-                raise StorageError(f"cannot lock {lock_path}: {exc}; keep the store on a local "
-                                   "file system that supports file locks") from None
+                raise StorageError(
+                    f"cannot lock {lock_path}: {exc}; keep the store on a local file system that supports file locks"
+                ) from None
             try:
                 yield
             finally:
@@ -96,8 +98,16 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, read_only: bool,
-                      create: bool = True, markers: tuple[Path, ...] = ()) -> None:
+def prepare_store_dir(
+    path: Path,
+    lock_path: Path,
+    what: str,
+    holds: str,
+    *,
+    read_only: bool,
+    create: bool = True,
+    markers: tuple[Path, ...] = (),
+) -> None:
     """Check a file-based backend's directory and, unless read-only, create it and its lock file.
 
     Args:
@@ -110,16 +120,18 @@ def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, rea
     """
     try:
         if path.exists() and not path.is_dir():
-            raise StorageError(f"{what} path {path} is a file, not a directory; "
-                               f"pass the directory that should hold {holds}")
+            raise StorageError(
+                f"{what} path {path} is a file, not a directory; pass the directory that should hold {holds}"
+            )
         found = any(p.exists() for p in (lock_path, *markers))
     except PermissionError as exc:
-        raise StorageError(f"permission denied: cannot read {what} at {path} ({exc}); "
-                           "fix its permissions or choose another path") from None
+        raise StorageError(
+            f"permission denied: cannot read {what} at {path} ({exc}); fix its permissions or choose another path"
+        ) from None
     if not create and not found:
         raise RepositoryNotFoundError(
-            f"no {what} at {path} (no {holds} there); check the path, or store a lesson "
-            "there first to create one")
+            f"no {what} at {path} (no {holds} there); check the path, or store a lesson there first to create one"
+        )
     if read_only:
         return
     try:

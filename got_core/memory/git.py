@@ -27,7 +27,7 @@ from got_core.names import decode_component, encode_component
 from got_core.repo import Publish, ReasoningRepo
 from got_core.storage.refnames import branch_ref
 
-__all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
+__all__ = ["MEMORY_BRANCH", "GitMemory", "lesson_path", "parse_topic_file", "render_topic_file"]
 
 MEMORY_BRANCH = "memory"
 #: ρ weights for lessons: the paper's 0.7/0.2/0.1 plus a keyword-match term, so the
@@ -56,9 +56,16 @@ def render_topic_file(lessons: list[Lesson]) -> str:
     """
     blocks = []
     for lesson in lessons:
-        header = {"id": _lesson_id(lesson.text), "topic_key": lesson.topic_key, "lines": lesson.text.count("\n") + 1,
-                  "outcome": lesson.outcome, "score": lesson.score,
-                  "source_problem": lesson.source_problem, "created": lesson.created, "meta": lesson.meta}
+        header = {
+            "id": _lesson_id(lesson.text),
+            "topic_key": lesson.topic_key,
+            "lines": lesson.text.count("\n") + 1,
+            "outcome": lesson.outcome,
+            "score": lesson.score,
+            "source_problem": lesson.source_problem,
+            "created": lesson.created,
+            "meta": lesson.meta,
+        }
         blocks.append(f"<!-- got-lesson {json.dumps(header, sort_keys=True, ensure_ascii=False)} -->\n{lesson.text}\n")
     return "\n".join(blocks)
 
@@ -88,18 +95,24 @@ def parse_topic_file(text: str, where: str = "a topic file") -> list[Lesson]:
                 raise ValueError("the header is not a JSON object")
             n = header.get("lines", 1)
             if not isinstance(n, int) or isinstance(n, bool) or n < 1 or i + n > len(lines):
-                raise ValueError(f"the lesson should have {str(n)[:20]} line(s), the file has "
-                                 f"{len(lines) - i} left")
-            body = "\n".join(lines[i:i + n])
-            lesson = stored_lesson({"text": body, "topic_key": header.get("topic_key", ""),
-                                    "source_problem": header.get("source_problem", ""),
-                                    "outcome": header.get("outcome", "insight"),
-                                    "score": header.get("score", 0.5), "created": header.get("created", 0.0),
-                                    "meta": header.get("meta") or {}})
+                raise ValueError(f"the lesson should have {str(n)[:20]} line(s), the file has {len(lines) - i} left")
+            body = "\n".join(lines[i : i + n])
+            lesson = stored_lesson(
+                {
+                    "text": body,
+                    "topic_key": header.get("topic_key", ""),
+                    "source_problem": header.get("source_problem", ""),
+                    "outcome": header.get("outcome", "insight"),
+                    "score": header.get("score", 0.5),
+                    "created": header.get("created", 0.0),
+                    "meta": header.get("meta") or {},
+                }
+            )
         except (ValueError, TypeError, RecursionError) as exc:
             raise CorruptRepositoryError(
                 f"{where} has a damaged lesson at line {i} ({str(exc)[:120]}); restore the file "
-                "from an earlier commit of the memory branch (`git log memory -- <path>`)") from None
+                "from an earlier commit of the memory branch (`git log memory -- <path>`)"
+            ) from None
         i += n
         lessons.append(lesson)
     return lessons
@@ -109,8 +122,9 @@ def _topic_text(raw: bytes, where: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRepositoryError(f"{where} is not UTF-8 text ({exc}); restore it from an earlier "
-                                     "commit of the memory branch") from None
+        raise CorruptRepositoryError(
+            f"{where} is not UTF-8 text ({exc}); restore it from an earlier commit of the memory branch"
+        ) from None
 
 
 class GitMemory(BaseMemory):
@@ -131,9 +145,15 @@ class GitMemory(BaseMemory):
 
     name = "git"
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH,
-                 create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        read_only: bool = False,
+        repo: ReasoningRepo | None = None,
+        branch: str = MEMORY_BRANCH,
+        create: bool = True,
+    ) -> None:
         if repo is None:
             if path is None:
                 raise ConfigError("the git memory backend needs a path (or repo=)")
@@ -151,7 +171,8 @@ class GitMemory(BaseMemory):
                     raise
                 raise RepositoryNotFoundError(
                     f"no git memory at {path} (no repository there); check the path, or store a "
-                    "lesson there first to create one") from None
+                    "lesson there first to create one"
+                ) from None
         super().__init__(repo.gitdir, read_only=read_only)
         self.repo = repo
         self.branch = branch
@@ -180,18 +201,27 @@ class GitMemory(BaseMemory):
             same = [i for i, old in enumerate(current) if old.text == lesson.text]
             if same:  # deduplicate: the same advice again raises confidence, not the count
                 old = current[same[0]]
-                stored = Lesson(old.text, old.topic_key, old.source_problem or lesson.source_problem,
-                                lesson.outcome, max(old.score, lesson.score), old.created, old.meta)
+                stored = Lesson(
+                    old.text,
+                    old.topic_key,
+                    old.source_problem or lesson.source_problem,
+                    lesson.outcome,
+                    max(old.score, lesson.score),
+                    old.created,
+                    old.meta,
+                )
                 current[same[0]] = stored
             else:
                 stored = lesson
                 current.append(lesson)
             first = lesson.text.splitlines()[0][:60]
-            message = (f"lesson({lesson.outcome}): {first}\n\n{lesson.text}\n\n"
-                       f"Got-Topic: {encode_component(lesson.topic_key, 'topic key')}\n"
-                       f"Got-Lesson: {_lesson_id(lesson.text)}\n"
-                       f"Got-Outcome: {lesson.outcome}\n"
-                       f"Got-Score: {stored.score:.6f}\n")
+            message = (
+                f"lesson({lesson.outcome}): {first}\n\n{lesson.text}\n\n"
+                f"Got-Topic: {encode_component(lesson.topic_key, 'topic key')}\n"
+                f"Got-Lesson: {_lesson_id(lesson.text)}\n"
+                f"Got-Outcome: {lesson.outcome}\n"
+                f"Got-Score: {stored.score:.6f}\n"
+            )
             if lesson.source_problem:
                 message += f"Got-Problem: {encode_component(lesson.source_problem, 'problem id')}\n"
             oid = repo.prepare_commit([tip] if tip else [], {path: render_topic_file(current)}, message)
@@ -222,8 +252,18 @@ class GitMemory(BaseMemory):
             for lesson in files[key]:
                 if _lesson_id(lesson.text) == lesson_id:
                     seen.add(lesson_id)
-                    out.append(Lesson(lesson.text, lesson.topic_key, lesson.source_problem, lesson.outcome,
-                                      lesson.score, lesson.created, lesson.meta, relevance=round(hit.rho, 6)))
+                    out.append(
+                        Lesson(
+                            lesson.text,
+                            lesson.topic_key,
+                            lesson.source_problem,
+                            lesson.outcome,
+                            lesson.score,
+                            lesson.created,
+                            lesson.meta,
+                            relevance=round(hit.rho, 6),
+                        )
+                    )
                     break
             if len(out) >= k:
                 break

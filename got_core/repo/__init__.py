@@ -10,4 +10,4 @@ composes them.
 from got_core.repo.base import Keep, Publish, RepoBase
 from got_core.repo.reasoning import DEFAULT_NOTES_REF, MAX_FILE_BYTES, ReasoningRepo
 
-__all__ = ["ReasoningRepo", "RepoBase", "Publish", "Keep", "DEFAULT_NOTES_REF", "MAX_FILE_BYTES"]
+__all__ = ["DEFAULT_NOTES_REF", "MAX_FILE_BYTES", "Keep", "Publish", "ReasoningRepo", "RepoBase"]

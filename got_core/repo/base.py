@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping, Self, Sequence
+from pathlib import Path
+from typing import Any, Self
 
 from got_core.errors import (
     ConcurrentUpdateError,
@@ -34,7 +35,7 @@ from got_core.storage.refs import Keep, Publish, RetryPolicy, update_ref, update
 from got_core.types import Clock, Identity, WallClock
 from got_core.validate import clean_name, clean_revs, clean_text, to_bytes
 
-__all__ = ["RepoBase", "DEFAULT_NOTES_REF", "MAX_FILE_BYTES", "Publish", "Keep"]
+__all__ = ["DEFAULT_NOTES_REF", "MAX_FILE_BYTES", "Keep", "Publish", "RepoBase"]
 
 DEFAULT_NOTES_REF = "refs/notes/got"
 #: Largest single file accepted by :meth:`RepoBase.commit_files` (override per repo).
@@ -64,11 +65,21 @@ class RepoBase:
             here, and process-wide in libgit2).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 identity: Identity | None = None, signer: Signer | None = None,
-                 notes_ref: str = DEFAULT_NOTES_REF, clock: Clock | None = None,
-                 session_branch: str = "master", max_file_bytes: int = MAX_FILE_BYTES,
-                 lock_timeout: float = 15.0, stale_lock_seconds: float = 5.0, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        identity: Identity | None = None,
+        signer: Signer | None = None,
+        notes_ref: str = DEFAULT_NOTES_REF,
+        clock: Clock | None = None,
+        session_branch: str = "master",
+        max_file_bytes: int = MAX_FILE_BYTES,
+        lock_timeout: float = 15.0,
+        stale_lock_seconds: float = 5.0,
+        fsync: bool = False,
+    ) -> None:
         self._local = threading.local()
         self._path = Path(path)
         self._git0 = GitRepo(self._path, create=create, initial_branch=short_ref(branch_ref(session_branch)))
@@ -189,9 +200,14 @@ class RepoBase:
         """Every ref under ``prefix`` -> target SHA."""
         return self.git.list_refs(clean_name(prefix, "ref prefix"))
 
-
-    def update_ref(self, ref: str, build: Callable[[str | None], Publish | Keep], *, retry: bool = True,
-                   tip_hint: str | None | Any = _MISSING) -> Any:
+    def update_ref(
+        self,
+        ref: str,
+        build: Callable[[str | None], Publish | Keep],
+        *,
+        retry: bool = True,
+        tip_hint: str | Any | None = _MISSING,
+    ) -> Any:
         """Move ``ref`` through the one ref-transaction primitive (:mod:`got_core.storage.refs`).
 
         ``build(tip)`` gets the current tip (None: no such ref) and returns
@@ -211,8 +227,9 @@ class RepoBase:
         extra = {} if tip_hint is _MISSING else {"tip_hint": tip_hint}
         return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry), **extra)
 
-    def update_refs(self, refs: Sequence[str], build: Callable[[dict[str, str | None]], Any],
-                    value: Callable[[], Any] | None = None) -> Any:
+    def update_refs(
+        self, refs: Sequence[str], build: Callable[[dict[str, str | None]], Any], value: Callable[[], Any] | None = None
+    ) -> Any:
         """Move several refs in one ref transaction: ``build({ref: tip}) -> {ref: new target}``.
 
         Raises:
@@ -236,7 +253,7 @@ class RepoBase:
 
         return update_refs(self.git, names, checked, value, self.retry)
 
-    def set_ref(self, ref: str, target: str, *, expected: str | None | Any = _MISSING) -> None:
+    def set_ref(self, ref: str, target: str, *, expected: str | Any | None = _MISSING) -> None:
         """Point ``ref`` at ``target`` (compare-and-swap against ``expected`` when given).
 
         Raises:
@@ -278,6 +295,7 @@ class RepoBase:
         Raises:
             ConcurrentUpdateError: the ref moved away from ``expected``.
         """
+
         def build(tip: str | None) -> Publish | Keep:
             if tip is None:
                 return Keep(False)
@@ -288,9 +306,17 @@ class RepoBase:
         return self.update_ref(ref, build)
 
     # ------------------------------------------------------------------ the generic write
-    def commit_files(self, ref: str, changes: Mapping[str, bytes | str | None], message: str, *,
-                     parents: Sequence[str] | None = None, expected: str | None | Any = _MISSING,
-                     fresh_tree: bool = False, force: bool = False) -> str:
+    def commit_files(
+        self,
+        ref: str,
+        changes: Mapping[str, bytes | str | None],
+        message: str,
+        *,
+        parents: Sequence[str] | None = None,
+        expected: str | Any | None = _MISSING,
+        fresh_tree: bool = False,
+        force: bool = False,
+    ) -> str:
         """Commit ``changes`` on ``ref`` and move the ref, atomically (compare-and-swap).
 
         The new tree is the parent's tree with ``changes`` applied (path -> bytes/str,
@@ -327,12 +353,14 @@ class RepoBase:
         def build(tip: str | None) -> Publish:
             if expected is not _MISSING and tip != expected:
                 raise ConcurrentUpdateError(
-                    f"{name} is at {tip or 'nothing'}, not {expected or 'nothing'}; re-read and retry")
+                    f"{name} is at {tip or 'nothing'}, not {expected or 'nothing'}; re-read and retry"
+                )
             these = explicit if explicit is not None else ([tip] if tip else [])
             if explicit is not None and tip is not None and tip not in these and not force:
                 raise InvalidInputError(
                     f"{name} is at {tip[:12]}, which is not a parent of this commit; "
-                    "commit on a new branch to fork, or pass force=True")
+                    "commit on a new branch to fork, or pass force=True"
+                )
             oid = self.prepare_commit(these, payload, message, fresh_tree=fresh_tree)
             return Publish(oid, oid)
 
@@ -360,8 +388,14 @@ class RepoBase:
             payload[path] = data
         return payload
 
-    def prepare_commit(self, parents: Sequence[str], changes: Mapping[str, bytes | str | None], message: str, *,
-                       fresh_tree: bool = False) -> str:
+    def prepare_commit(
+        self,
+        parents: Sequence[str],
+        changes: Mapping[str, bytes | str | None],
+        message: str,
+        *,
+        fresh_tree: bool = False,
+    ) -> str:
         """Write a commit of ``changes`` on ``parents`` (the first parent's tree, or an empty
         one with ``fresh_tree``) without moving any ref; returns its SHA. A builder handed to
         :meth:`update_ref` calls this, then publishes the commit.
@@ -386,8 +420,15 @@ class RepoBase:
         if not isinstance(tree, str) or not self.git.is_tree(tree):
             raise InvalidInputError(f"{str(tree)[:80]!r} is not a tree of {self.gitdir}")
         parents = [self.resolve(p) for p in (clean_revs(parents) or [])]
-        return self.git.write_commit(tree, parents, message, self.identity, self.identity, self.clock.now(),
-                                     self.signer.sign if self.signer else None)
+        return self.git.write_commit(
+            tree,
+            parents,
+            message,
+            self.identity,
+            self.identity,
+            self.clock.now(),
+            self.signer.sign if self.signer else None,
+        )
 
     # ------------------------------------------------------------------ reading files
     def read_file(self, rev: str, path: str) -> bytes:
@@ -427,7 +468,6 @@ class RepoBase:
             raise InvalidInputError(f"a blob SHA must be text, not {type(oid).__name__}")
         return self.git.read_blob(oid)
 
-
     # ------------------------------------------------------------------ tags
     def tag(self, name: str, target: str, *, force: bool = False) -> str:
         """Create a (lightweight) tag; returns its name.
@@ -453,7 +493,7 @@ class RepoBase:
         prefix = clean_text(prefix, "tag prefix")
         out = {}
         for name, oid in self.git.list_refs("refs/tags/").items():
-            short = name[len("refs/tags/"):]
+            short = name[len("refs/tags/") :]
             if short.startswith(prefix):
                 out[short] = self.git.peel_to_commit(oid) or oid
         return out
@@ -486,4 +526,3 @@ class RepoBase:
         if refs is not None and not isinstance(refs, Iterable):
             raise InvalidInputError(f"refs must be a list of branch names, not {type(refs).__name__}")
         return None if refs is None else [self.ref(r) for r in refs]
-

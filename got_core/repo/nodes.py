@@ -11,7 +11,8 @@ exposes both as methods.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.names import decode_component, encode_component
@@ -23,14 +24,21 @@ from got_core.validate import clean_revs, clean_text
 if TYPE_CHECKING:
     from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["commit_node", "read_node", "node_message", "tag_outcome", "OUTCOME_TAGS"]
+__all__ = ["OUTCOME_TAGS", "commit_node", "node_message", "read_node", "tag_outcome"]
 
 #: Outcomes that get a tag, and the tag prefix for each (defined once, in :mod:`got_core.types`).
 OUTCOME_TAGS = OUTCOME_TAG_PREFIX
 
 
-def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
-                parents: Sequence[str] | None = None, note: bool = True, tag: bool = True) -> Node:
+def commit_node(
+    repo: ReasoningRepo,
+    node: Node,
+    *,
+    ref: str | None = None,
+    parents: Sequence[str] | None = None,
+    note: bool = True,
+    tag: bool = True,
+) -> Node:
     """Record one scored reasoning node (ARCHITECTURE §3's commit-on-score path).
 
     One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
@@ -61,8 +69,9 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
     thought = clean_text(node.thought, "thought")
     try:
         scores_text = canonical_json(dict(node.scores))
-        trace_text = "".join(json.dumps(step, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-                             for step in node.trace)
+        trace_text = "".join(
+            json.dumps(step, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for step in node.trace
+        )
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"node scores/trace must be JSON-serialisable: {exc}") from None
     explicit = [repo.resolve(p) for p in parents] if parents is not None else None
@@ -73,22 +82,31 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
         given_id = node.node_id or node.derive_id(these)  # the id depends on the parents
         node_id = encode_component(given_id, "node id")
         meta = dict(node.metadata)
-        meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth,
-                     "outcome": node.outcome})
+        meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth, "outcome": node.outcome})
         try:
             meta_text = canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"node metadata must be JSON-serialisable: {exc}") from None
-        files = repo.file_payload({"thought.md": thought, "scores.json": scores_text,
-                                   "trace.jsonl": trace_text, "metadata.json": meta_text})
+        files = repo.file_payload(
+            {"thought.md": thought, "scores.json": scores_text, "trace.jsonl": trace_text, "metadata.json": meta_text}
+        )
         oid = repo.write_commit(git.build_tree(None, files), these, node_message(node, node_id, thought))
         return Publish(oid, (oid, these, given_id, node_id, meta))
 
     # With explicit parents the commit was built on them: a lost race is the caller's to decide.
     oid, these, given_id, node_id, meta = repo.update_ref(ref_name, build, retry=explicit is None)
-    stored = Node(thought=thought, scores=dict(node.scores), trace=list(node.trace), metadata=meta,
-                  problem_id=node.problem_id, depth=node.depth, outcome=node.outcome,
-                  node_id=given_id, oid=oid, parents=tuple(these))
+    stored = Node(
+        thought=thought,
+        scores=dict(node.scores),
+        trace=list(node.trace),
+        metadata=meta,
+        problem_id=node.problem_id,
+        depth=node.depth,
+        outcome=node.outcome,
+        node_id=given_id,
+        oid=oid,
+        parents=tuple(these),
+    )
     if note and node.scores:
         stored.note = dict(node.scores)
         set_note(repo, oid, scores_text)
@@ -97,7 +115,7 @@ def commit_node(repo: "ReasoningRepo", node: Node, *, ref: str | None = None,
     return stored
 
 
-def tag_outcome(repo: "ReasoningRepo", target: str, outcome: str, node_id: str | None = None) -> str:
+def tag_outcome(repo: ReasoningRepo, target: str, outcome: str, node_id: str | None = None) -> str:
     """Tag a validated node ``success_<id>`` or ``failed_<id>``; returns the tag name.
 
     Raises:
@@ -155,7 +173,7 @@ def _decoded_id(value: Any) -> str:
         return value
 
 
-def read_node(repo: "ReasoningRepo", rev: str) -> Node:
+def read_node(repo: ReasoningRepo, rev: str) -> Node:
     """Replay: the whole node at a SHA, tag, branch or node id.
 
     Raises:
@@ -164,27 +182,41 @@ def read_node(repo: "ReasoningRepo", rev: str) -> Node:
     """
     oid = repo.resolve(rev)
     commit = repo.git.read_commit(oid)
-    files = {p: repo.git.read_blob(b) for p, b in repo.git.tree_files(commit.tree).items()
-             if p in NODE_FILES}
+    files = {p: repo.git.read_blob(b) for p, b in repo.git.tree_files(commit.tree).items() if p in NODE_FILES}
     if "thought.md" not in files:
         raise CorruptRepositoryError(f"{rev} ({oid[:12]}) is not a reasoning node (no thought.md)")
     try:
         scores = json.loads(files.get("scores.json", b"{}") or b"{}")
         meta = json.loads(files.get("metadata.json", b"{}") or b"{}")
-        trace = [json.loads(line) for line in files.get("trace.jsonl", b"").decode("utf-8").splitlines()
-                 if line.strip()]
+        trace = [
+            json.loads(line) for line in files.get("trace.jsonl", b"").decode("utf-8").splitlines() if line.strip()
+        ]
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptRepositoryError(f"node {oid[:12]} has unreadable files: {exc}") from None
     depth = meta.get("depth", 0) if isinstance(meta, dict) else None
-    if (not isinstance(scores, dict) or not isinstance(meta, dict) or not all(isinstance(s, dict) for s in trace)
-            or isinstance(depth, bool) or not isinstance(depth, int)
-            or not all(isinstance(meta.get(k, ""), str) for k in ("problem_id", "outcome", "node_id"))):
+    if (
+        not isinstance(scores, dict)
+        or not isinstance(meta, dict)
+        or not all(isinstance(s, dict) for s in trace)
+        or isinstance(depth, bool)
+        or not isinstance(depth, int)
+        or not all(isinstance(meta.get(k, ""), str) for k in ("problem_id", "outcome", "node_id"))
+    ):
         raise CorruptRepositoryError(
             f"node {oid[:12]} has files of the wrong shape (scores.json and metadata.json must be objects, "
-            "trace.jsonl one object per line, depth a number); it was not written by GitOfThoughts")
+            "trace.jsonl one object per line, depth a number); it was not written by GitOfThoughts"
+        )
     return Node(
-        thought=files["thought.md"].decode("utf-8", "replace"), scores=scores, trace=trace,
-        metadata=meta, problem_id=meta.get("problem_id", ""), depth=depth,
-        outcome=meta.get("outcome", ""), node_id=_decoded_id(meta.get("node_id", "")), oid=oid,
-        parents=commit.parents, note=note_json(repo, oid), tags=repo.tags_at(oid),
+        thought=files["thought.md"].decode("utf-8", "replace"),
+        scores=scores,
+        trace=trace,
+        metadata=meta,
+        problem_id=meta.get("problem_id", ""),
+        depth=depth,
+        outcome=meta.get("outcome", ""),
+        node_id=_decoded_id(meta.get("node_id", "")),
+        oid=oid,
+        parents=commit.parents,
+        note=note_json(repo, oid),
+        tags=repo.tags_at(oid),
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.repo.base import Publish
@@ -23,19 +24,21 @@ from got_core.validate import to_bytes
 if TYPE_CHECKING:
     from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["notes_ref_name", "set_note", "set_notes", "get_note", "note_json", "all_notes"]
+__all__ = ["all_notes", "get_note", "note_json", "notes_ref_name", "set_note", "set_notes"]
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-def notes_ref_name(repo: "ReasoningRepo", ref: str | None) -> str:
+def notes_ref_name(repo: ReasoningRepo, ref: str | None) -> str:
     """Full notes ref: the repository's own, or ``refs/notes/<ref>``."""
     if ref is None:
         return repo.notes_ref
     return check_ref_name(ref if ref.startswith("refs/") else "refs/notes/" + ref)
 
-def set_note(repo: "ReasoningRepo", target: str, content: Mapping[str, Any] | str | bytes, *,
-             ref: str | None = None) -> str:
+
+def set_note(
+    repo: ReasoningRepo, target: str, content: Mapping[str, Any] | str | bytes, *, ref: str | None = None
+) -> str:
     """Attach (or replace) the note on ``target``; returns the notes commit.
 
     Notes use git's fan-out layout (``ab/cdef…``), so a write rewrites two small
@@ -43,7 +46,10 @@ def set_note(repo: "ReasoningRepo", target: str, content: Mapping[str, Any] | st
     """
     return set_notes(repo, {target: content}, ref=ref)
 
-def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None) -> str:
+
+def set_notes(
+    repo: ReasoningRepo, notes: Mapping[str, Mapping[str, Any] | str | bytes], *, ref: str | None = None
+) -> str:
     """Attach (or replace) several notes in ONE notes commit; returns it.
 
     A note written earlier at another fan-out depth (e.g. by stock ``git notes``)
@@ -75,13 +81,15 @@ def set_notes(repo: "ReasoningRepo", notes: Mapping[str, Mapping[str, Any] | str
                     changes[path] = None
         tree = git.build_tree(base, changes)
         # notes commits are bookkeeping, never signed: a signature vouches for reasoning
-        commit = git.write_commit(tree, [tip] if tip else [], "Notes added by 'got'\n",
-                                  repo.identity, repo.identity, repo.clock.now())
+        commit = git.write_commit(
+            tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
+        )
         return Publish(commit, commit)
 
     return repo.update_ref(name, build)
 
-def _note_blob(repo: "ReasoningRepo", target: str, ref: str | None) -> tuple[str, str, str] | None:
+
+def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, str, str] | None:
     """(notes ref, annotated commit, note blob) for ``target``, or None when it has no note."""
     name = notes_ref_name(repo, ref)
     tip = repo.git.ref_target(name)
@@ -95,7 +103,8 @@ def _note_blob(repo: "ReasoningRepo", target: str, ref: str | None) -> tuple[str
             return name, oid, blob
     return None
 
-def get_note(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> bytes | None:
+
+def get_note(repo: ReasoningRepo, target: str, *, ref: str | None = None) -> bytes | None:
     """The note bytes on ``target``, or None.
 
     Raises:
@@ -104,7 +113,8 @@ def get_note(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> b
     found = _note_blob(repo, target, ref)
     return None if found is None else repo.git.read_blob(found[2])
 
-def note_json(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> dict[str, Any] | None:
+
+def note_json(repo: ReasoningRepo, target: str, *, ref: str | None = None) -> dict[str, Any] | None:
     """The note on ``target`` parsed as a JSON object, or None when it has no note.
 
     Raises:
@@ -121,14 +131,16 @@ def note_json(repo: "ReasoningRepo", target: str, *, ref: str | None = None) -> 
         if not isinstance(data, dict):
             raise ValueError(f"it holds a JSON {type(data).__name__}, not an object")
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        short = name[len("refs/notes/"):] if name.startswith("refs/notes/") else name
+        short = name[len("refs/notes/") :] if name.startswith("refs/notes/") else name
         raise CorruptRepositoryError(
             f"the note on commit {oid} in {name} (blob {blob[:12]}) is not a JSON object "
             f"({str(exc)[:120]}); rewrite it with set_note, or remove it with "
-            f"`git notes --ref={short} remove {oid}`") from None
+            f"`git notes --ref={short} remove {oid}`"
+        ) from None
     return data
 
-def all_notes(repo: "ReasoningRepo", *, ref: str | None = None) -> dict[str, bytes]:
+
+def all_notes(repo: ReasoningRepo, *, ref: str | None = None) -> dict[str, bytes]:
     """Every note on the notes ref: annotated commit SHA -> note bytes.
 
     Entries whose path is not a commit SHA are not notes and are left out, as git does.

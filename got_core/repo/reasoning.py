@@ -20,8 +20,9 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from got_core.errors import InvalidInputError, RemoteError, StorageError
 from got_core.names import check_path
@@ -37,7 +38,7 @@ from got_core.storage.inbound import InboundLimits
 from got_core.types import CommitInfo, Hit, MergeResult, Node, VerifyResult, parse_trailers, trailer_score
 from got_core.validate import clean_count, clean_fs_path, clean_name, clean_text
 
-__all__ = ["ReasoningRepo", "DEFAULT_NOTES_REF", "MAX_FILE_BYTES"]
+__all__ = ["DEFAULT_NOTES_REF", "MAX_FILE_BYTES", "ReasoningRepo"]
 
 
 class ReasoningRepo(RepoBase):
@@ -62,8 +63,9 @@ class ReasoningRepo(RepoBase):
             here, and process-wide in libgit2).
     """
 
-    def replay_plan(self, rev: str, *, links: str = "refuse", max_files: int = MAX_REPLAY_FILES,
-                    max_bytes: int = MAX_REPLAY_BYTES) -> ReplayPlan:
+    def replay_plan(
+        self, rev: str, *, links: str = "refuse", max_files: int = MAX_REPLAY_FILES, max_bytes: int = MAX_REPLAY_BYTES
+    ) -> ReplayPlan:
         """Judge the tree of ``rev`` for replay without writing anything (see :mod:`got_core.repo.replay`).
 
         Args:
@@ -81,12 +83,24 @@ class ReasoningRepo(RepoBase):
             InvalidInputError: over ``max_files``.
         """
         commit = self.git.read_commit(self.resolve(rev))
-        return plan_replay(self.git, commit.tree, links=links, max_file_bytes=self.max_file_bytes,
-                           max_files=clean_count(max_files, "max_files"),
-                           max_bytes=clean_count(max_bytes, "max_bytes"))
+        return plan_replay(
+            self.git,
+            commit.tree,
+            links=links,
+            max_file_bytes=self.max_file_bytes,
+            max_files=clean_count(max_files, "max_files"),
+            max_bytes=clean_count(max_bytes, "max_bytes"),
+        )
 
-    def materialize(self, rev: str, directory: str | os.PathLike[str], *, links: str = "refuse",
-                    max_files: int = MAX_REPLAY_FILES, max_bytes: int = MAX_REPLAY_BYTES) -> Path:
+    def materialize(
+        self,
+        rev: str,
+        directory: str | os.PathLike[str],
+        *,
+        links: str = "refuse",
+        max_files: int = MAX_REPLAY_FILES,
+        max_bytes: int = MAX_REPLAY_BYTES,
+    ) -> Path:
         """Write the files of ``rev`` into ``directory`` (replay onto disk); returns it.
 
         The whole tree is judged first (:meth:`replay_plan`), so a tree with one bad
@@ -106,8 +120,15 @@ class ReasoningRepo(RepoBase):
         return write_replay(self.git, plan, directory)
 
     # ------------------------------------------------------------------ nodes
-    def commit_node(self, node: Node, *, ref: str | None = None, parents: Sequence[str] | None = None,
-                    note: bool = True, tag: bool = True) -> Node:
+    def commit_node(
+        self,
+        node: Node,
+        *,
+        ref: str | None = None,
+        parents: Sequence[str] | None = None,
+        note: bool = True,
+        tag: bool = True,
+    ) -> Node:
         """Record one scored reasoning node (ARCHITECTURE §3's commit-on-score path).
 
         One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
@@ -185,8 +206,9 @@ class ReasoningRepo(RepoBase):
             score = trailer_score(parse_trailers(c.message))
         return CommitInfo(c.oid, c.message, c.parents, c.time, c.author_name, (), tuple(tags), score)
 
-    def log(self, rev: str | None = None, *, limit: int | None = None, all_refs: bool = False,
-            decorate: bool = True) -> list[CommitInfo]:
+    def log(
+        self, rev: str | None = None, *, limit: int | None = None, all_refs: bool = False, decorate: bool = True
+    ) -> list[CommitInfo]:
         """Commits reachable from ``rev`` (default: the session branch), newest first.
 
         Args:
@@ -198,8 +220,11 @@ class ReasoningRepo(RepoBase):
         """
         limit = clean_count(limit, "limit", optional=True)
         if all_refs:
-            tips = [t for n, o in self.git.list_refs().items()
-                    if not n.startswith("refs/notes/") and (t := self.git.peel_to_commit(o))]
+            tips = [
+                t
+                for n, o in self.git.list_refs().items()
+                if not n.startswith("refs/notes/") and (t := self.git.peel_to_commit(o))
+            ]
         else:
             if rev is None:
                 tip = self.git.ref_target(self.session_ref)
@@ -220,8 +245,9 @@ class ReasoningRepo(RepoBase):
         for c in out:
             info = self._info(c, tags.get(c.oid, ()))
             if notes.get(c.oid) is not None:
-                info = CommitInfo(info.oid, info.message, info.parents, info.time, info.author,
-                                  info.refs, info.tags, notes[c.oid])
+                info = CommitInfo(
+                    info.oid, info.message, info.parents, info.time, info.author, info.refs, info.tags, notes[c.oid]
+                )
             infos.append(info)
         return infos
 
@@ -240,8 +266,9 @@ class ReasoningRepo(RepoBase):
         return self.git.diff_trees(ta, tb, [path] if path else None, context=min(context, 1 << 20))
 
     # ------------------------------------------------------------------ retrieval
-    def grep(self, pattern: str, *, refs: Sequence[str] | None = None, fixed: bool = False,
-             ignore_case: bool = False) -> list[CommitInfo]:
+    def grep(
+        self, pattern: str, *, refs: Sequence[str] | None = None, fixed: bool = False, ignore_case: bool = False
+    ) -> list[CommitInfo]:
         """Commits whose message matches ``pattern`` (``git log -P --grep``; ``fixed`` = ``-F``).
 
         Raises:
@@ -267,8 +294,9 @@ class ReasoningRepo(RepoBase):
         """Commits on ``tip`` not on ``base`` (``git log master..memory``)."""
         return retrieval.rows_to_infos(self._idx(), self._idx().frontier(self.ref(base), self.ref(tip)))
 
-    def search(self, query: str, k: int = 5, *, refs: Sequence[str] | None = None,
-               weights: Mapping[str, float] | None = None) -> list[Hit]:
+    def search(
+        self, query: str, k: int = 5, *, refs: Sequence[str] | None = None, weights: Mapping[str, float] | None = None
+    ) -> list[Hit]:
         """Ranked retrieval: keyword and pickaxe hits ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
         return retrieval.search(self._idx(), query, k, refs=self._scope(refs), weights=weights)
 
@@ -289,9 +317,15 @@ class ReasoningRepo(RepoBase):
         except OSError as exc:
             raise RemoteError(f"cannot push to {dest[:200]!r}: {exc.strerror or exc}") from None
 
-    def merge(self, theirs: str, *, into: str = "memory", message: str | None = None,
-              strategy: str | sharing.Resolver = "review",
-              limits: InboundLimits | None = None) -> MergeResult:
+    def merge(
+        self,
+        theirs: str,
+        *,
+        into: str = "memory",
+        message: str | None = None,
+        strategy: str | sharing.Resolver = "review",
+        limits: InboundLimits | None = None,
+    ) -> MergeResult:
         """Three-way merge ``theirs`` into branch ``into``; conflicts come back as data.
 
         ``limits`` bounds what the merged trees may hold (see :class:`got_core.inbound.InboundLimits`).
@@ -323,8 +357,9 @@ class ReasoningRepo(RepoBase):
         except OSError as exc:
             raise StorageError(f"cannot read the bundle {path[:200]!r}: {exc.strerror or exc}") from None
 
-    def verify(self, rev: str | None = None, *, trust: TrustStore | None = None,
-               limit: int | None = None) -> list[VerifyResult]:
+    def verify(
+        self, rev: str | None = None, *, trust: TrustStore | None = None, limit: int | None = None
+    ) -> list[VerifyResult]:
         """Signature verdict for every commit reachable from ``rev`` (default: all refs).
 
         Args:

@@ -35,7 +35,7 @@ from got_core.names import MAX_PATH_BYTES, path_component_problem, printable_pat
 if TYPE_CHECKING:
     from got_core.storage.git import GitRepo
 
-__all__ = ["ReplayPlan", "plan_replay", "write_replay", "MAX_REPLAY_FILES", "MAX_REPLAY_BYTES", "LINK_POLICIES"]
+__all__ = ["LINK_POLICIES", "MAX_REPLAY_BYTES", "MAX_REPLAY_FILES", "ReplayPlan", "plan_replay", "write_replay"]
 
 #: Most files one replay writes (a tree can name the same subtree many times over).
 MAX_REPLAY_FILES = 100_000
@@ -66,12 +66,22 @@ class ReplayPlan:
 
 def _refuse(raw_parts: tuple[bytes, ...], why: str) -> UnsafePathError:
     shown = printable_path(b"/".join(raw_parts))
-    return UnsafePathError(f"tree entry {shown!r} is {why}; replay writes nothing from this tree "
-                           "(it holds entries git itself would refuse to check out)", shown)
+    return UnsafePathError(
+        f"tree entry {shown!r} is {why}; replay writes nothing from this tree "
+        "(it holds entries git itself would refuse to check out)",
+        shown,
+    )
 
 
-def plan_replay(git: "GitRepo", tree: str, *, links: str = "refuse", max_file_bytes: int,
-                max_files: int = MAX_REPLAY_FILES, max_bytes: int = MAX_REPLAY_BYTES) -> ReplayPlan:
+def plan_replay(
+    git: GitRepo,
+    tree: str,
+    *,
+    links: str = "refuse",
+    max_file_bytes: int,
+    max_files: int = MAX_REPLAY_FILES,
+    max_bytes: int = MAX_REPLAY_BYTES,
+) -> ReplayPlan:
     """Judge every entry of ``tree`` and list what replay may write.
 
     Args:
@@ -118,8 +128,10 @@ def plan_replay(git: "GitRepo", tree: str, *, links: str = "refuse", max_file_by
             if links == "skip" and mode in _KINDS:
                 skipped.append((printable_path(path), kind))
                 continue
-            raise _refuse(raw_parts, f"{kind}; replay never creates or follows links "
-                                     "(pass links='skip' to leave such entries out)")
+            raise _refuse(
+                raw_parts,
+                f"{kind}; replay never creates or follows links (pass links='skip' to leave such entries out)",
+            )
         key = tuple(parts)
         if key in seen or key in dirs:
             raise _refuse(raw_parts, "listed twice, or as both a file and a directory")
@@ -129,8 +141,7 @@ def plan_replay(git: "GitRepo", tree: str, *, links: str = "refuse", max_file_by
         seen.add(key)
         dirs |= prefixes
         if len(files) >= max_files:
-            raise InvalidInputError(f"the tree holds more than {max_files} files; "
-                                    "pass a larger max_files to replay it")
+            raise InvalidInputError(f"the tree holds more than {max_files} files; pass a larger max_files to replay it")
         size = git.blob_size(oid)
         if size > max_file_bytes:
             raise PayloadTooLargeError(f"file {printable_path(path)}", size, max_file_bytes)
@@ -142,13 +153,25 @@ def plan_replay(git: "GitRepo", tree: str, *, links: str = "refuse", max_file_by
 
 
 # ---------------------------------------------------------------------------- writing
-_AT = (os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd and os.rename in os.supports_dir_fd
-       and os.stat in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY"))
+_AT = (
+    os.open in os.supports_dir_fd
+    and os.mkdir in os.supports_dir_fd
+    and os.rename in os.supports_dir_fd
+    and os.stat in os.supports_dir_fd
+    and hasattr(os, "O_NOFOLLOW")
+    and hasattr(os, "O_DIRECTORY")
+)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # What open(O_NOFOLLOW | O_DIRECTORY) answers for a link or a file (EMLINK: FreeBSD, EFTYPE: BSDs).
 _LINK_ERRNOS = {errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", -1), getattr(errno, "EFTYPE", -1)}
-_FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_FILE_FLAGS = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 def _link_in_target(root: Path, parts: tuple[str, ...], mode: int | None = None) -> UnsafePathError:
@@ -159,8 +182,11 @@ def _link_in_target(root: Path, parts: tuple[str, ...], mode: int | None = None)
         what = "a symbolic link"
     else:
         what = "a directory" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else "a special file"
-    return UnsafePathError(f"{root / shown} is {what} where the replay needs to write; replay never writes "
-                           "through links or over directories. Replay into an empty directory", shown)
+    return UnsafePathError(
+        f"{root / shown} is {what} where the replay needs to write; replay never writes "
+        "through links or over directories. Replay into an empty directory",
+        shown,
+    )
 
 
 class _Target:
@@ -252,7 +278,7 @@ def _write_file(dirfd: int, name: str, data: bytes) -> None:
         raise
 
 
-def write_replay(git: "GitRepo", plan: ReplayPlan, directory: str | os.PathLike[str]) -> Path:
+def write_replay(git: GitRepo, plan: ReplayPlan, directory: str | os.PathLike[str]) -> Path:
     """Write a :class:`ReplayPlan`'s files under ``directory`` (created when absent).
 
     ``directory`` itself is the caller's choice and may be a symbolic link; nothing
@@ -286,7 +312,7 @@ def write_replay(git: "GitRepo", plan: ReplayPlan, directory: str | os.PathLike[
     return root
 
 
-def _write_by_path(git: "GitRepo", plan: ReplayPlan, root: Path) -> Path:  # pragma: no cover
+def _write_by_path(git: GitRepo, plan: ReplayPlan, root: Path) -> Path:  # pragma: no cover
     for path, _oid in plan.files:
         parts = path.split("/")
         for i in range(1, len(parts) + 1):

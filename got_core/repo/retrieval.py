@@ -18,16 +18,16 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from got_core.storage.index import CommitRow, DerivedIndex
 from got_core._text import STOP_WORDS
 from got_core.errors import InvalidInputError, InvalidNameError
 from got_core.names import decode_component
-from got_core.validate import clean_text
+from got_core.storage.index import CommitRow, DerivedIndex
 from got_core.types import CommitInfo, Hit, tag_value
+from got_core.validate import clean_text
 
-__all__ = ["DEFAULT_WEIGHTS", "keywords", "search", "rows_to_infos", "tag_value", "stem", "terms"]
+__all__ = ["DEFAULT_WEIGHTS", "keywords", "rows_to_infos", "search", "stem", "tag_value", "terms"]
 
 DEFAULT_WEIGHTS: Mapping[str, float] = {"score": 0.7, "tag": 0.2, "recency": 0.1, "match": 0.0}
 
@@ -90,12 +90,19 @@ def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
 def rows_to_infos(index: DerivedIndex, rows: Sequence[CommitRow]) -> list[CommitInfo]:
     """Index rows -> :class:`CommitInfo` with tags and scores."""
     tags = index.tags_for(r.oid for r in rows)
-    return [CommitInfo(r.oid, r.message, r.parent_list, r.time, "", (), tuple(tags.get(r.oid, ())), r.score)
-            for r in rows]
+    return [
+        CommitInfo(r.oid, r.message, r.parent_list, r.time, "", (), tuple(tags.get(r.oid, ())), r.score) for r in rows
+    ]
 
 
-def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | None = None,
-           weights: Mapping[str, float] | None = None) -> list[Hit]:
+def search(
+    index: DerivedIndex,
+    query: str,
+    k: int,
+    *,
+    refs: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> list[Hit]:
     """The ``k`` best hits for ``query`` by ρ (see the module docstring).
 
     Candidates are commits whose message holds a query keyword (``--grep``; words
@@ -132,6 +139,18 @@ def search(index: DerivedIndex, query: str, k: int, *, refs: Sequence[str] | Non
     hits = []
     for r in rows:
         _value, which = tag_value(tags.get(r.oid, ()))
-        hits.append(Hit(r.oid, r.message.split("\n", 1)[0], float(r.rho), r.score, which, float(r.recency),
-                        float(r.match), _decoded(r.node_id), _decoded(r.problem_id), r.message))
+        hits.append(
+            Hit(
+                r.oid,
+                r.message.split("\n", 1)[0],
+                float(r.rho),
+                r.score,
+                which,
+                float(r.recency),
+                float(r.match),
+                _decoded(r.node_id),
+                _decoded(r.problem_id),
+                r.message,
+            )
+        )
     return hits

@@ -8,10 +8,10 @@ and its decision is itself a merge commit naming both parents (ARCHITECTURE §1)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Literal
 
-from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import (
     ConfigError,
     CorruptRepositoryError,
@@ -22,19 +22,30 @@ from got_core.errors import (
     RemoteError,
     UntrustedContentError,
 )
+from got_core.names import encode_component, short_ref
 from got_core.repo.base import Keep, Publish
 from got_core.repo.notes import notes_ref_name
 from got_core.storage.git import GitRepo
+from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
 from got_core.storage.refnames import check_ref_name
-from got_core.names import encode_component, short_ref
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
     from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["fetch", "push", "merge", "bundle", "verify_bundle", "unbundle", "repack", "fsck", "Resolver",
-           "InboundLimits"]
+__all__ = [
+    "InboundLimits",
+    "Resolver",
+    "bundle",
+    "fetch",
+    "fsck",
+    "merge",
+    "push",
+    "repack",
+    "unbundle",
+    "verify_bundle",
+]
 
 #: A resolver gets a conflict and returns the merged content (None deletes the path),
 #: or raises MergeConflictError to leave it for review.
@@ -56,9 +67,16 @@ def _limits(limits: InboundLimits | None) -> InboundLimits:
     return limits
 
 
-def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None = None,
-          name: str | None = None, tags: bool = True, notes: bool = True,
-          limits: InboundLimits | None = None) -> dict[str, str]:
+def fetch(
+    repo: ReasoningRepo,
+    source: str,
+    *,
+    branches: Sequence[str] | None = None,
+    name: str | None = None,
+    tags: bool = True,
+    notes: bool = True,
+    limits: InboundLimits | None = None,
+) -> dict[str, str]:
     """Fetch a peer's branches into ``refs/remotes/<name>/``, after checking everything it sent.
 
     The peer is untrusted: its objects land in a quarantine first and must pass
@@ -96,25 +114,35 @@ def fetch(repo: "ReasoningRepo", source: str, *, branches: Sequence[str] | None 
         specs.append(f"+refs/tags/*:{staging}*")
     with Quarantine(repo.git, f"what {source} sent", limits) as q:
         q.git.fetch(source, specs, progress=q.progress)
-        incoming = {ref: oid for ref, oid in q.incoming_refs().items()
-                    if ref.startswith((staging, f"refs/remotes/{name}/", f"refs/notes/remotes/{name}/"))}
+        incoming = {
+            ref: oid
+            for ref, oid in q.incoming_refs().items()
+            if ref.startswith((staging, f"refs/remotes/{name}/", f"refs/notes/remotes/{name}/"))
+        }
         q.check(list(incoming.values()))
         q.adopt()
     # Remote-tracking refs follow the peer; its tags only fill in names we do not have.
-    wanted = {("refs/tags/" + ref[len(staging):] if ref.startswith(staging) else ref): oid
-              for ref, oid in incoming.items()}
+    wanted = {
+        ("refs/tags/" + ref[len(staging) :] if ref.startswith(staging) else ref): oid for ref, oid in incoming.items()
+    }
 
     def publish(tips: dict[str, str | None]) -> dict[str, str | None]:
-        return {ref: oid for ref, oid in wanted.items()
-                if not (ref.startswith("refs/tags/") and tips[ref] is not None)}
+        return {ref: oid for ref, oid in wanted.items() if not (ref.startswith("refs/tags/") and tips[ref] is not None)}
 
     if wanted:
         repo.update_refs(sorted(wanted), publish)
     return repo.git.list_refs(f"refs/remotes/{name}/")
 
 
-def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory",),
-         tag_prefixes: Sequence[str] = ("success_",), notes: Sequence[str] = (), force: bool = False) -> list[str]:
+def push(
+    repo: ReasoningRepo,
+    dest: str,
+    *,
+    branches: Sequence[str] = ("memory",),
+    tag_prefixes: Sequence[str] = ("success_",),
+    notes: Sequence[str] = (),
+    force: bool = False,
+) -> list[str]:
     """Push selected refs (selective sharing: by default only ``memory`` and success tags).
 
     Returns:
@@ -154,11 +182,12 @@ def push(repo: "ReasoningRepo", dest: str, *, branches: Sequence[str] = ("memory
                 if refused:
                     raise PushRejectedError(
                         f"push to {dest} was rejected: {', '.join(refused)} would not be a fast-forward "
-                        "(fetch and merge first, or push with force=True)") from exc
+                        "(fetch and merge first, or push with force=True)"
+                    ) from exc
     return specs
 
 
-def _refused(repo: "ReasoningRepo", dest: str, specs: Sequence[str]) -> list[str]:
+def _refused(repo: ReasoningRepo, dest: str, specs: Sequence[str]) -> list[str]:
     """The refs of ``specs`` a push into the local repository ``dest`` may not move now."""
     peer = GitRepo(Path(dest), create=False)  # the peer, read-only: its refs only
     refused = []
@@ -177,12 +206,19 @@ def _local_peer(dest: str) -> bool:
     return "://" not in dest and not dest.startswith("git@") and Path(dest).is_dir()
 
 
-def _text(repo: "ReasoningRepo", blob: str | None) -> str | None:
+def _text(repo: ReasoningRepo, blob: str | None) -> str | None:
     return None if blob is None else repo.git.read_blob(blob).decode("utf-8", "replace")
 
 
-def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: str | None = None,
-          strategy: str | Resolver = "review", limits: InboundLimits | None = None) -> MergeResult:
+def merge(
+    repo: ReasoningRepo,
+    theirs: str,
+    *,
+    into: str = "memory",
+    message: str | None = None,
+    strategy: str | Resolver = "review",
+    limits: InboundLimits | None = None,
+) -> MergeResult:
     """Three-way merge of ``theirs`` into the branch ``into``.
 
     Args:
@@ -212,6 +248,7 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
     ref = repo.ref(into)
     their = repo.resolve(theirs)
     their_tree = git.read_commit(their).tree
+
     def build(tip: str | None) -> Publish | Keep:
         ours = git.peel_to_commit(tip) if tip else None
         if ours == their:
@@ -219,8 +256,14 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
         if ours is not None and git.is_ancestor(their, ours):
             return Keep(MergeResult("up-to-date", ours, (), ours, their, their))
         base = git.merge_base(ours, their) if ours is not None else None
-        check_merge(git, their_tree, [git.read_commit(c).tree for c in (ours, base) if c],
-                    f"to merge {theirs} into {short_ref(ref)}", limits, f"commit {their}")
+        check_merge(
+            git,
+            their_tree,
+            [git.read_commit(c).tree for c in (ours, base) if c],
+            f"to merge {theirs} into {short_ref(ref)}",
+            limits,
+            f"commit {their}",
+        )
         if ours is None or base == ours:
             return Publish(their, MergeResult("fast-forward", their, (), ours, their, ours))
         tree, raw, state = git.merge_trees(base, ours, their)
@@ -247,15 +290,16 @@ def merge(repo: "ReasoningRepo", theirs: str, *, into: str = "memory", message: 
         how = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "resolver")
         text = message or f"Merge {theirs} into {short_ref(ref)}\n"
         if conflicts:
-            text = text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(
-                f"\t{c.path}\n" for c in conflicts)
+            text = (
+                text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(f"\t{c.path}\n" for c in conflicts)
+            )
         commit = repo.write_commit(tree, [ours, their], text)
         return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))
 
     return repo.update_ref(ref, build)
 
 
-def bundle(repo: "ReasoningRepo", path: Path, refs: Sequence[str] | None = None) -> Path:
+def bundle(repo: ReasoningRepo, path: Path, refs: Sequence[str] | None = None) -> Path:
     """Write ``refs`` (default: every branch, tag and notes ref) into one bundle file.
 
     Raises:
@@ -308,8 +352,9 @@ def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
                 raise CorruptRepositoryError(f"{shown} is cut short inside its header; copy the bundle again")
             if line.startswith(b"@"):
                 if line.strip() not in (b"@object-format=sha1",):
-                    raise CorruptRepositoryError(f"{shown} needs a capability we do not support: "
-                                                 f"{line.strip().decode('utf-8', 'replace')[:80]}")
+                    raise CorruptRepositoryError(
+                        f"{shown} needs a capability we do not support: {line.strip().decode('utf-8', 'replace')[:80]}"
+                    )
                 continue
             oid, _, ref = line[:-1].lstrip(b"-").partition(b" ")
             if len(oid) != 40 or any(c not in b"0123456789abcdef" for c in oid):
@@ -324,8 +369,9 @@ def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
                     raise UntrustedContentError(f"refusing {shown}: {exc}") from None
                 heads[name] = oid.decode("ascii")
             if len(heads) > limits.max_objects:
-                raise UntrustedContentError(f"refusing {shown}: more refs than max_objects={limits.max_objects:,}",
-                                            limit="max_objects")
+                raise UntrustedContentError(
+                    f"refusing {shown}: more refs than max_objects={limits.max_objects:,}", limit="max_objects"
+                )
         pack = f.read(12)
         start = f.tell()
     if pack[:4] != b"PACK" or len(pack) < 12:
@@ -334,12 +380,15 @@ def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
     if count > limits.max_objects:
         raise UntrustedContentError(
             f"refusing {shown}: its pack holds {count:,} objects, over max_objects={limits.max_objects:,} "
-            "(raise it with InboundLimits(max_objects=...) or --max-objects)", limit="max_objects")
+            "(raise it with InboundLimits(max_objects=...) or --max-objects)",
+            limit="max_objects",
+        )
     if size - start + 12 > limits.max_total_bytes:
         raise UntrustedContentError(
             f"refusing {shown}: its pack is {size - start + 12:,} bytes, over max_total_bytes="
             f"{limits.max_total_bytes:,} (raise it with InboundLimits(max_total_bytes=...) or --max-total-bytes)",
-            limit="max_total_bytes")
+            limit="max_total_bytes",
+        )
     if not heads:
         raise CorruptRepositoryError(f"{shown} lists no refs to import (is it cut short?)")
     return heads
@@ -350,9 +399,23 @@ def _receive_bundle(q: Quarantine, path: Path) -> None:
     src = str(path.resolve())
     try:
         run_git(["bundle", "verify", "-q", src], git_dir=q.path)
-        run_git(["-c", "fetch.unpackLimit=1", "-c", "transfer.unpackLimit=1", "fetch", "-q", "--no-tags",
-                 "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules", src,
-                 f"+refs/*:{_INCOMING}*"], git_dir=q.path)
+        run_git(
+            [
+                "-c",
+                "fetch.unpackLimit=1",
+                "-c",
+                "transfer.unpackLimit=1",
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-auto-gc",
+                "--no-recurse-submodules",
+                src,
+                f"+refs/*:{_INCOMING}*",
+            ],
+            git_dir=q.path,
+        )
     except GitCommandError as exc:
         said = "; ".join(line.strip() for line in exc.stderr.splitlines() if line.strip())
         raise CorruptRepositoryError(f"{path} is not a valid, intact bundle: {said[:500]}") from None
@@ -381,7 +444,7 @@ def verify_bundle(path: Path, *, limits: InboundLimits | None = None) -> dict[st
     return heads
 
 
-def unbundle(repo: "ReasoningRepo", path: Path, *, limits: InboundLimits | None = None) -> dict[str, str]:
+def unbundle(repo: ReasoningRepo, path: Path, *, limits: InboundLimits | None = None) -> dict[str, str]:
     """Import every ref of a bundle, bit-identically, once all of it has been checked.
 
     The objects go through a quarantine (:mod:`got_core.storage.inbound`); only when every check
@@ -401,7 +464,7 @@ def unbundle(repo: "ReasoningRepo", path: Path, *, limits: InboundLimits | None 
         incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(_INCOMING)}
         q.check(list(incoming.values()))
         q.adopt()
-    wanted = {"refs/" + ref[len(_INCOMING):]: oid for ref, oid in incoming.items()}
+    wanted = {"refs/" + ref[len(_INCOMING) :]: oid for ref, oid in incoming.items()}
     if wanted:
         repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
     return heads
@@ -411,7 +474,7 @@ def _disk_bytes(gitdir: Path) -> int:
     return sum(p.stat().st_size for p in (gitdir / "objects").rglob("*") if p.is_file())
 
 
-def repack(repo: "ReasoningRepo") -> dict[str, int]:
+def repack(repo: ReasoningRepo) -> dict[str, int]:
     """Pack loose objects and refs; safe while writers run (loose objects written
     meanwhile stay loose). Returns bytes before and after."""
     before = _disk_bytes(repo.gitdir)
@@ -421,7 +484,7 @@ def repack(repo: "ReasoningRepo") -> dict[str, int]:
     return {"bytes_before": before, "bytes_after": _disk_bytes(repo.gitdir)}
 
 
-def fsck(repo: "ReasoningRepo") -> tuple[bool, str]:
+def fsck(repo: ReasoningRepo) -> tuple[bool, str]:
     """``git fsck --strict``: (clean, what git said)."""
     proc = run_git(["fsck", "--strict", "--no-dangling", "--no-progress"], git_dir=repo.gitdir, check=False)
     output = (proc.stdout + proc.stderr).decode("utf-8", "replace")

@@ -8,7 +8,8 @@ under it makes the verdict ``bad`` with the path. Signatures themselves are chec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from got_core.errors import CorruptRepositoryError
 from got_core.signing import TrustStore, verify_signature
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["verify_history"]
 
 
-def verify_history(repo: "RepoBase", rev: str | None, *, trust: TrustStore,
-                   limit: int | None = None) -> list[VerifyResult]:
+def verify_history(
+    repo: RepoBase, rev: str | None, *, trust: TrustStore, limit: int | None = None
+) -> list[VerifyResult]:
     """Signature verdict for every commit reachable from ``rev`` (None: every ref), newest first.
 
     A signature covers the commit, and the commit names its tree by hash, so for every
@@ -61,8 +63,10 @@ def _verdict(git: GitRepo, oid: str, trust: TrustStore, checked: dict[str, str |
         path, bad_oid, why = damaged[0]
         where = repr(path) if path else "the root tree"
         more = f" (and {len(damaged) - 1} more damaged object(s))" if len(damaged) > 1 else ""
-        detail = (f"object {bad_oid[:12]} at {where} {why}{more}; the signature no longer vouches for "
-                  "this commit's content: restore the object from a copy (a bundle or a peer)")
+        detail = (
+            f"object {bad_oid[:12]} at {where} {why}{more}; the signature no longer vouches for "
+            "this commit's content: restore the object from a copy (a bundle or a peer)"
+        )
         return VerifyResult(oid, "bad", signer, detail, path=path)
     return VerifyResult(oid, status, signer, detail)
 
@@ -88,12 +92,16 @@ def _history(git: GitRepo, tips: list[str]) -> Iterator[str | VerifyResult]:
         seen.add(oid)
         problem, raw = git.object_problem(oid, "commit")
         if problem is not None:
-            yield VerifyResult(oid, "bad", "", f"commit {oid[:12]} {problem}; the history behind it "
-                               "cannot be followed: restore it from a copy (a bundle or a peer)")
+            yield VerifyResult(
+                oid,
+                "bad",
+                "",
+                f"commit {oid[:12]} {problem}; the history behind it "
+                "cannot be followed: restore it from a copy (a bundle or a peer)",
+            )
             continue
         if oid not in walked:
             yield oid
         header = (raw or b"").split(b"\n\n", 1)[0]
-        parents = [line[7:].decode("ascii", "replace") for line in header.split(b"\n")
-                   if line.startswith(b"parent ")]
+        parents = [line[7:].decode("ascii", "replace") for line in header.split(b"\n") if line.startswith(b"parent ")]
         stack.extend(reversed(parents))

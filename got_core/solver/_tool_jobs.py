@@ -13,8 +13,9 @@ import ast
 import keyword
 import math
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 from got_core.solver._safe_math import (
     MAX_COMB_N,
@@ -31,11 +32,46 @@ from got_core.solver._safe_math import (
 )
 
 _SYMPY_COMMANDS = ("solve", "simplify", "evaluate", "expand", "factor", "diff", "integrate")
-_SYMPY_FUNCS = frozenset({
-    "sqrt", "cbrt", "root", "exp", "log", "ln", "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos",
-    "atan", "atan2", "sinh", "cosh", "tanh", "abs", "Abs", "floor", "ceiling", "ceil", "factorial",
-    "binomial", "comb", "gcd", "lcm", "min", "max", "Min", "Max", "re", "im", "sign",
-})
+_SYMPY_FUNCS = frozenset(
+    {
+        "sqrt",
+        "cbrt",
+        "root",
+        "exp",
+        "log",
+        "ln",
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "abs",
+        "Abs",
+        "floor",
+        "ceiling",
+        "ceil",
+        "factorial",
+        "binomial",
+        "comb",
+        "gcd",
+        "lcm",
+        "min",
+        "max",
+        "Min",
+        "Max",
+        "re",
+        "im",
+        "sign",
+    }
+)
 _SINGLE_EQ = re.compile(r"(?<![<>=!])=(?!=)")
 
 
@@ -72,16 +108,16 @@ def _names(text: str) -> list[str]:
 def _keyword_split(text: str, words: str, last: bool = True) -> tuple[str, str | None]:
     """Split at the last (or first) whitespace-delimited keyword; linear time on hostile input."""
     found = None
-    for m in re.finditer(r"(?<!\S)(?:%s)(?!\S)" % words, text):
+    for m in re.finditer(rf"(?<!\S)(?:{words})(?!\S)", text):
         found = m
         if not last:
             break
-    return (text[: found.start()], text[found.end():]) if found else (text, None)
+    return (text[: found.start()], text[found.end() :]) if found else (text, None)
 
 
 def _sympy_plan(text: str) -> dict[str, Any]:
     """Parse a sympy-tool command into validated ASTs (pure: no sympy needed)."""
-    m = re.match(r"\s*(%s)\b\s*:?\s*(.*)\Z" % "|".join(_SYMPY_COMMANDS), text, re.I | re.S)
+    m = re.match(r"\s*({})\b\s*:?\s*(.*)\Z".format("|".join(_SYMPY_COMMANDS)), text, re.I | re.S)
     cmd, body = (m.group(1).lower(), m.group(2)) if m else ("", text)
     if not body.strip():
         raise ToolInputError(f"nothing after {cmd!r}; e.g. 'solve x**2 - 4 = 0'")
@@ -129,8 +165,11 @@ def _to_sympy(node: ast.expr, sp: Any) -> Any:
     """Build a SymPy object from a validated AST (never from a string)."""
     if isinstance(node, ast.Constant):
         v = node.value
-        return sp.Integer(v) if isinstance(v, int) else sp.Rational(Fraction(repr(v)).numerator,
-                                                                       Fraction(repr(v)).denominator)
+        return (
+            sp.Integer(v)
+            if isinstance(v, int)
+            else sp.Rational(Fraction(repr(v)).numerator, Fraction(repr(v)).denominator)
+        )
     if isinstance(node, ast.Name):
         consts = {"pi": sp.pi, "E": sp.E, "e": sp.E, "I": sp.I, "oo": sp.oo, "inf": sp.oo, "infinity": sp.oo}
         return consts.get(node.id) or sp.Symbol(node.id)
@@ -147,9 +186,21 @@ def _to_sympy(node: ast.expr, sp: Any) -> Any:
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0:
             raise ToolInputError("division by zero")
         op = type(node.op)
-        result = (a + b if op is ast.Add else a - b if op is ast.Sub else a * b if op is ast.Mult
-                  else a / b if op is ast.Div else sp.floor(a / b) if op is ast.FloorDiv
-                  else sp.Mod(a, b) if op is ast.Mod else _sympy_pow(sp, a, b))
+        result = (
+            a + b
+            if op is ast.Add
+            else a - b
+            if op is ast.Sub
+            else a * b
+            if op is ast.Mult
+            else a / b
+            if op is ast.Div
+            else sp.floor(a / b)
+            if op is ast.FloorDiv
+            else sp.Mod(a, b)
+            if op is ast.Mod
+            else _sympy_pow(sp, a, b)
+        )
         if _sympy_big(result):
             raise ToolLimitError(f"an intermediate number has over {MAX_INT_BITS} bits; use smaller numbers")
         return result
@@ -159,8 +210,9 @@ def _to_sympy(node: ast.expr, sp: Any) -> Any:
         raise ToolLimitError(f"factorial({args[0]}) is over the limit of {MAX_FACTORIAL}")
     if name in ("binomial", "comb") and args and args[0].is_Number and args[0] > MAX_COMB_N:
         raise ToolLimitError(f"{name}({args[0]}, ...) is over the limit of n = {MAX_COMB_N}")
-    fn = {"ln": sp.log, "abs": sp.Abs, "ceil": sp.ceiling, "comb": sp.binomial, "min": sp.Min,
-          "max": sp.Max}.get(name) or getattr(sp, name)
+    fn = {"ln": sp.log, "abs": sp.Abs, "ceil": sp.ceiling, "comb": sp.binomial, "min": sp.Min, "max": sp.Max}.get(
+        name
+    ) or getattr(sp, name)
     try:
         return fn(*args)
     except TypeError as exc:
@@ -180,8 +232,7 @@ def _sympy_job(text: str, timeout: float) -> str:
     import sympy as sp
 
     plan = _sympy_plan(text)
-    exprs = [sp.Eq(_to_sympy(l, sp), _to_sympy(r, sp)) if r is not None else _to_sympy(l, sp)
-             for l, r in plan["exprs"]]
+    exprs = [sp.Eq(_to_sympy(l, sp), _to_sympy(r, sp)) if r is not None else _to_sympy(l, sp) for l, r in plan["exprs"]]
     syms = [sp.Symbol(n) for n in plan["vars"]]
     free = sorted(set().union(*(getattr(e, "free_symbols", set()) for e in exprs)), key=str)
     cmd, expr = plan["cmd"], exprs[0]
@@ -194,8 +245,9 @@ def _sympy_job(text: str, timeout: float) -> str:
     if cmd == "evaluate":
         if free:
             names = ", ".join(map(str, free))
-            raise ToolInputError(f"evaluate needs numbers only, but the expression has symbols {names}; "
-                                 "use 'solve' or 'simplify'")
+            raise ToolInputError(
+                f"evaluate needs numbers only, but the expression has symbols {names}; use 'solve' or 'simplify'"
+            )
         return _sympy_fmt(sp, expr) if isinstance(expr, sp.Expr) else sp.sstr(expr)
     var = syms[0] if syms else (free[0] if len(free) == 1 else None)
     if var is None:
@@ -228,8 +280,10 @@ def _sympy_solve(sp: Any, exprs: list[Any], syms: list[Any]) -> str:
         raise ToolInputError(f"sympy cannot solve this system in closed form ({exc})") from None
     if not solutions:
         return "no solution"
-    shown = [", ".join(f"{k} = {_sympy_fmt(sp, v)}" for k, v in sorted(s.items(), key=lambda kv: str(kv[0])))
-             for s in solutions]
+    shown = [
+        ", ".join(f"{k} = {_sympy_fmt(sp, v)}" for k, v in sorted(s.items(), key=lambda kv: str(kv[0])))
+        for s in solutions
+    ]
     return " or ".join(shown)
 
 
@@ -273,17 +327,23 @@ def _lp_plan(text: str) -> dict[str, Any]:
     """Parse the LP text format into validated linear forms (pure: no pulp needed)."""
     m = _LP_HEAD.match(text)
     if not m:
-        raise ToolInputError("start with 'maximize' or 'minimize', e.g. "
-                             "'maximize 3x + 2y subject to x + y <= 4; x, y >= 0'")
+        raise ToolInputError(
+            "start with 'maximize' or 'minimize', e.g. 'maximize 3x + 2y subject to x + y <= 4; x, y >= 0'"
+        )
     sense, rest = m.group(1).lower().startswith("max"), m.group(2)
     st = _LP_ST.search(rest)
     if st:
-        objective, rest = rest[: st.start()], rest[st.end():]
+        objective, rest = rest[: st.start()], rest[st.end() :]
     else:
         objective, _, rest = rest.partition("\n") if "\n" in rest else rest.partition(";")
     parse = lambda s, cmp: parse_expression(s, names=lambda n: True, compare=cmp)  # noqa: E731
-    plan: dict[str, Any] = {"maximize": sense, "objective": _linear(parse(objective.strip() or "0", False)),
-                            "constraints": [], "integer": set(), "binary": set()}
+    plan: dict[str, Any] = {
+        "maximize": sense,
+        "objective": _linear(parse(objective.strip() or "0", False)),
+        "constraints": [],
+        "integer": set(),
+        "binary": set(),
+    }
     for stmt in (s.strip() for s in re.split(r"[;\n]+", rest)):
         if not stmt:
             continue
@@ -294,7 +354,7 @@ def _lp_plan(text: str) -> dict[str, Any]:
             continue
         label = re.match(r"([A-Za-z_]\w*)\s*:\s*(?=\S)", stmt)  # an optional label "c1:"
         if label and not keyword.iskeyword(label.group(1)):
-            stmt = stmt[label.end():]
+            stmt = stmt[label.end() :]
         multi = _LP_MULTI.match(stmt)
         lines = [f"{v} {multi.group(2)} {multi.group(3)}" for v in _names(multi.group(1))] if multi else [stmt]
         for line in lines:
@@ -344,8 +404,10 @@ def _lp_job(text: str, timeout: float) -> str:
     prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(timeout))))
     status = pulp.LpStatus[prob.status]
     if status != "Optimal":
-        hint = {"Infeasible": "no point satisfies every constraint; check their directions",
-                "Unbounded": "the objective can grow without limit; did you forget bounds such as x >= 0?"}
+        hint = {
+            "Infeasible": "no point satisfies every constraint; check their directions",
+            "Unbounded": "the objective can grow without limit; did you forget bounds such as x >= 0?",
+        }
         return f"status: {status}\n{hint.get(status, 'the solver found no optimal solution')}"
     value = pulp.value(prob.objective)
     lines = ["status: Optimal", f"objective: {_fmt(round(float(value or 0.0), 9))}"]

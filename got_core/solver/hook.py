@@ -26,15 +26,16 @@ branches under ``explore/<problem>/…``, tag ``best_<problem>``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from got_core.errors import InvalidInputError
 from got_core.names import encode_component, short_ref
 from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
-__all__ = ["NodeRecorder", "FAILURE_OUTCOMES", "VALIDATION_OUTCOMES"]
+__all__ = ["FAILURE_OUTCOMES", "VALIDATION_OUTCOMES", "NodeRecorder"]
 
 #: Outcomes set by validation; ``commit_node`` tags them ``success_`` / ``failed_``.
 VALIDATION_OUTCOMES = ("success", "failed")
@@ -63,8 +64,15 @@ class NodeRecorder:
         best_tag: ``best`` or ``best_<problem>`` in a shared repository.
     """
 
-    def __init__(self, repo: ReasoningRepo, problem_id: str, session_ref: str | None = None, *,
-                 arm: str = "tot", timings: bool = True) -> None:
+    def __init__(
+        self,
+        repo: ReasoningRepo,
+        problem_id: str,
+        session_ref: str | None = None,
+        *,
+        arm: str = "tot",
+        timings: bool = True,
+    ) -> None:
         if not isinstance(problem_id, str) or not problem_id.strip():
             raise InvalidInputError("problem_id must be a non-empty string")
         self.repo = repo
@@ -81,7 +89,7 @@ class NodeRecorder:
 
     # ------------------------------------------------------------------ notes
     @contextmanager
-    def batch(self) -> Iterator["NodeRecorder"]:
+    def batch(self) -> Iterator[NodeRecorder]:
         """Defer the score notes of this block, then write them in one notes commit.
 
         Nested blocks join the outer one. The notes are written when the block
@@ -121,9 +129,18 @@ class NodeRecorder:
             h.update(b"\x00")
         return h.hexdigest()[:16]
 
-    def record(self, thought: str, scores: Mapping[str, float], trace: Sequence[Mapping[str, Any]],
-               metadata: Mapping[str, Any], parents: Sequence[Node | str], depth: int,
-               outcome: str | None = None, *, label: str | None = None) -> Node:
+    def record(
+        self,
+        thought: str,
+        scores: Mapping[str, float],
+        trace: Sequence[Mapping[str, Any]],
+        metadata: Mapping[str, Any],
+        parents: Sequence[Node | str],
+        depth: int,
+        outcome: str | None = None,
+        *,
+        label: str | None = None,
+    ) -> Node:
         """Commit one node; note its score; tag a known outcome.
 
         Args:
@@ -154,9 +171,16 @@ class NodeRecorder:
         steps = [dict(s) for s in trace]
         if not self.timings:  # measured durations differ run to run; seeded re-runs must not
             steps = [{k: v for k, v in step.items() if k not in TIMING_KEYS} for step in steps]
-        node = Node(thought=thought, scores=dict(scores), trace=steps, metadata=meta,
-                    problem_id=self.problem_id, depth=depth, outcome=outcome or "",
-                    node_id=self._node_id(label, thought, parent_oids))
+        node = Node(
+            thought=thought,
+            scores=dict(scores),
+            trace=steps,
+            metadata=meta,
+            problem_id=self.problem_id,
+            depth=depth,
+            outcome=outcome or "",
+            node_id=self._node_id(label, thought, parent_oids),
+        )
         now = self._pending is None  # in a batch, the note waits for the batch's notes commit
         if parent_oids:
             stored = self.repo.commit_node(node, ref=self.branch_for(label), parents=parent_oids, note=now)
@@ -170,8 +194,9 @@ class NodeRecorder:
         self.nodes.append(stored)
         return stored
 
-    def mark(self, node: Node, outcome: str, details: Mapping[str, Any] | None = None, *,
-             best: bool = False) -> list[str]:
+    def mark(
+        self, node: Node, outcome: str, details: Mapping[str, Any] | None = None, *, best: bool = False
+    ) -> list[str]:
         """Record a validation verdict on an already committed node.
 
         The node is not rewritten: its note gains ``outcome`` and ``validation``
@@ -214,8 +239,12 @@ class NodeRecorder:
             source = self.branch_for(label) if label else winner.oid
             if self.repo.tip(source) != winner.oid:
                 source = winner.oid
-            self.repo.merge(source, into=self.session_ref,
-                            message=f"solve {self._pid}: winning path {winner.node_id}\n", strategy="theirs")
+            self.repo.merge(
+                source,
+                into=self.session_ref,
+                message=f"solve {self._pid}: winning path {winner.node_id}\n",
+                strategy="theirs",
+            )
         return self.repo.tip(self.session_ref)
 
     # ------------------------------------------------------------------ reading back

@@ -35,15 +35,15 @@ from got_core.errors import (
 )
 
 __all__ = [
-    "Usage",
-    "ToolCall",
-    "ChatResponse",
+    "START_SERVER_HINT",
+    "BaseChatModel",
     "CallRecord",
     "ChatModel",
-    "BaseChatModel",
+    "ChatResponse",
+    "ToolCall",
+    "Usage",
     "estimate_tokens",
     "validate_messages",
-    "START_SERVER_HINT",
 ]
 
 #: Said whenever no server answers; the CLI and ``check_endpoint`` share it.
@@ -83,7 +83,7 @@ class Usage:
         """``prompt_tokens + completion_tokens``."""
         return self.prompt_tokens + self.completion_tokens
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
@@ -228,9 +228,7 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
         raise InvalidInputError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise InvalidInputError(
-                f"message {i} must be a dict with a string 'role' and a 'content', got {msg!r:.80}"
-            )
+            raise InvalidInputError(f"message {i} must be a dict with a string 'role' and a 'content', got {msg!r:.80}")
     return list(messages)
 
 

@@ -33,7 +33,7 @@ from got_core.solver.models import (
     estimate_tokens,
 )
 
-__all__ = ["OpenAICompatibleModel", "from_env", "check_endpoint"]
+__all__ = ["OpenAICompatibleModel", "check_endpoint", "from_env"]
 
 
 _RETRYABLE_STATUS = {408, 409, 429}
@@ -100,7 +100,7 @@ class OpenAICompatibleModel(BaseChatModel):
         self._slots = threading.BoundedSemaphore(concurrency)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> "OpenAICompatibleModel":
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> OpenAICompatibleModel:
         """Build a client from ``GOT_BASE_URL``, ``GOT_MODEL`` and ``GOT_API_KEY``.
 
         Args:
@@ -116,7 +116,9 @@ class OpenAICompatibleModel(BaseChatModel):
         if not base_url:
             raise ConfigError(f"GOT_BASE_URL is not set; {START_SERVER_HINT}")
         if not model:
-            raise ConfigError("GOT_MODEL is not set; set it to the served model name (GET <base_url>/models lists them)")
+            raise ConfigError(
+                "GOT_MODEL is not set; set it to the served model name (GET <base_url>/models lists them)"
+            )
         kwargs.setdefault("api_key", environ.get("GOT_API_KEY") or "EMPTY")
         return cls(base_url, model, **kwargs)
 
@@ -273,8 +275,9 @@ class OpenAICompatibleModel(BaseChatModel):
         calls = [_tool_call(s["id"], s["name"], s["arguments"]) for _, s in sorted(tool_parts.items())]
         if usage is None:
             usage = Usage(0, estimate_tokens(text), estimated=True)
-        return ChatResponse(text=text, tool_calls=calls, usage=usage, model=model or self.model_name,
-                            finish_reason=finish_reason)
+        return ChatResponse(
+            text=text, tool_calls=calls, usage=usage, model=model or self.model_name, finish_reason=finish_reason
+        )
 
     def close(self) -> None:
         """Close the underlying HTTP connections."""
@@ -331,7 +334,7 @@ def check_endpoint(base_url: str, *, api_key: str | None = None, timeout: float 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given URL
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             body = resp.read(1_000_000)
     except urllib.error.HTTPError:
         return []

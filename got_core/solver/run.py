@@ -13,9 +13,10 @@ import hashlib
 import inspect
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.memory.base import Lesson, MemoryBackend, validate_text
@@ -32,10 +33,11 @@ from got_core.solver.tools import get_tools
 from got_core.solver.tot import DEFAULT_TOOLS
 from got_core.types import Node
 
-__all__ = ["solve", "run_arm", "SolveResult", "TreeEntry", "problem_id_for"]
+__all__ = ["SolveResult", "TreeEntry", "problem_id_for", "run_arm", "solve"]
 
 
 # ----------------------------------------------------------------------------- results
+
 
 @dataclass
 class TreeEntry:
@@ -102,23 +104,45 @@ class SolveResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able summary (no node bodies)."""
         return {
-            "answer": self.answer, "letter": self.letter, "outcome": self.outcome, "arm": self.arm,
-            "problem_id": self.problem_id, "repo_path": str(self.repo_path), "session_ref": self.session_ref,
-            "winner": self.winner.oid if self.winner else None, "usage": self.usage.to_dict(),
-            "n_calls": self.n_calls, "elapsed_s": round(self.elapsed_s, 4), "rounds": self.rounds,
-            "lesson": self.lesson, "lesson_source": self.lesson_source, "validation": self.validation,
+            "answer": self.answer,
+            "letter": self.letter,
+            "outcome": self.outcome,
+            "arm": self.arm,
+            "problem_id": self.problem_id,
+            "repo_path": str(self.repo_path),
+            "session_ref": self.session_ref,
+            "winner": self.winner.oid if self.winner else None,
+            "usage": self.usage.to_dict(),
+            "n_calls": self.n_calls,
+            "elapsed_s": round(self.elapsed_s, 4),
+            "rounds": self.rounds,
+            "lesson": self.lesson,
+            "lesson_source": self.lesson_source,
+            "validation": self.validation,
             "tree": [vars(e) for e in self.tree],
         }
 
 
 def _tree(nodes: Sequence[Node]) -> list[TreeEntry]:
-    return [TreeEntry(label=str(n.metadata.get("label", "")), role=str(n.metadata.get("role", "")), oid=n.oid or "",
-                      parent=n.parents[0] if n.parents else None, depth=n.depth,
-                      round=int(n.metadata.get("round", 0) or 0), answer=n.metadata.get("answer"),
-                      scores=dict(n.scores), outcome=n.outcome, tags=sorted(n.tags)) for n in nodes]
+    return [
+        TreeEntry(
+            label=str(n.metadata.get("label", "")),
+            role=str(n.metadata.get("role", "")),
+            oid=n.oid or "",
+            parent=n.parents[0] if n.parents else None,
+            depth=n.depth,
+            round=int(n.metadata.get("round", 0) or 0),
+            answer=n.metadata.get("answer"),
+            scores=dict(n.scores),
+            outcome=n.outcome,
+            tags=sorted(n.tags),
+        )
+        for n in nodes
+    ]
 
 
 # ----------------------------------------------------------------------------- solve
+
 
 def problem_id_for(question: str, choices: Sequence[str] | None = None) -> str:
     """A stable id from the content: ``q-<12 hex>`` (the same question, the same repository)."""
@@ -138,18 +162,24 @@ def _check_choices(choices: Sequence[str] | None) -> list[str] | None:
 
 _LESSON_TEMPLATES = {
     ("mcq", True): "For multiple-choice questions, argue for each option separately and keep the option whose "
-                   "case survives an independent check of every calculation.",
+    "case survives an independent check of every calculation.",
     ("mcq", False): "For multiple-choice questions, a confident argument for one option is not enough: check "
-                    "each option against the question's exact conditions before committing.",
+    "each option against the question's exact conditions before committing.",
     ("math", True): "For free-form math, solve by two different methods and confirm the computations with a "
-                    "tool before giving the final value.",
+    "tool before giving the final value.",
     ("math", False): "For free-form math, verify each computation with a tool and re-read what the question "
-                     "asks for before giving the final value.",
+    "asks for before giving the final value.",
 }
 
 
-def _lesson(ctx: SolveContext, memory: MemoryBackend | None, result_run: NodeRun | None, outcome: str,
-            problem_id: str, score: float) -> tuple[str | None, str]:
+def _lesson(
+    ctx: SolveContext,
+    memory: MemoryBackend | None,
+    result_run: NodeRun | None,
+    outcome: str,
+    problem_id: str,
+    score: float,
+) -> tuple[str | None, str]:
     """Distil one answer-free lesson and write it (§3.4); returns ``(text, source)``."""
     if memory is None:
         return None, "no memory"
@@ -159,15 +189,20 @@ def _lesson(ctx: SolveContext, memory: MemoryBackend | None, result_run: NodeRun
     if result_run and result_run.letter and ctx.choices:
         answers.append(ctx.choices[LETTERS.index(result_run.letter)])
     text, source = None, "model"
-    raw = ctx.ask(P.lesson_prompt(ctx.question, ctx.choices, outcome, result_run.text if result_run else ""),
-                   seed_offset=300)
+    raw = ctx.ask(
+        P.lesson_prompt(ctx.question, ctx.choices, outcome, result_run.text if result_run else ""), seed_offset=300
+    )
     if raw:
         body = re.split(r"(?im)^\s*lesson\s*:\s*", raw)[-1].strip()
         text = answer_free(body[:1200], answers, ctx.choices, ctx.n_choices) if body else None
     if text is None:  # refused (it named the answer) or no model call left: a generic, answer-free lesson
         source = "template" if not raw else "template (model lesson refused)"
-        text = answer_free(_LESSON_TEMPLATES[("mcq" if ctx.choices else "math", outcome == "success")],
-                           answers, ctx.choices, ctx.n_choices)
+        text = answer_free(
+            _LESSON_TEMPLATES[("mcq" if ctx.choices else "math", outcome == "success")],
+            answers,
+            ctx.choices,
+            ctx.n_choices,
+        )
         if text is None:
             return None, "refused"
     meta = {"arm": ctx.arm, "outcome": outcome, "kind": "mcq" if ctx.choices else "math", "source": source}
@@ -259,9 +294,22 @@ def solve(
     try:
         recorder = NodeRecorder(repo, pid, session, arm=arm, timings=record_timings)
         lessons = memory.get_relevant(question, k_lessons) if memory is not None and k_lessons > 0 else []
-        ctx = SolveContext(question, opts, bmodel, get_tools(list(tools)) if tools else [], recorder, tracker,
-                           list(lessons), temperature=temperature, max_tokens=max_tokens, seed=seed,
-                           max_steps=max_steps, parallel=parallel, native_tools=native_tools, arm=arm)
+        ctx = SolveContext(
+            question,
+            opts,
+            bmodel,
+            get_tools(list(tools)) if tools else [],
+            recorder,
+            tracker,
+            list(lessons),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            max_steps=max_steps,
+            parallel=parallel,
+            native_tools=native_tools,
+            arm=arm,
+        )
         with recorder.batch():  # one notes commit for the whole question
             result = ARMS[arm](ctx, **(arm_options or {}))
         outcome = ctx.stopped or result.outcome
@@ -270,12 +318,26 @@ def solve(
         lesson, source = _lesson(ctx, memory, result.run, outcome, pid, score)
         run = result.run
         return SolveResult(
-            answer=run.answer if run else None, letter=run.letter if run else None,
-            final_text=run.text if run else "", outcome=outcome, arm=arm, problem_id=pid,
-            repo_path=Path(repo.path), session_ref=recorder.session_ref, winner=result.winner,
-            nodes=list(recorder.nodes), tree=_tree(recorder.nodes), usage=bmodel.usage, n_calls=bmodel.n_calls,
-            elapsed_s=time.perf_counter() - t0, lessons_used=list(lessons), lesson=lesson, lesson_source=source,
-            validation=result.validation.to_dict() if result.validation else None, rounds=result.rounds)
+            answer=run.answer if run else None,
+            letter=run.letter if run else None,
+            final_text=run.text if run else "",
+            outcome=outcome,
+            arm=arm,
+            problem_id=pid,
+            repo_path=Path(repo.path),
+            session_ref=recorder.session_ref,
+            winner=result.winner,
+            nodes=list(recorder.nodes),
+            tree=_tree(recorder.nodes),
+            usage=bmodel.usage,
+            n_calls=bmodel.n_calls,
+            elapsed_s=time.perf_counter() - t0,
+            lessons_used=list(lessons),
+            lesson=lesson,
+            lesson_source=source,
+            validation=result.validation.to_dict() if result.validation else None,
+            rounds=result.rounds,
+        )
     finally:
         if own:
             repo.close()

@@ -11,15 +11,16 @@ import copy
 import re
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Union
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from got_core.errors import InvalidInputError, ModelError
 from got_core.solver.models import BaseChatModel, ChatResponse, Usage, estimate_tokens
 
-__all__ = ["ScriptedChatModel", "Reply"]
+__all__ = ["Reply", "ScriptedChatModel"]
 
 #: A scripted reply: text, a full response (e.g. with ``tool_calls``), or a function of the messages.
-Reply = Union[str, ChatResponse, Callable[[list[dict[str, Any]]], Union[str, ChatResponse]]]
+Reply = str | ChatResponse | Callable[[list[dict[str, Any]]], str | ChatResponse]
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -139,9 +140,7 @@ class ScriptedChatModel(BaseChatModel):
             out = estimate_tokens(response.text) + sum(
                 estimate_tokens(str(c.arguments)) + 1 for c in response.tool_calls
             )
-            prompt = sum(
-                estimate_tokens(m["content"]) for m in messages if isinstance(m.get("content"), str)
-            )
+            prompt = sum(estimate_tokens(m["content"]) for m in messages if isinstance(m.get("content"), str))
             response.usage = Usage(max(prompt, 1), max(out, 1), estimated=True)
         if response.latency_ms is None:
             response.latency_ms = self.latency_ms

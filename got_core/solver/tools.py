@@ -30,10 +30,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from got_core.errors import ConfigError, ToolError
+from got_core.solver._safe_math import _CONSTANTS as _CALC_CONSTANTS
+from got_core.solver._safe_math import _FUNCS as _CALC_FUNCS
 from got_core.solver._safe_math import (
     MAX_DEPTH,
     MAX_INPUT_CHARS,
@@ -46,26 +49,24 @@ from got_core.solver._safe_math import (
     calculate,
     parse_expression,
 )
-from got_core.solver._safe_math import _CONSTANTS as _CALC_CONSTANTS
-from got_core.solver._safe_math import _FUNCS as _CALC_FUNCS
 from got_core.solver._tool_jobs import _lp_plan, _sympy_plan
 from got_core.solver._tool_worker import _CALC_WORKER, _WORKER, shutdown_worker
 
 __all__ = [
-    "Tool",
-    "ToolResult",
-    "ToolInputError",
-    "UnsafeInputError",
-    "ToolLimitError",
-    "ToolTimeoutError",
+    "MAX_DEPTH",
+    "MAX_INPUT_CHARS",
+    "MAX_INT_BITS",
     "TOOLS",
+    "Tool",
+    "ToolInputError",
+    "ToolLimitError",
+    "ToolResult",
+    "ToolTimeoutError",
+    "UnsafeInputError",
+    "calculate",
     "get_tools",
     "parse_expression",
-    "calculate",
     "shutdown_worker",
-    "MAX_INPUT_CHARS",
-    "MAX_DEPTH",
-    "MAX_INT_BITS",
 ]
 
 
@@ -119,8 +120,10 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools=[...]`` entry for native tool calling."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
     def run(self, text: Any) -> ToolResult:
         """Run the tool on model text (or native-call arguments); never raises for bad input.
@@ -174,8 +177,8 @@ def _coerce_input(value: Any) -> str:
 # --------------------------------------------------------------------------- sympy
 
 
-
 # --------------------------------------------------------------------------- registry
+
 
 def _calculator_tool(text: str, timeout: float, memory_bytes: int | None = None) -> str:
     parse_expression(text, functions=set(_CALC_FUNCS), names=lambda n: n in _CALC_CONSTANTS)  # refuse here
@@ -192,8 +195,11 @@ def _lp_tool(text: str, timeout: float, memory_bytes: int | None = None) -> str:
     return _WORKER.call("lp", text, timeout, memory_bytes)
 
 
-_SCHEMA = {"type": "object", "properties": {"input": {"type": "string", "description": "the tool input text"}},
-           "required": ["input"]}
+_SCHEMA = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "the tool input text"}},
+    "required": ["input"],
+}
 
 TOOLS: dict[str, Tool] = {
     "calculator": Tool(
@@ -202,7 +208,11 @@ TOOLS: dict[str, Tool] = {
         "exp, ln, log(x[, base]), log10, log2, sin, cos, tan, asin, acos, atan, atan2, sinh, cosh, tanh, abs, "
         "round, floor, ceil, factorial, comb, perm, gcd, lcm, min, max, hypot, degrees, radians; constants "
         "pi, e, tau. Integers stay exact; angles are radians. Example: 2**10 / (3 + sqrt(16))",
-        _SCHEMA, _calculator_tool, 5.0, 512),
+        _SCHEMA,
+        _calculator_tool,
+        5.0,
+        512,
+    ),
     "sympy": Tool(
         "sympy",
         "Symbolic math (SymPy). Input: a command, then math in Python syntax ('**' or '^' for powers, "
@@ -211,7 +221,11 @@ TOOLS: dict[str, Tool] = {
         "(exact and numeric value, e.g. 'evaluate sqrt(2)*3'); diff <expr> [wrt x]; integrate <expr> "
         "[wrt x] [from a to b]. Functions: sqrt, exp, log, sin, cos, tan, asin, acos, atan, Abs, floor, "
         "ceiling, factorial, binomial, gcd, lcm, Min, Max; constants pi, E, I, oo.",
-        _SCHEMA, _sympy_tool, 10.0, 4096),
+        _SCHEMA,
+        _sympy_tool,
+        10.0,
+        4096,
+    ),
     "lp": Tool(
         "lp",
         "Linear / integer programming (PuLP with CBC). Input: 'maximize <linear expr> subject to "
@@ -219,12 +233,17 @@ TOOLS: dict[str, Tool] = {
         "';' or new lines; '3x' means 3*x. Variables are unbounded unless you bound them: 'x >= 0' or "
         "'x, y >= 0'. Declare 'integer x, y' or 'binary z' as statements. Example: maximize 3x + 2y "
         "subject to x + y <= 4; x + 3y <= 6; x, y >= 0. Answers the status, the objective and each variable.",
-        _SCHEMA, _lp_tool, 20.0, 4096),
+        _SCHEMA,
+        _lp_tool,
+        20.0,
+        4096,
+    ),
 }
 
 
-def get_tools(names: list[str] | tuple[str, ...] | None = None, *, timeout: float | None = None,
-              memory_mb: int | None = None) -> list[Tool]:
+def get_tools(
+    names: list[str] | tuple[str, ...] | None = None, *, timeout: float | None = None, memory_mb: int | None = None
+) -> list[Tool]:
     """Look tools up by name (all of them when ``names`` is ``None``).
 
     Args:

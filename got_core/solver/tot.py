@@ -23,15 +23,23 @@ from got_core.solver._answers import LETTERS
 from got_core.solver._engine import ArmOutcome, NodeRun, SolveContext
 from got_core.types import Node
 
-__all__ = ["tot_arm", "expand", "DEFAULT_TOOLS"]
+__all__ = ["DEFAULT_TOOLS", "expand", "tot_arm"]
 
 DEFAULT_TOOLS = ("calculator", "sympy", "lp")
 
 
 # ----------------------------------------------------------------------------- the ToT arm
 
-def expand(ctx: SolveContext, round_no: int = 1, branching: int = 4, *, failure: str | None = None,
-           previous_answer: str | None = None, temperature: float | None = None) -> list[NodeRun]:
+
+def expand(
+    ctx: SolveContext,
+    round_no: int = 1,
+    branching: int = 4,
+    *,
+    failure: str | None = None,
+    previous_answer: str | None = None,
+    temperature: float | None = None,
+) -> list[NodeRun]:
     """Run the root's children: one per option (MCQ) or one per strategy (free-form).
 
     Args:
@@ -47,24 +55,47 @@ def expand(ctx: SolveContext, round_no: int = 1, branching: int = 4, *, failure:
     base = 10 * (round_no - 1)
     if ctx.choices:
         temp = 0.0 if temperature is None else temperature
-        jobs = [(f"{prefix}{LETTERS[i]}", f"argue for option {LETTERS[i]}",
-                 P.argue_prompt(ctx.question, ctx.choices, i) + suffix, temp, base + i)
-                for i in range(len(ctx.choices))]
+        jobs = [
+            (
+                f"{prefix}{LETTERS[i]}",
+                f"argue for option {LETTERS[i]}",
+                P.argue_prompt(ctx.question, ctx.choices, i) + suffix,
+                temp,
+                base + i,
+            )
+            for i in range(len(ctx.choices))
+        ]
     else:
         temp = 0.7 if temperature is None else temperature
-        jobs = [(f"{prefix}s{i + 1}", f"approach {i + 1}: {P.MATH_STRATEGIES[i % len(P.MATH_STRATEGIES)]}",
-                 P.approach_prompt(ctx.question, i) + suffix, temp, base + i) for i in range(branching)]
+        jobs = [
+            (
+                f"{prefix}s{i + 1}",
+                f"approach {i + 1}: {P.MATH_STRATEGIES[i % len(P.MATH_STRATEGIES)]}",
+                P.approach_prompt(ctx.question, i) + suffix,
+                temp,
+                base + i,
+            )
+            for i in range(branching)
+        ]
     return ctx.run_many(jobs)
 
 
-def _score_and_record(ctx: SolveContext, runs: list[NodeRun], parent: Node, round_no: int, *,
-                      use_judge: bool, extra: dict[str, Any] | None = None) -> list[Node]:
+def _score_and_record(
+    ctx: SolveContext,
+    runs: list[NodeRun],
+    parent: Node,
+    round_no: int,
+    *,
+    use_judge: bool,
+    extra: dict[str, Any] | None = None,
+) -> list[Node]:
     scores = ctx.score(runs, use_judge=use_judge)
     return [ctx.record_run(r, s, parent, 1, {"round": round_no, **(extra or {})}) for r, s in zip(runs, scores)]
 
 
-def tot_arm(ctx: SolveContext, *, branching: int = 4, reexpand: bool = True, use_judge: bool = True,
-            use_verifier: bool = True) -> ArmOutcome:
+def tot_arm(
+    ctx: SolveContext, *, branching: int = 4, reexpand: bool = True, use_judge: bool = True, use_verifier: bool = True
+) -> ArmOutcome:
     """The full solver: expand, score, validate the best child, re-expand at most once.
 
     Args:
@@ -77,8 +108,10 @@ def tot_arm(ctx: SolveContext, *, branching: int = 4, reexpand: bool = True, use
     if branching < 1:
         raise ConfigError("branching must be at least 1")
     n = len(ctx.choices) if ctx.choices else branching
-    root = ctx.record_root(f"tree of thoughts, depth 1, branching {n}"
-                           + ("; one child argues for each option" if ctx.choices else "; one strategy per child"))
+    root = ctx.record_root(
+        f"tree of thoughts, depth 1, branching {n}"
+        + ("; one child argues for each option" if ctx.choices else "; one strategy per child")
+    )
     runs = expand(ctx, 1, branching, temperature=ctx.temperature)
     nodes = _score_and_record(ctx, runs, root, 1, use_judge=use_judge)
     pick = ctx.best(runs, nodes)
@@ -90,10 +123,10 @@ def tot_arm(ctx: SolveContext, *, branching: int = 4, reexpand: bool = True, use
     if check.ok or not reexpand or ctx.stopped:
         return ArmOutcome(node, run, "success" if check.ok else "failed", check)
     # §3.2: at most one re-expansion, with the typed failure as context.
-    runs2 = expand(ctx, 2, branching, failure=check.failure, previous_answer=run.answer,
-                   temperature=ctx.temperature)
-    nodes2 = _score_and_record(ctx, runs2, root, 2, use_judge=use_judge,
-                               extra={"after_failure": node.oid, "failure": check.failure})
+    runs2 = expand(ctx, 2, branching, failure=check.failure, previous_answer=run.answer, temperature=ctx.temperature)
+    nodes2 = _score_and_record(
+        ctx, runs2, root, 2, use_judge=use_judge, extra={"after_failure": node.oid, "failure": check.failure}
+    )
     pick2 = ctx.best(runs2, nodes2)
     if pick2 is None:
         return ArmOutcome(node, run, "failed", check, rounds=2)

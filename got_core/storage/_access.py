@@ -12,7 +12,7 @@ from pathlib import Path
 
 from got_core.errors import RepositoryAccessError, RepositoryNotFoundError, StorageError
 
-__all__ = ["owner_hint", "check_readable", "refuse_unopenable"]
+__all__ = ["check_readable", "owner_hint", "refuse_unopenable"]
 
 
 def owner_hint(path: Path) -> str:
@@ -45,7 +45,8 @@ def check_readable(gitdir: Path) -> None:
     if bad is not None:
         raise RepositoryAccessError(
             f"permission denied: cannot read {bad} (owned by {owner_hint(bad)}); "
-            "fix its permissions or open the repository as a user who can read it")
+            "fix its permissions or open the repository as a user who can read it"
+        )
 
 
 def refuse_unopenable(path: Path, why: str, create: bool) -> None:
@@ -66,7 +67,8 @@ def refuse_unopenable(path: Path, why: str, create: bool) -> None:
     except PermissionError:
         raise RepositoryAccessError(
             f"permission denied: cannot read {path} (owned by {owner_hint(path)}); "
-            "fix its permissions or choose another path") from None
+            "fix its permissions or choose another path"
+        ) from None
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc}") from None
     if exists and not is_dir:
@@ -75,16 +77,20 @@ def refuse_unopenable(path: Path, why: str, create: bool) -> None:
     if bad is not None:
         raise RepositoryAccessError(
             f"permission denied: cannot read {bad} (owned by {owner_hint(bad)}), so the repository "
-            f"at {path} cannot be opened; fix its permissions or open it as a user who can read it") from None
+            f"at {path} cannot be opened; fix its permissions or open it as a user who can read it"
+        ) from None
     if "not owned by current user" in why:
         raise RepositoryAccessError(
             f"the repository at {path} belongs to {owner_hint(path)}, not to the current user, "
             "so git refuses to open it (its safe.directory rule); if you trust it, run "
-            f"`git config --global --add safe.directory {path.resolve()}`, or run as its owner") from None
+            f"`git config --global --add safe.directory {path.resolve()}`, or run as its owner"
+        ) from None
     if exists and entries is not None:
         raise RepositoryNotFoundError(
             f"{path} holds files but no git repository that can be opened ({why}); nothing was "
-            "created over it: choose another path, or move it away") from None
+            "created over it: choose another path, or move it away"
+        ) from None
     if not create:
         raise RepositoryNotFoundError(
-            f"no git repository at {path}; create one with ReasoningRepo.init({str(path)!r})") from None
+            f"no git repository at {path}; create one with ReasoningRepo.init({str(path)!r})"
+        ) from None

@@ -12,27 +12,26 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, cast
+from typing import cast
 
 import pygit2
 from pygit2 import GitError
 from pygit2.enums import MergeFavor, SortMode
 
 from got_core.errors import (
-    CredentialsRequiredError,
-    PushRejectedError,
     CorruptRepositoryError,
+    CredentialsRequiredError,
     GotError,
+    PushRejectedError,
     RemoteError,
     StorageError,
     UnknownRefError,
     UntrustedContentError,
 )
-from got_core.storage._access import check_readable, refuse_unopenable
-from got_core.storage.objects import check_object, damaged_under
 from got_core.names import (
     MAX_PATH_BYTES,
     MAX_PATH_COMPONENT_BYTES,
@@ -40,9 +39,11 @@ from got_core.names import (
     check_path,
     path_component_problem,
 )
+from got_core.storage._access import check_readable, refuse_unopenable
+from got_core.storage.objects import check_object, damaged_under
 from got_core.types import Identity
 
-__all__ = ["enable_fsync", "is_valid_ref_name", "GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
+__all__ = ["EMPTY_TREE", "BlobId", "CommitData", "GitRepo", "RefRace", "enable_fsync", "init_bare", "is_valid_ref_name"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -131,11 +132,14 @@ class CommitData:
 
 def _commit_data(c: pygit2.Commit) -> CommitData:
     return CommitData(
-        str(c.id), str(c.tree_id), tuple(str(p) for p in c.parent_ids),
-        c.message, c.author.name, c.author.email, c.commit_time,
+        str(c.id),
+        str(c.tree_id),
+        tuple(str(p) for p in c.parent_ids),
+        c.message,
+        c.author.name,
+        c.author.email,
+        c.commit_time,
     )
-
-
 
 
 # Names already judged usable (bounded): listing a tree checks every name, and the
@@ -162,8 +166,7 @@ class GitRepo:
         initial_branch: HEAD's branch for a new repository.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 initial_branch: str = "master") -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, initial_branch: str = "master") -> None:
         path = Path(path)
         try:
             self._r = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -410,14 +413,25 @@ class GitRepo:
         t = self._subtree(self._tree(tree), path)
         if t is None:
             return []
-        return [(e.name, e.type == _T_TREE) for e in t
-                if e.type in (_T_BLOB, _T_TREE) and e.name is not None  # a tree's entries always have one
-                and (e.name in _USABLE_NAMES or _usable_name(e.name))]
+        return [
+            (e.name, e.type == _T_TREE)
+            for e in t
+            if e.type in (_T_BLOB, _T_TREE)
+            and e.name is not None  # a tree's entries always have one
+            and (e.name in _USABLE_NAMES or _usable_name(e.name))
+        ]
 
     # ------------------------------------------------------------------ commits
-    def write_commit(self, tree: str, parents: Iterable[str], message: str, author: Identity,
-                     committer: Identity, when: tuple[int, int],
-                     sign: Callable[[str], str] | None = None) -> str:
+    def write_commit(
+        self,
+        tree: str,
+        parents: Iterable[str],
+        message: str,
+        author: Identity,
+        committer: Identity,
+        when: tuple[int, int],
+        sign: Callable[[str], str] | None = None,
+    ) -> str:
         """Create a commit object (no ref moves); ``sign(payload) -> armored signature``."""
         a = pygit2.Signature(author.name, author.email, when[0], when[1])
         c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
@@ -465,8 +479,9 @@ class GitRepo:
             return f"cannot be read ({text[:120]})", None
         return check_object(oid, _TYPE_NAMES.get(int(kind), str(kind)), data, expected)
 
-    def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
-                      prefix: str = "") -> list[tuple[str, str, str]]:
+    def damaged_under(
+        self, tree: str, seen: dict[str, str | None] | None = None, prefix: str = ""
+    ) -> list[tuple[str, str, str]]:
         """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id
         (see :func:`got_core.storage.objects.damaged_under`)."""
         return damaged_under(self.object_problem, tree, seen, prefix)
@@ -521,7 +536,8 @@ class GitRepo:
             return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
         except (GitError, ValueError, KeyError) as exc:
             raise CorruptRepositoryError(
-                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`") from None
+                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`"
+            ) from None
 
     def merge_base(self, a: str, b: str) -> str | None:
         """Best common ancestor of two commits, or None for unrelated histories.
@@ -532,8 +548,7 @@ class GitRepo:
         try:
             base = self._r.merge_base(a, b)
         except (GitError, ValueError, KeyError) as exc:
-            raise CorruptRepositoryError(
-                f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
+            raise CorruptRepositoryError(f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
         return str(base) if base else None
 
     def changed_paths(self, commit: CommitData) -> list[tuple[str, str | None, str | None]]:
@@ -553,8 +568,9 @@ class GitRepo:
             diff = self._tree(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
             deltas = list(diff.deltas)
         except GitError as exc:
-            raise CorruptRepositoryError(f"cannot compare trees {old_tree} and {new_tree}: {exc}; "
-                                         "run `got fsck`") from None
+            raise CorruptRepositoryError(
+                f"cannot compare trees {old_tree} and {new_tree}: {exc}; run `got fsck`"
+            ) from None
         out = []
         for delta in deltas:
             old_f, new_f = delta.old_file, delta.new_file
@@ -566,8 +582,7 @@ class GitRepo:
             out.append((raw.decode("utf-8", "backslashreplace"), old_id, new_id))
         return out
 
-    def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None,
-                   context: int = 3) -> str:
+    def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None, context: int = 3) -> str:
         """Unified, git-style patch text between two trees (optionally only some paths).
 
         Text that is not UTF-8 (in names or content) is shown with U+FFFD replacements,
@@ -746,7 +761,9 @@ class GitRepo:
             pass  # another writer holds packed-refs.lock; packing is an optimisation
 
     # ------------------------------------------------------------------ merge
-    def merge_trees(self, base: str | None, ours: str, theirs: str) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
+    def merge_trees(
+        self, base: str | None, ours: str, theirs: str
+    ) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
         """Three-way merge of commit trees in memory.
 
         Returns:
@@ -759,16 +776,21 @@ class GitRepo:
         """
         try:
             base_tree = self._commit_tree(base) if base else self._tree(self._empty_tree())
-            idx = self._r.merge_trees(base_tree, self._commit_tree(ours), self._commit_tree(theirs),
-                                      favor=MergeFavor.NORMAL)
+            idx = self._r.merge_trees(
+                base_tree, self._commit_tree(ours), self._commit_tree(theirs), favor=MergeFavor.NORMAL
+            )
             conflicts = []
             if idx.conflicts is not None:
                 for anc, our, their in idx.conflicts:
                     entry = our or their or anc
-                    conflicts.append((entry.path,
-                                      str(anc.id) if anc else None,
-                                      str(our.id) if our else None,
-                                      str(their.id) if their else None))
+                    conflicts.append(
+                        (
+                            entry.path,
+                            str(anc.id) if anc else None,
+                            str(our.id) if our else None,
+                            str(their.id) if their else None,
+                        )
+                    )
             if conflicts:
                 return None, sorted(conflicts), idx
             return str(idx.write_tree(self._r)), [], idx
@@ -801,8 +823,7 @@ class GitRepo:
             raise _merge_error(exc, None, None) from None
 
     # ------------------------------------------------------------------ remotes
-    def fetch(self, url: str, refspecs: list[str],
-              progress: Callable[[int, int, int], None] | None = None) -> None:
+    def fetch(self, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None) -> None:
         """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials.
 
         libgit2 does the transfer in-process: nothing of the peer is executed (no
@@ -819,8 +840,9 @@ class GitRepo:
         """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
         self._remote("push", url, refspecs)
 
-    def _remote(self, verb: str, url: str, refspecs: list[str],
-                progress: Callable[[int, int, int], None] | None = None) -> None:
+    def _remote(
+        self, verb: str, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None
+    ) -> None:
         try:
             remote = self._r.remotes.create_anonymous(url)
             getattr(remote, verb)(refspecs, callbacks=_NoPrompt(url, progress))
@@ -864,8 +886,12 @@ def init_bare(path: Path) -> None:
         raise StorageError(f"cannot create a repository at {path}: {exc}") from None
 
 
-_TYPE_NAMES = {int(pygit2.GIT_OBJECT_COMMIT): "commit", int(pygit2.GIT_OBJECT_TREE): "tree",
-               int(pygit2.GIT_OBJECT_BLOB): "blob", int(pygit2.GIT_OBJECT_TAG): "tag"}
+_TYPE_NAMES = {
+    int(pygit2.GIT_OBJECT_COMMIT): "commit",
+    int(pygit2.GIT_OBJECT_TREE): "tree",
+    int(pygit2.GIT_OBJECT_BLOB): "blob",
+    int(pygit2.GIT_OBJECT_TAG): "tag",
+}
 
 
 def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Exception:
@@ -875,7 +901,9 @@ def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Ex
     if "invalid path" in text.lower():
         return UntrustedContentError(
             f"refusing to merge{between}: {text}; the branch holds a path git refuses "
-            "(see `got fsck`), so it cannot be merged", path=text.partition("'")[2].rstrip("'") or None)
+            "(see `got fsck`), so it cannot be merged",
+            path=text.partition("'")[2].rstrip("'") or None,
+        )
     if isinstance(exc, OSError):
         return StorageError(f"cannot write the merge{between}: {exc}")
     return CorruptRepositoryError(f"merge{between} failed: {text}; run `got fsck`")
@@ -890,16 +918,16 @@ class _NoPrompt(pygit2.RemoteCallbacks):
         self._url = url
         self._progress = progress
 
-    def credentials(self, url, username_from_url, allowed_types):  # noqa: D401 - libgit2 callback
+    def credentials(self, url, username_from_url, allowed_types):
         raise CredentialsRequiredError(
             f"{self._url} asks for credentials; GitOfThoughts never prompts. "
             "Use a local path, a URL that needs none, or configure access outside the agent"
         )
 
-    def transfer_progress(self, stats):  # noqa: D401 - libgit2 callback
+    def transfer_progress(self, stats):
         if self._progress is not None:
             self._progress(stats.total_objects, stats.received_objects, stats.received_bytes)
 
-    def push_update_reference(self, refname, message):  # noqa: D401 - libgit2 callback
+    def push_update_reference(self, refname, message):
         if message:
             raise PushRejectedError(f"push of {refname} to {self._url} was rejected: {message}")

@@ -34,18 +34,24 @@ import shutil
 import struct
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
-from got_core.storage.objects import TreeFormatError, tree_entries
-from got_core.storage.git import GitRepo, init_bare
-from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError, UntrustedContentError
 from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, is_dotgit, path_component_problem
+from got_core.storage.git import GitRepo, init_bare
+from got_core.storage.gitcli import GitCommandError, run_git
+from got_core.storage.objects import TreeFormatError, tree_entries
 
-__all__ = ["InboundLimits", "DEFAULT_LIMITS", "Quarantine", "check_merge", "entry_name_problem",
-           "QUARANTINE_PREFIX"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "QUARANTINE_PREFIX",
+    "InboundLimits",
+    "Quarantine",
+    "check_merge",
+    "entry_name_problem",
+]
 
 #: Name prefix of quarantine directories inside a git directory.
 QUARANTINE_PREFIX = "got-incoming-"
@@ -76,7 +82,7 @@ class InboundLimits:
     max_tree_depth: int = 64
     max_path_bytes: int = MAX_PATH_BYTES
     max_objects: int = 1_000_000
-    max_total_bytes: int = 1024 ** 3
+    max_total_bytes: int = 1024**3
 
     def __post_init__(self) -> None:
         for name in ("max_blob_bytes", "max_tree_depth", "max_path_bytes", "max_objects", "max_total_bytes"):
@@ -87,17 +93,32 @@ class InboundLimits:
 
 DEFAULT_LIMITS = InboundLimits()
 
-_FLAGS = {"max_blob_bytes": "--max-blob-bytes", "max_tree_depth": "--max-tree-depth",
-          "max_path_bytes": "--max-path-bytes", "max_objects": "--max-objects",
-          "max_total_bytes": "--max-total-bytes"}
+_FLAGS = {
+    "max_blob_bytes": "--max-blob-bytes",
+    "max_tree_depth": "--max-tree-depth",
+    "max_path_bytes": "--max-path-bytes",
+    "max_objects": "--max-objects",
+    "max_total_bytes": "--max-total-bytes",
+}
 
 
-def _over(source: str, what: str, value: int, limit: str, limits: InboundLimits, *,
-          oid: str | None = None, path: str | None = None) -> UntrustedContentError:
+def _over(
+    source: str,
+    what: str,
+    value: int,
+    limit: str,
+    limits: InboundLimits,
+    *,
+    oid: str | None = None,
+    path: str | None = None,
+) -> UntrustedContentError:
     return UntrustedContentError(
         f"refusing {source}: {what} is {value:,}, over {limit}={getattr(limits, limit):,}; nothing was "
         f"taken in (raise it with InboundLimits({limit}=...) or {_FLAGS[limit]} if you trust the source)",
-        oid=oid, path=path, limit=limit)
+        oid=oid,
+        path=path,
+        limit=limit,
+    )
 
 
 def _said(exc: GitCommandError) -> str:
@@ -204,7 +225,7 @@ class Quarantine:
             raise StorageError(f"the quarantine {self.path} is closed; receive into a new one")
         return self._git
 
-    def __enter__(self) -> "Quarantine":
+    def __enter__(self) -> Quarantine:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -244,8 +265,11 @@ class Quarantine:
         if tips:
             revs = "".join(f"{t}\n" for t in sorted(set(tips))) + "".join(f"^{h}\n" for h in haves)
             try:
-                run_git(["pack-objects", "--revs", "--local", "-q", str(out / "pack")], git_dir=self.path,
-                        input=revs.encode())
+                run_git(
+                    ["pack-objects", "--revs", "--local", "-q", str(out / "pack")],
+                    git_dir=self.path,
+                    input=revs.encode(),
+                )
             except GitCommandError as exc:
                 raise UntrustedContentError(
                     f"refusing {self.source}: git cannot walk what it sent ({_said(exc)}); nothing was changed"
@@ -276,8 +300,9 @@ class Quarantine:
             for oid in _idx_oids(pack.with_suffix(".idx")):
                 header = self.git.object_header(oid)
                 if header is None:
-                    raise UntrustedContentError(f"refusing {self.source}: object {oid} of the pack cannot be read",
-                                                oid=oid)
+                    raise UntrustedContentError(
+                        f"refusing {self.source}: object {oid} of the pack cannot be read", oid=oid
+                    )
                 received[oid] = header
         lim = self.limits
         if len(received) > lim.max_objects:
@@ -295,12 +320,13 @@ class Quarantine:
             # git's own object checks (those of `git fsck --strict`) on exactly what came in.
             try:
                 with tempfile.TemporaryDirectory() as scratch:
-                    run_git(["index-pack", "--strict", "-o", str(Path(scratch) / "check.idx"), str(pack)],
-                            git_dir=self.path)
+                    run_git(
+                        ["index-pack", "--strict", "-o", str(Path(scratch) / "check.idx"), str(pack)], git_dir=self.path
+                    )
             except GitCommandError as exc:
                 raise UntrustedContentError(
-                    f"refusing {self.source}: git fsck --strict rejects what it sent: {_said(exc)}; "
-                    "nothing was changed") from None
+                    f"refusing {self.source}: git fsck --strict rejects what it sent: {_said(exc)}; nothing was changed"
+                ) from None
         return len(received)
 
     def _roots(self, received: dict[str, tuple[str, int]]) -> list[tuple[str, str]]:
@@ -339,8 +365,7 @@ class _TreeChecker:
     (already trusted) are read only to measure the depth and path lengths they add.
     """
 
-    def __init__(self, git: GitRepo, source: str, limits: InboundLimits,
-                 received: dict[str, tuple[str, int]]) -> None:
+    def __init__(self, git: GitRepo, source: str, limits: InboundLimits, received: dict[str, tuple[str, int]]) -> None:
         self.git, self.source, self.limits, self.received = git, source, limits, received
         self.memo: dict[str, tuple[int, int]] = {}  # tree -> (most components below, longest path below)
 
@@ -366,24 +391,35 @@ class _TreeChecker:
             try:
                 kind, data = self.git.read_raw(oid)
             except CorruptRepositoryError:
-                raise UntrustedContentError(f"refusing {src}: tree {oid} at {_clip(here)} in {label} is missing "
-                                            "or unreadable", oid=oid, path=here) from None
+                raise UntrustedContentError(
+                    f"refusing {src}: tree {oid} at {_clip(here)} in {label} is missing or unreadable",
+                    oid=oid,
+                    path=here,
+                ) from None
             if kind != "tree":
-                raise UntrustedContentError(f"refusing {src}: {_clip(here or '/')} in {label} is a directory entry, "
-                                            f"but {oid} is a {kind}", oid=oid, path=here)
+                raise UntrustedContentError(
+                    f"refusing {src}: {_clip(here or '/')} in {label} is a directory entry, but {oid} is a {kind}",
+                    oid=oid,
+                    path=here,
+                )
             entries = list(_tree_entries(data, oid))
             if oid in received:
-                for mode, name, child in entries:
+                for mode, name, _child in entries:
                     if mode not in _MODES:
                         raise UntrustedContentError(
                             f"refusing {src}: tree entry {_clip(where(name))} (tree {oid}) in {label} has file mode "
                             f"{mode.decode('ascii', 'replace')!r}, which git fsck --strict refuses; nothing was changed",
-                            oid=oid, path=where(name))
+                            oid=oid,
+                            path=where(name),
+                        )
                     problem = entry_name_problem(name)
                     if problem is not None:
                         raise UntrustedContentError(
                             f"refusing {src}: tree entry {_clip(where(name))} (tree {oid}) in {label} has {problem}; "
-                            "nothing was changed", oid=oid, path=where(name))
+                            "nothing was changed",
+                            oid=oid,
+                            path=where(name),
+                        )
             frames.append([oid, entries, 0, 0, 0])
 
         enter(root)
@@ -406,22 +442,45 @@ class _TreeChecker:
             is_tree = _MODES.get(mode) == "tree"
             height, longest = memo.get(child, (0, 0)) if is_tree else (0, 0)
             if depth + height > lim.max_tree_depth:
-                raise _over(src, f"the depth of {_clip(where(name))} in {label}", depth + height, "max_tree_depth",
-                            lim, oid=child, path=where(name))
+                raise _over(
+                    src,
+                    f"the depth of {_clip(where(name))} in {label}",
+                    depth + height,
+                    "max_tree_depth",
+                    lim,
+                    oid=child,
+                    path=where(name),
+                )
             length = prefix[-1] + len(name) + (1 + longest if longest else 0)
             if length > lim.max_path_bytes:
-                raise _over(src, f"the path length under {_clip(where(name))} in {label}", length, "max_path_bytes",
-                            lim, oid=child, path=where(name))
+                raise _over(
+                    src,
+                    f"the path length under {_clip(where(name))} in {label}",
+                    length,
+                    "max_path_bytes",
+                    lim,
+                    oid=child,
+                    path=where(name),
+                )
             if not is_tree:
                 if _MODES.get(mode) == "blob" and child in received:
                     kind, size = received[child]
                     if kind != "blob":
                         raise UntrustedContentError(
                             f"refusing {src}: {_clip(where(name))} in {label} is a file entry, but {child} is a {kind}",
-                            oid=child, path=where(name))
+                            oid=child,
+                            path=where(name),
+                        )
                     if size > lim.max_blob_bytes:
-                        raise _over(src, f"the file {_clip(where(name))} in {label} (blob {child})", size,
-                                    "max_blob_bytes", lim, oid=child, path=where(name))
+                        raise _over(
+                            src,
+                            f"the file {_clip(where(name))} in {label} (blob {child})",
+                            size,
+                            "max_blob_bytes",
+                            lim,
+                            oid=child,
+                            path=where(name),
+                        )
                 frame[3] = max(frame[3], 1)
                 frame[4] = max(frame[4], len(name))
             elif child in memo:
@@ -433,8 +492,14 @@ class _TreeChecker:
                 enter(child)
 
 
-def check_merge(git: GitRepo, theirs_tree: str, others: Sequence[str | None], source: str,
-                limits: InboundLimits = DEFAULT_LIMITS, label: str = "their tree") -> None:
+def check_merge(
+    git: GitRepo,
+    theirs_tree: str,
+    others: Sequence[str | None],
+    source: str,
+    limits: InboundLimits = DEFAULT_LIMITS,
+    label: str = "their tree",
+) -> None:
     """Check the trees a merge (or a fast-forward) would bring onto our branch.
 
     Only the trees of ``theirs_tree`` that differ from the tree at the same path in every
@@ -473,7 +538,7 @@ def check_merge(git: GitRepo, theirs_tree: str, others: Sequence[str | None], so
             if _MODES.get(mode) == "tree":
                 stack.append((child, mine.get(name, [])))
     checker = _TreeChecker(git, source, limits, changed)
-    checker.memo.update({oid: (0, 0) for oid in same - changed.keys()})  # ours already: not walked again
+    checker.memo.update(dict.fromkeys(same - changed.keys(), (0, 0)))  # ours already: not walked again
     checker.walk([(theirs_tree, label)])
 
 
@@ -482,9 +547,9 @@ def _idx_oids(idx: Path) -> list[str]:
     data = idx.read_bytes()
     if data[:8] != b"\xfftOc\x00\x00\x00\x02":
         raise UntrustedContentError(f"pack index {idx.name} is not a version-2 index")
-    count = struct.unpack(">I", data[8 + 255 * 4:8 + 256 * 4])[0]
+    count = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])[0]
     start = 8 + 256 * 4
-    table = data[start:start + 20 * count]
+    table = data[start : start + 20 * count]
     if len(table) != 20 * count:
         raise UntrustedContentError(f"pack index {idx.name} is cut short")
-    return [table[i:i + 20].hex() for i in range(0, len(table), 20)]
+    return [table[i : i + 20].hex() for i in range(0, len(table), 20)]

@@ -34,16 +34,17 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from pygit2 import GitError
 
-from got_core.storage.git import CommitData, GitRepo
 from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
+from got_core.storage.git import CommitData, GitRepo
 from got_core.types import parse_trailers, tag_value, trailer_score
 
-__all__ = ["DerivedIndex", "CommitRow", "RankedRow", "RACY_NS", "MAX_INDEXED_BLOB"]
+__all__ = ["MAX_INDEXED_BLOB", "RACY_NS", "CommitRow", "DerivedIndex", "RankedRow"]
 
 RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
 MAX_INDEXED_BLOB = 1 << 20
@@ -72,6 +73,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', tokenize='trigram case_sensitive 1');
 CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
 """
+
 
 class CommitRow(NamedTuple):
     """One indexed commit, as queries return it (``score``: the note's, else the trailer's)."""
@@ -121,6 +123,8 @@ class _TagValue:
 
     def finalize(self) -> float:
         return tag_value(self.names)[0]
+
+
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
 _BROKEN = (CorruptRepositoryError, GitError)
 _HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -201,8 +205,9 @@ class DerivedIndex:
 
     @staticmethod
     def _reset(db: sqlite3.Connection) -> None:
-        tables = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()]
+        tables = [
+            r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()
+        ]
         for name in tables:
             if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
                 db.execute(f'DROP TABLE IF EXISTS "{name}"')
@@ -288,7 +293,8 @@ class DerivedIndex:
         cur = db.execute(
             "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
             " VALUES(?,?,?,?,?,?,?,?)",
-            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score))
+            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score),
+        )
         crow = cur.lastrowid
         if crow is None:  # sqlite3 sets it after every INSERT
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
@@ -339,8 +345,7 @@ class DerivedIndex:
 
     def _sync_refs(self, refs: dict[str, str]) -> None:
         db = self.db
-        indexed = {n: o for n, o in refs.items()
-                   if not n.startswith(("refs/tags/", "refs/notes/"))}
+        indexed = {n: o for n, o in refs.items() if not n.startswith(("refs/tags/", "refs/notes/"))}
         old = dict(db.execute("SELECT name, oid FROM refs").fetchall())
         for name in old.keys() - indexed.keys():
             db.execute("DELETE FROM member WHERE ref=?", (name,))
@@ -368,7 +373,7 @@ class DerivedIndex:
             if name.startswith("refs/tags/"):
                 target = self.git.peel_to_commit(oid)
                 if target:
-                    tags[name[len("refs/tags/"):]] = target
+                    tags[name[len("refs/tags/") :]] = target
         old = dict(db.execute("SELECT name, target FROM tags").fetchall())
         if old == tags:
             return
@@ -410,8 +415,7 @@ class DerivedIndex:
                     db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))
                     continue
                 body, score = self._note_body(new)
-                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)",
-                           (self.notes_ref, target, body, score))
+                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)", (self.notes_ref, target, body, score))
         db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
 
     def _note_body(self, blob: str) -> tuple[str | None, float | None]:
@@ -431,9 +435,11 @@ class DerivedIndex:
         return body, None
 
     # ------------------------------------------------------------------ queries
-    _SELECT = ("SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
-               "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
-               "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid ")
+    _SELECT = (
+        "SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
+        "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
+        "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+    )
 
     def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
         if refs is None:
@@ -441,8 +447,14 @@ class DerivedIndex:
         marks = ",".join("?" * len(refs))
         return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
 
-    def _rows(self, where: str = "1", params: Iterable[object] = (), refs: Sequence[str] | None = None,
-              order: str = "c.time DESC, c.rowid DESC", limit: int | None = None) -> list[CommitRow]:
+    def _rows(
+        self,
+        where: str = "1",
+        params: Iterable[object] = (),
+        refs: Sequence[str] | None = None,
+        order: str = "c.time DESC, c.rowid DESC",
+        limit: int | None = None,
+    ) -> list[CommitRow]:
         scope, sparams = self._scope_sql(refs)
         sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
         if limit is not None:
@@ -455,19 +467,20 @@ class DerivedIndex:
         out: list[CommitRow] = []
         oids = list(oids)
         for i in range(0, len(oids), 500):
-            chunk = oids[i:i + 500]
-            out += self._rows("c.oid IN (%s)" % ",".join("?" * len(chunk)), chunk)
+            chunk = oids[i : i + 500]
+            out += self._rows("c.oid IN ({})".format(",".join("?" * len(chunk))), chunk)
         return out
 
-    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool,
-             refs: Sequence[str] | None) -> list[CommitRow]:
+    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         try:
             rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
         except (re.error, RecursionError, OverflowError) as exc:
-            raise InvalidInputError(f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
-                                    "fix it, or pass fixed=True (`got grep -F`) to search for the text") from None
+            raise InvalidInputError(
+                f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
+                "fix it, or pass fixed=True (`got grep -F`) to search for the text"
+            ) from None
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
@@ -478,8 +491,9 @@ class DerivedIndex:
 
     def doc_freq(self, stem: str) -> int:
         """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
-        row = self.db.execute("SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?",
-                              (stem, stem + "\U0010ffff")).fetchone()
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?", (stem, stem + "\U0010ffff")
+        ).fetchone()
         return int(row[0])
 
     def commit_count(self) -> int:
@@ -488,8 +502,15 @@ class DerivedIndex:
             self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
         return self._count
 
-    def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
-               extra: Sequence[int] = (), max_df: float = 0.1) -> list[RankedRow]:
+    def ranked(
+        self,
+        stems: Sequence[str],
+        refs: Sequence[str] | None,
+        weights: dict[str, float],
+        k: int,
+        extra: Sequence[int] = (),
+        max_df: float = 0.1,
+    ) -> list[RankedRow]:
         """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
 
         Each stem matches words that start with it. Stems found in more than ``max_df``
@@ -515,9 +536,10 @@ class DerivedIndex:
                 conds.append("c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?)")
                 params.append(" OR ".join(terms))
             if extra:
-                conds.append("c.rowid IN (%s)" % ",".join(str(int(r)) for r in extra))
-            match_sql = " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))"
-                                   for _ in terms) or "0"
+                conds.append("c.rowid IN ({})".format(",".join(str(int(r)) for r in extra)))
+            match_sql = (
+                " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))" for _ in terms) or "0"
+            )
             match_params = list(terms)
             scope, sparams = self._scope_sql(refs)
             # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
@@ -534,8 +556,20 @@ class DerivedIndex:
                 f"WHERE ({' OR '.join(conds)}){scope}) "
                 "ORDER BY rho DESC, m DESC, time DESC, oid LIMIT ?"
             )
-            args = [weights["score"], weights["tag"], weights["recency"], weights["match"],
-                    *match_params, max(len(terms), 1), tmin, span, self.notes_ref, *params, *sparams, int(k)]
+            args = [
+                weights["score"],
+                weights["tag"],
+                weights["recency"],
+                weights["match"],
+                *match_params,
+                max(len(terms), 1),
+                tmin,
+                span,
+                self.notes_ref,
+                *params,
+                *sparams,
+                int(k),
+            ]
             return [RankedRow(*r) for r in self.db.execute(sql, args)]
 
     def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[CommitRow]:
@@ -548,20 +582,21 @@ class DerivedIndex:
             if len(needle) >= 3:
                 cand = db.execute(
                     "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),)).fetchall()
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
+                ).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
-            texts = {oid: text for oid, text in cand}
+            texts = dict(cand)
             raw_needle = needle.encode("utf-8")
-            for oid, in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
+            for (oid,) in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
                 if raw_needle in self.git.read_blob(oid):
                     texts[oid] = None  # counted from bytes below
             if not texts:
                 return []
             marks = ",".join("?" * len(texts))
             changes = db.execute(
-                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})",
-                [*texts, *texts]).fetchall()
+                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})", [*texts, *texts]
+            ).fetchall()
 
         def count(blob: str | None) -> int:
             if blob is None:
@@ -577,7 +612,7 @@ class DerivedIndex:
             crows = {crow for crow, old, new in changes if count(old) != count(new)}
         if not crows:
             return []
-        rows = self._rows("c.rowid IN (%s)" % ",".join(str(c) for c in crows), (), refs)
+        rows = self._rows("c.rowid IN ({})".format(",".join(str(c) for c in crows)), (), refs)
         return [r for r in rows if len(r.parent_list) < 2]  # git log -S skips merge diffs
 
     def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
@@ -588,18 +623,23 @@ class DerivedIndex:
             return out
         with self._lock:
             for i in range(0, len(oids), 500):
-                chunk = oids[i:i + 500]
+                chunk = oids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
                 for name, target in self.db.execute(
-                        f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk):
+                    f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk
+                ):
                     out.setdefault(target, []).append(name)
         return out
 
     def tagged(self, prefix: str) -> list[CommitRow]:
         """Commits carrying a tag that starts with ``prefix``."""
         with self._lock:
-            targets = [r[0] for r in self.db.execute(
-                "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix))]
+            targets = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+                )
+            ]
         if not targets:
             return []
         marks = ",".join("?" * len(targets))
@@ -607,8 +647,10 @@ class DerivedIndex:
 
     def frontier(self, base: str, tip: str) -> list[CommitRow]:
         """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
-        return self._rows("c.rowid IN (SELECT crow FROM member WHERE ref=?) AND "
-                         "c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)", [tip, base])
+        return self._rows(
+            "c.rowid IN (SELECT crow FROM member WHERE ref=?) AND c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)",
+            [tip, base],
+        )
 
     def by_node_id(self, node_id: str) -> list[CommitRow]:
         """Commits whose ``Got-Node`` trailer is ``node_id``."""
@@ -620,8 +662,9 @@ class DerivedIndex:
         with self._lock:
             if key not in self._times:
                 scope, sparams = self._scope_sql(refs)
-                row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}",
-                                      sparams).fetchone()
+                row = self.db.execute(
+                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
+                ).fetchone()
                 self._times[key] = (row[0] or 0, row[1] or 0)
             return self._times[key]
 

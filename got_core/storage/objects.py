@@ -9,10 +9,18 @@ parse trees with the same code.
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["TreeFormatError", "tree_entries", "parse_tree", "object_id", "check_object", "damaged_under",
-           "GITLINK_MODE", "TREE_MODE"]
+__all__ = [
+    "GITLINK_MODE",
+    "TREE_MODE",
+    "TreeFormatError",
+    "check_object",
+    "damaged_under",
+    "object_id",
+    "parse_tree",
+    "tree_entries",
+]
 
 GITLINK_MODE = 0o160000
 TREE_MODE = 0o040000
@@ -34,7 +42,7 @@ def tree_entries(data: bytes) -> Iterator[tuple[bytes, bytes, str]]:
         nul = data.find(b"\x00", sp + 1) if sp >= 0 else -1
         if sp < 0 or nul < 0 or nul + 21 > end:
             raise TreeFormatError("an entry is cut short")
-        yield data[i:sp], data[sp + 1:nul], data[nul + 1:nul + 21].hex()
+        yield data[i:sp], data[sp + 1 : nul], data[nul + 1 : nul + 21].hex()
         i = nul + 21
 
 
@@ -67,8 +75,9 @@ def check_object(oid: str, kind: str, data: bytes, expected: str | None = None) 
 Reader = Callable[[str, str], "tuple[str | None, bytes | None]"]
 
 
-def damaged_under(read: Reader, tree: str, seen: dict[str, str | None] | None = None,
-                  prefix: str = "") -> list[tuple[str, str, str]]:
+def damaged_under(
+    read: Reader, tree: str, seen: dict[str, str | None] | None = None, prefix: str = ""
+) -> list[tuple[str, str, str]]:
     """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
 
     Args:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from got_core.errors import ConcurrentUpdateError
 from got_core.storage.git import GitRepo, RefRace
 
-__all__ = ["Publish", "Keep", "RetryPolicy", "update_ref", "update_refs", "DEFAULT_POLICY"]
+__all__ = ["DEFAULT_POLICY", "Keep", "Publish", "RetryPolicy", "update_ref", "update_refs"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ class RetryPolicy:
             if time.monotonic() > deadline:
                 raise ConcurrentUpdateError(
                     f"{what} kept moving (or stayed locked) for {self.timeout:.0f} s; "
-                    "another writer is busy on it, or a lock file was left behind")
+                    "another writer is busy on it, or a lock file was left behind"
+                )
             if git is not None and any(git.break_stale_lock(r, self.stale_lock_seconds) for r in refs):
                 continue
             time.sleep(random.uniform(self.min_backoff, self.max_backoff))
@@ -99,8 +101,15 @@ MultiBuilder = Callable[[dict[str, str | None]], "dict[str, str | None] | Keep"]
 _UNKNOWN: Any = object()
 
 
-def update_ref(git: GitRepo, name: str, build: Builder, policy: RetryPolicy = DEFAULT_POLICY, *,
-               retry: bool = True, tip_hint: str | None | Any = _UNKNOWN) -> Any:
+def update_ref(
+    git: GitRepo,
+    name: str,
+    build: Builder,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    *,
+    retry: bool = True,
+    tip_hint: str | Any | None = _UNKNOWN,
+) -> Any:
     """Move ``name`` with ``build(tip)``, compare-and-swap, retrying lost races (see the module doc).
 
     Args:
@@ -139,13 +148,18 @@ def update_ref(git: GitRepo, name: str, build: Builder, policy: RetryPolicy = DE
         except RefRace:
             if not retry:
                 raise ConcurrentUpdateError(
-                    f"{name} moved while this write was built on {tip or 'nothing'}; "
-                    "re-read its tip and retry") from None
+                    f"{name} moved while this write was built on {tip or 'nothing'}; re-read its tip and retry"
+                ) from None
             continue
 
 
-def update_refs(git: GitRepo, names: tuple[str, ...], build: MultiBuilder, value: Callable[[], Any] | None = None,
-                policy: RetryPolicy = DEFAULT_POLICY) -> Any:
+def update_refs(
+    git: GitRepo,
+    names: tuple[str, ...],
+    build: MultiBuilder,
+    value: Callable[[], Any] | None = None,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> Any:
     """Move several refs together: ``build({name: tip})`` returns ``{name: new target}``.
 
     All the refs are locked, checked against the tips the builder saw and written as one
@@ -167,7 +181,8 @@ def update_refs(git: GitRepo, names: tuple[str, ...], build: MultiBuilder, value
         if isinstance(answer, Keep):
             return answer.value
         updates: Mapping[str, tuple[str | None, str | None]] = {
-            n: (tips[n], target) for n, target in answer.items() if target != tips[n]}
+            n: (tips[n], target) for n, target in answer.items() if target != tips[n]
+        }
         try:
             git.cas_refs(updates)
         except RefRace:

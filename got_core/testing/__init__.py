@@ -15,8 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ChatModelContract", "HashEmbedder", "MemoryBackendContract", "ScriptedChatModel",
-           "StandInOpenAIServer"]
+__all__ = ["ChatModelContract", "HashEmbedder", "MemoryBackendContract", "ScriptedChatModel", "StandInOpenAIServer"]
 
 _LAZY = {
     "ScriptedChatModel": "got_core.solver.scripted",

@@ -51,16 +51,23 @@ CALCULATOR_SPEC = {
     "function": {
         "name": "calculator",
         "description": "Evaluate an arithmetic expression.",
-        "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
-                       "required": ["expression"]},
+        "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
     },
 }
 
-QUESTION = [{"role": "system", "content": "You are a careful solver."},
-            {"role": "user", "content": "What is six times seven?"}]
+QUESTION = [
+    {"role": "system", "content": "You are a careful solver."},
+    {"role": "user", "content": "What is six times seven?"},
+]
 
-BAD_MESSAGES = [[], "What is six times seven?", [{"content": "no role"}], [{"role": 3, "content": "x"}],
-                ["not a dict"], None]
+BAD_MESSAGES = [
+    [],
+    "What is six times seven?",
+    [{"content": "no role"}],
+    [{"role": 3, "content": "x"}],
+    ["not a dict"],
+    None,
+]
 
 
 def _tool_reply() -> ChatResponse:
@@ -150,7 +157,9 @@ class ChatModelContract:
         for response, record in zip(responses, model.calls):
             assert isinstance(record, CallRecord) and record.error is None
             assert (record.prompt_tokens, record.completion_tokens) == (
-                response.usage.prompt_tokens, response.usage.completion_tokens)
+                response.usage.prompt_tokens,
+                response.usage.completion_tokens,
+            )
             assert record.model == response.model and record.finish_reason == response.finish_reason
             assert record.latency_ms >= 0 and record.started > 0
             total = total + response.usage
@@ -203,8 +212,9 @@ class ChatModelContract:
 
     # -- errors -----------------------------------------------------------------------------
     @pytest.mark.parametrize("bad", BAD_MESSAGES, ids=range(len(BAD_MESSAGES)))
-    def test_malformed_messages_are_refused_before_the_backend(self, ask: Callable[..., ChatResponse],
-                                                              bad: Any) -> None:
+    def test_malformed_messages_are_refused_before_the_backend(
+        self, ask: Callable[..., ChatResponse], bad: Any
+    ) -> None:
         model = self.make_model(["never sent"])
         with pytest.raises(InvalidInputError):
             ask(model, bad)

@@ -71,18 +71,21 @@ __all__ = [
 STATS_KEYS = {"backend", "lessons", "writes", "reads", "write_ms", "read_ms", "storage_bytes"}
 
 CORPUS = [
-    ("probability-dice", "When a probability question involves dice, enumerate the sample "
-                         "space before counting favourable outcomes."),
-    ("quadratic-roots", "For quadratic equations, check the discriminant sign before solving "
-                        "for real roots."),
-    ("carbocation-stability", "In organic chemistry, identify the most stable carbocation "
-                              "before predicting the substitution product."),
-    ("units-kinematics", "Convert every quantity to SI units before substituting into a "
-                         "kinematics formula."),
-    ("modular-exponents", "With modular arithmetic, reduce large exponents using Fermat's "
-                          "little theorem first."),
-    ("circle-tangent", "In circle geometry, draw the radius to the tangent point: it is "
-                       "perpendicular to the tangent line."),
+    (
+        "probability-dice",
+        "When a probability question involves dice, enumerate the sample space before counting favourable outcomes.",
+    ),
+    ("quadratic-roots", "For quadratic equations, check the discriminant sign before solving for real roots."),
+    (
+        "carbocation-stability",
+        "In organic chemistry, identify the most stable carbocation before predicting the substitution product.",
+    ),
+    ("units-kinematics", "Convert every quantity to SI units before substituting into a kinematics formula."),
+    ("modular-exponents", "With modular arithmetic, reduce large exponents using Fermat's little theorem first."),
+    (
+        "circle-tangent",
+        "In circle geometry, draw the radius to the tangent point: it is perpendicular to the tangent line.",
+    ),
 ]
 
 #: query -> index of the lesson that must rank first. Keyword queries are words
@@ -104,8 +107,10 @@ CONCEPT_QUERIES = {
     "little theorem for large exponents": 4,
 }
 
-TRICKY_TEXT = ("Line one: café ∑ naïve — quotes \"x\" and 'y'.\n\n## not a heading\n"
-               "> not a quote\n<!-- got-lesson {} --> --> <b>\n  indented line\ttab")
+TRICKY_TEXT = (
+    "Line one: café ∑ naïve — quotes \"x\" and 'y'.\n\n## not a heading\n"
+    "> not a quote\n<!-- got-lesson {} --> --> <b>\n  indented line\ttab"
+)
 
 #: What overwrites every file of a store in the damaged-data test.
 GARBAGE = b"\xff\xfe garbage \x00 not a store\n"
@@ -145,8 +150,7 @@ _BAD_LESSON_TEXT = [
 def _ingest(mem: BaseMemory, corpus: list[tuple[str, str]] = CORPUS) -> None:
     for i, (topic, text) in enumerate(corpus):
         add = (mem.add_insight, mem.add_success, mem.add_failure)[i % 3]
-        add(text, topic_key=topic, source_problem=f"problem-{i}", score=0.5 + 0.05 * i,
-            meta={"index": i})
+        add(text, topic_key=topic, source_problem=f"problem-{i}", score=0.5 + 0.05 * i, meta={"index": i})
 
 
 def _texts(lessons: list[Lesson]) -> list[str]:
@@ -215,8 +219,9 @@ class MemoryBackendContract:
         assert mem.all_lessons() == []
         assert mem.name in mem.get_summary()
 
-    def test_writes_survive_reopening_in_a_new_process(self, open_memory: Callable[..., BaseMemory],
-                                                       tmp_path: Path) -> None:
+    def test_writes_survive_reopening_in_a_new_process(
+        self, open_memory: Callable[..., BaseMemory], tmp_path: Path
+    ) -> None:
         mem = open_memory()
         _ingest(mem, CORPUS[:3])
         mem.add_insight(TRICKY_TEXT, topic_key="tricky", meta={"nested": {"k": [1, 2]}})
@@ -224,14 +229,25 @@ class MemoryBackendContract:
 
         cls = type(self)
         if "<locals>" in cls.__qualname__:
-            raise TypeError(f"{cls.__qualname__}: define the contract subclass at module level, so a "
-                            "new process can load it")
+            raise TypeError(
+                f"{cls.__qualname__}: define the contract subclass at module level, so a new process can load it"
+            )
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, inspect.getfile(cls), cls.__qualname__, str(tmp_path / "mem"),
-             "discriminant"],
-            capture_output=True, text=True, timeout=240, env=env,
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                inspect.getfile(cls),
+                cls.__qualname__,
+                str(tmp_path / "mem"),
+                "discriminant",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         child = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -323,8 +339,10 @@ class MemoryBackendContract:
 
     def test_add_lessons_ingests_the_same_set_in_one_call(self, open_memory: Callable[..., BaseMemory]) -> None:
         mem = open_memory()
-        batch = [Lesson(text, topic_key=topic, source_problem=f"p{i}", outcome="insight", score=0.6)
-                 for i, (topic, text) in enumerate(CORPUS)]
+        batch = [
+            Lesson(text, topic_key=topic, source_problem=f"p{i}", outcome="insight", score=0.6)
+            for i, (topic, text) in enumerate(CORPUS)
+        ]
         stored = mem.add_lessons(batch)
         assert mem.stats()["writes"] == len(CORPUS)
         if not self._stores(mem):
@@ -347,20 +365,21 @@ class MemoryBackendContract:
         assert mem.add_lessons([]) == []  # an empty batch writes nothing and counts nothing
         assert mem.stats()["writes"] == 0 and len(mem) == 0
 
-    def test_close_twice_and_the_context_manager(self, open_memory: Callable[..., BaseMemory],
-                                                 tmp_path: Path) -> None:
+    def test_close_twice_and_the_context_manager(self, open_memory: Callable[..., BaseMemory], tmp_path: Path) -> None:
         path = tmp_path / "ctx"
         with self.make_backend(path) as mem:
             assert mem.add_insight("Draw the figure before computing any angle.") is not None
         mem.close()  # closing again is harmless
         again = open_memory(path)
         assert _texts(again.all_lessons()) == (
-            ["Draw the figure before computing any angle."] if self._stores(again) else [])
+            ["Draw the figure before computing any angle."] if self._stores(again) else []
+        )
 
     # -- bad input ------------------------------------------------------------------------
     @pytest.mark.parametrize("bad, error", _BAD_LESSON_TEXT)
-    def test_bad_lesson_text_is_refused_and_loses_nothing(self, open_memory: Callable[..., BaseMemory],
-                                                          bad: Any, error: type[GotError]) -> None:
+    def test_bad_lesson_text_is_refused_and_loses_nothing(
+        self, open_memory: Callable[..., BaseMemory], bad: Any, error: type[GotError]
+    ) -> None:
         mem = open_memory()
         _ingest(mem, CORPUS[:2])
         before = sorted(_texts(mem.all_lessons()))
@@ -382,8 +401,9 @@ class MemoryBackendContract:
                 mem.get_relevant(bad, 3)
         assert len(mem) == (2 if self._stores(mem) else 0)
 
-    def test_unwritable_path_is_a_typed_error_and_loses_nothing(self, open_memory: Callable[..., BaseMemory],
-                                                                tmp_path: Path) -> None:
+    def test_unwritable_path_is_a_typed_error_and_loses_nothing(
+        self, open_memory: Callable[..., BaseMemory], tmp_path: Path
+    ) -> None:
         good = open_memory()
         _ingest(good, CORPUS[:2])
         before = sorted(_texts(good.all_lessons()))
@@ -441,8 +461,9 @@ class MemoryBackendContract:
         assert len(ro) == (2 if self._stores(ro) else 0)
         assert len(open_memory()) == len(ro)
 
-    def test_opening_a_missing_store_read_only_creates_nothing(self, open_memory: Callable[..., BaseMemory],
-                                                               tmp_path: Path) -> None:
+    def test_opening_a_missing_store_read_only_creates_nothing(
+        self, open_memory: Callable[..., BaseMemory], tmp_path: Path
+    ) -> None:
         missing = tmp_path / "never-written"
         ro = open_memory(missing, read_only=True)
         assert ro.all_lessons() == [] and ro.get_relevant("discriminant", 3) == []
@@ -450,7 +471,8 @@ class MemoryBackendContract:
         assert not missing.exists()
 
     def test_create_false_refuses_a_missing_store_and_opens_an_existing_one(
-            self, open_memory: Callable[..., BaseMemory], tmp_path: Path) -> None:
+        self, open_memory: Callable[..., BaseMemory], tmp_path: Path
+    ) -> None:
         path = tmp_path / "absent"
         if not self.stores_lessons:  # nothing to open: the control opens anywhere, creating nothing
             assert open_memory(path, create=False).all_lessons() == []
@@ -485,7 +507,8 @@ class MemoryBackendContract:
 
     # -- damaged data ---------------------------------------------------------------------
     def test_a_store_of_garbage_is_a_typed_error_and_is_left_untouched(
-            self, open_memory: Callable[..., BaseMemory], tmp_path: Path) -> None:
+        self, open_memory: Callable[..., BaseMemory], tmp_path: Path
+    ) -> None:
         path = tmp_path / "damaged"
         mem = self.make_backend(path)  # closed here, before the damage (not again at teardown)
         _ingest(mem, CORPUS[:2])

@@ -19,11 +19,34 @@ from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNa
 from got_core.names import decode_component, encode_component
 
 __all__ = [
-    "THREADS_REF", "ThreadRef", "id_component", "ns_component", "decode_id", "channel_dir",
-    "blob_sha", "frame", "unframe", "render_json", "jsonable", "elem_path", "writes_bucket",
-    "writes_path", "encode_exact", "decode_exact", "split_msgpack_array", "join_msgpack_array",
-    "one_line", "message_summary", "LRU", "BUCKET", "FORMAT", "text_id", "dump_json",
-    "check_checkpoint_doc", "check_writes_doc", "parse_json",
+    "BUCKET",
+    "FORMAT",
+    "LRU",
+    "THREADS_REF",
+    "ThreadRef",
+    "blob_sha",
+    "channel_dir",
+    "check_checkpoint_doc",
+    "check_writes_doc",
+    "decode_exact",
+    "decode_id",
+    "dump_json",
+    "elem_path",
+    "encode_exact",
+    "frame",
+    "id_component",
+    "join_msgpack_array",
+    "jsonable",
+    "message_summary",
+    "ns_component",
+    "one_line",
+    "parse_json",
+    "render_json",
+    "split_msgpack_array",
+    "text_id",
+    "unframe",
+    "writes_bucket",
+    "writes_path",
 ]
 
 #: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
@@ -228,26 +251,32 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     if callable(dump):  # pydantic models, LangChain messages
         try:
             data = dump(mode="json")
-        except Exception:  # noqa: BLE001 - a rendering must never fail a checkpoint
+        except Exception:
             data = {"repr": repr(value)[:2000]}
         if isinstance(data, dict) and isinstance(getattr(value, "type", None), str):
             # messages: drop empty fields so each file shows what the message says
             data = {k: v for k, v in data.items() if v not in (None, "", [], {}) or k == "content"}
         return jsonable(data, depth + 1)
     if hasattr(value, "__dataclass_fields__"):
-        return {"__type__": type(value).__name__,
-                **{k: jsonable(getattr(value, k, None), depth + 1) for k in value.__dataclass_fields__}}
+        return {
+            "__type__": type(value).__name__,
+            **{k: jsonable(getattr(value, k, None), depth + 1) for k in value.__dataclass_fields__},
+        }
     if hasattr(value, "_asdict"):
         return jsonable(value._asdict(), depth + 1)
     if hasattr(value, "value") and hasattr(type(value), "__members__"):  # Enum
         return jsonable(value.value, depth + 1)
     slots = getattr(type(value), "__slots__", None)
     if isinstance(slots, (tuple, list)) and slots:  # e.g. langgraph's Send, Interrupt
-        return {"__type__": type(value).__name__,
-                **{s: jsonable(getattr(value, s, None), depth + 1) for s in slots if hasattr(value, s)}}
+        return {
+            "__type__": type(value).__name__,
+            **{s: jsonable(getattr(value, s, None), depth + 1) for s in slots if hasattr(value, s)},
+        }
     if hasattr(value, "__dict__"):
-        return {"__type__": type(value).__name__,
-                **{k: jsonable(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")}}
+        return {
+            "__type__": type(value).__name__,
+            **{k: jsonable(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")},
+        }
     return repr(value)[:2000]
 
 
@@ -279,8 +308,10 @@ def writes_bucket(checkpoint_id: str) -> str:
 
 def writes_path(checkpoint_id: str, task_id: str) -> str:
     """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
-    return (f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
-            f"~{id_component(task_id, 'task id')}.json")
+    return (
+        f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
+        f"~{id_component(task_id, 'task id')}.json"
+    )
 
 
 def message_summary(message: Any, limit: int = 60) -> str | None:
@@ -339,7 +370,11 @@ class LRU:
 
 
 # ---------------------------------------------------------------------------- validating what is read
-_KINDS: dict[str, dict[str, type]] = {"inline": {"exact": dict}, "value": {"dir": str}, "list": {"dir": str, "length": int}}
+_KINDS: dict[str, dict[str, type]] = {
+    "inline": {"exact": dict},
+    "value": {"dir": str},
+    "list": {"dir": str, "length": int},
+}
 
 
 def _need(cond: bool, what: str, problem: str) -> None:
@@ -354,19 +389,31 @@ def check_checkpoint_doc(doc: Any, what: str) -> dict[str, Any]:
         CorruptRepositoryError: naming ``what`` and the first field that is wrong.
     """
     _need(isinstance(doc, dict), what, "is not a JSON object")
-    for key, kind in (("thread_id", str), ("checkpoint_ns", str), ("checkpoint_id", str),
-                      ("checkpoint", dict), ("channels", dict)):
+    for key, kind in (
+        ("thread_id", str),
+        ("checkpoint_ns", str),
+        ("checkpoint_id", str),
+        ("checkpoint", dict),
+        ("channels", dict),
+    ):
         _need(isinstance(doc.get(key), kind), what, f"has no valid {key!r}")
-    _need(doc.get("parent_checkpoint_id") is None or isinstance(doc["parent_checkpoint_id"], str), what,
-          "has no valid 'parent_checkpoint_id'")
+    _need(
+        doc.get("parent_checkpoint_id") is None or isinstance(doc["parent_checkpoint_id"], str),
+        what,
+        "has no valid 'parent_checkpoint_id'",
+    )
     _need(bool(doc.get("exact")) or isinstance(doc.get("metadata"), dict), what, "has no valid 'metadata'")
     for name, info in doc["channels"].items():
         _need(isinstance(info, dict) and info.get("kind") in _KINDS, what, f"has a bad entry for channel {name!r}")
         for field_name, field_type in _KINDS[info["kind"]].items():
-            _need(isinstance(info.get(field_name), field_type) and not isinstance(info.get(field_name), bool), what,
-                  f"has a bad {field_name!r} for channel {name!r}")
-        _need(info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what,
-              f"has a bad length for channel {name!r}")
+            _need(
+                isinstance(info.get(field_name), field_type) and not isinstance(info.get(field_name), bool),
+                what,
+                f"has a bad {field_name!r} for channel {name!r}",
+            )
+        _need(
+            info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what, f"has a bad length for channel {name!r}"
+        )
     return doc
 
 
@@ -381,9 +428,15 @@ def check_writes_doc(doc: Any, what: str) -> dict[str, Any]:
     _need(isinstance(doc.get("task_path", ""), str), what, "has no valid 'task_path'")
     _need(isinstance(doc.get("writes"), list), what, "has no valid 'writes' list")
     for w in doc["writes"]:
-        _need(isinstance(w, dict) and isinstance(w.get("idx"), int) and not isinstance(w["idx"], bool)
-              and isinstance(w.get("channel"), str) and isinstance(w.get("exact"), dict), what,
-              "has a write without a valid idx, channel and exact value")
+        _need(
+            isinstance(w, dict)
+            and isinstance(w.get("idx"), int)
+            and not isinstance(w["idx"], bool)
+            and isinstance(w.get("channel"), str)
+            and isinstance(w.get("exact"), dict),
+            what,
+            "has a write without a valid idx, channel and exact value",
+        )
     return doc
 
 
@@ -396,5 +449,6 @@ def parse_json(data: bytes, what: str) -> Any:
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise CorruptRepositoryError(f"{what} does not parse as JSON ({str(exc)[:80]}); "
-                                     "it is not what the saver wrote") from None
+        raise CorruptRepositoryError(
+            f"{what} does not parse as JSON ({str(exc)[:80]}); it is not what the saver wrote"
+        ) from None

@@ -23,11 +23,19 @@ def repo(tmp_path):
 
 
 def node(thought, score=0.5, problem="p1", outcome="", depth=1, **kw):
-    return Node(thought, scores={"s_comb": score, "s_local": score}, problem_id=problem,
-                outcome=outcome, depth=depth, trace=[{"step": 1, "thought": thought}], **kw)
+    return Node(
+        thought,
+        scores={"s_comb": score, "s_local": score},
+        problem_id=problem,
+        outcome=outcome,
+        depth=depth,
+        trace=[{"step": 1, "thought": thought}],
+        **kw,
+    )
 
 
 # ---------------------------------------------------------------- commits, notes, diffs, search
+
 
 def test_node_is_one_commit_with_four_files_and_structured_message(repo):
     n = repo.commit_node(node("Use the quadratic formula.", 0.75, outcome="success"))
@@ -64,13 +72,25 @@ def test_notes_fan_out_at_scale_and_foreign_flat_notes(repo):
     assert len(repo.notes()) == 300
     # a note written by stock git (flat path) is read, and replacing it leaves one note
     extra = repo.commit_node(node("flat", 0.1), note=False)
-    git(repo.gitdir, "-c", "user.name=x", "-c", "user.email=x@y", "notes", "--ref=got", "add", "-m",
-        '{"s_comb": 0.3}', extra.oid)
+    git(
+        repo.gitdir,
+        "-c",
+        "user.name=x",
+        "-c",
+        "user.email=x@y",
+        "notes",
+        "--ref=got",
+        "add",
+        "-m",
+        '{"s_comb": 0.3}',
+        extra.oid,
+    )
     assert repo.note_json(extra.oid) == {"s_comb": 0.3}
     repo.set_note(extra.oid, {"s_comb": 0.4})
     assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", extra.oid)) == {"s_comb": 0.4}
-    assert sum(1 for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines()
-               if line.endswith(extra.oid)) == 1
+    assert (
+        sum(1 for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines() if line.endswith(extra.oid)) == 1
+    )
 
 
 def test_diff_between_success_and_failed_and_siblings(repo):
@@ -113,8 +133,15 @@ def test_index_follows_writes_made_by_stock_git_and_rewinds(repo, tmp_path):
     wd = ["-C", str(work)]
     import subprocess
 
-    env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "PATH": os.environ["PATH"],
-           "GIT_AUTHOR_NAME": "o", "GIT_AUTHOR_EMAIL": "o@x", "GIT_COMMITTER_NAME": "o", "GIT_COMMITTER_EMAIL": "o@x"}
+    env = {
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PATH": os.environ["PATH"],
+        "GIT_AUTHOR_NAME": "o",
+        "GIT_AUTHOR_EMAIL": "o@x",
+        "GIT_COMMITTER_NAME": "o",
+        "GIT_COMMITTER_EMAIL": "o@x",
+    }
     subprocess.run(["git", *wd, "commit", "-qam", "outsider commit"], check=True, env=env)
     subprocess.run(["git", *wd, "push", "-q", "origin", "master"], check=True, env=env)
     assert len(repo.grep("outsider")) == 1
@@ -126,9 +153,30 @@ def test_index_follows_writes_made_by_stock_git_and_rewinds(repo, tmp_path):
 
 
 # ---------------------------------------------------------------- ref names
-HOSTILE = ["..", "../../etc/passwd", "a/b", "-rf", ".hidden", "x.lock", "nul\x00byte", "ctl\x01\x1f",
-           "space here", "tilde~1", "caret^", "colon:", "q?", "star*", "[br", "back\\slash", "@{u}", "@",
-           "trailing.", "ünïcødé", "emoji🙂", "a" * 60]
+HOSTILE = [
+    "..",
+    "../../etc/passwd",
+    "a/b",
+    "-rf",
+    ".hidden",
+    "x.lock",
+    "nul\x00byte",
+    "ctl\x01\x1f",
+    "space here",
+    "tilde~1",
+    "caret^",
+    "colon:",
+    "q?",
+    "star*",
+    "[br",
+    "back\\slash",
+    "@{u}",
+    "@",
+    "trailing.",
+    "ünïcødé",
+    "emoji🙂",
+    "a" * 60,
+]
 
 
 @pytest.mark.parametrize("name", HOSTILE)

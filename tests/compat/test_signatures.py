@@ -22,13 +22,13 @@ def ssh_key(tmp_path):
 
 def test_ssh_signed_nodes_verify_with_stock_git_and_ours(tmp_path, ssh_key):
     key, allowed = ssh_key
-    repo = ReasoningRepo.init(tmp_path / "r.git", identity=Identity("Agent", "agent@example.org"),
-                              signer=SSHSigner(key))
+    repo = ReasoningRepo.init(
+        tmp_path / "r.git", identity=Identity("Agent", "agent@example.org"), signer=SSHSigner(key)
+    )
     n = repo.commit_node(Node("signed thought", scores={"s_comb": 0.5}))
     merge_base = repo.commit_files("memory", {"lessons/x.md": "x"}, "lesson\n")
     git(repo.gitdir, "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", n.oid)
-    git(repo.gitdir, "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}",
-        "verify-commit", merge_base)
+    git(repo.gitdir, "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", merge_base)
     verdicts = repo.verify("master", trust=TrustStore(allowed_signers=allowed))
     assert [v.status for v in verdicts] == ["good"] and verdicts[0].signer == "agent@example.org"
     # without trust the same signature is valid but by an unknown key
@@ -55,9 +55,19 @@ def test_unsigned_unknown_and_tampered_history_is_reported(tmp_path, ssh_key):
     assert statuses[forged] == "bad"
     assert sorted(statuses.values()).count("unsigned") == 1
     assert sorted(statuses.values()).count("unknown-key") == 1
-    stock = subprocess.run(["git", f"--git-dir={path}", "-c", "gpg.format=ssh",
-                            "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", forged],
-                           capture_output=True)
+    stock = subprocess.run(
+        [
+            "git",
+            f"--git-dir={path}",
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            f"gpg.ssh.allowedSignersFile={allowed}",
+            "verify-commit",
+            forged,
+        ],
+        capture_output=True,
+    )
     assert stock.returncode != 0  # stock git agrees it is bad
 
 
@@ -65,13 +75,34 @@ def test_gpg_signatures(tmp_path):
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = {"GNUPGHOME": str(home), "PATH": "/usr/bin:/bin"}
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Agent <agent@example.org>",
-                    "ed25519", "sign", "never"], check=True, env=env, capture_output=True)
-    repo = ReasoningRepo.init(tmp_path / "r.git", identity=Identity("Agent", "agent@example.org"),
-                              signer=GPGSigner("agent@example.org", gnupghome=home))
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "Agent <agent@example.org>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    repo = ReasoningRepo.init(
+        tmp_path / "r.git",
+        identity=Identity("Agent", "agent@example.org"),
+        signer=GPGSigner("agent@example.org", gnupghome=home),
+    )
     n = repo.commit_node(Node("gpg signed"))
-    subprocess.run(["git", f"--git-dir={repo.gitdir}", "verify-commit", n.oid], check=True,
-                   env={**env, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}, capture_output=True)
+    subprocess.run(
+        ["git", f"--git-dir={repo.gitdir}", "verify-commit", n.oid],
+        check=True,
+        env={**env, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"},
+        capture_output=True,
+    )
     assert repo.verify(n.oid, trust=TrustStore(gnupghome=home))[0].status == "good"
     empty = tmp_path / "empty-gnupg"
     empty.mkdir(mode=0o700)

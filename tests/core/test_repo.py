@@ -7,6 +7,7 @@ import os
 
 import pygit2
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import (
     ConcurrentUpdateError,
@@ -21,7 +22,6 @@ from got_core import (
     RepositoryNotFoundError,
     UnknownRefError,
 )
-from gitcli import fsck_clean, git
 
 
 @pytest.fixture
@@ -30,8 +30,15 @@ def repo(tmp_path):
 
 
 def node(thought, score=0.5, problem="p1", outcome="", depth=1, **kw):
-    return Node(thought, scores={"s_comb": score, "s_local": score}, problem_id=problem,
-                outcome=outcome, depth=depth, trace=[{"step": 1, "thought": thought}], **kw)
+    return Node(
+        thought,
+        scores={"s_comb": score, "s_local": score},
+        problem_id=problem,
+        outcome=outcome,
+        depth=depth,
+        trace=[{"step": 1, "thought": thought}],
+        **kw,
+    )
 
 
 def test_replay_any_sha_tag_branch_or_node_id(repo, tmp_path):
@@ -70,8 +77,11 @@ def test_outcome_tags_best_and_branches(repo):
 def test_memory_branch_and_frontier(repo):
     base = repo.commit_node(node("session work", 0.5))
     repo.set_ref("memory", base.oid)
-    lesson = repo.commit_files("memory", {"lessons/units.md": "Check units before dividing.\n"},
-                               "lesson: units\n\nCheck units before dividing.\n")
+    lesson = repo.commit_files(
+        "memory",
+        {"lessons/units.md": "Check units before dividing.\n"},
+        "lesson: units\n\nCheck units before dividing.\n",
+    )
     front = repo.frontier("master", "memory")
     assert [c.oid for c in front] == [lesson]
     assert git(repo.gitdir, "log", "--format=%H", "master..memory").split() == [lesson]
@@ -141,8 +151,7 @@ def test_hostile_paths_are_rejected(repo, path):
 
 def test_hostile_ids_are_encoded(repo):
     evil = "../../../etc/passwd\x00-rf"
-    n = repo.commit_node(Node("hostile ids", problem_id=evil, node_id=evil, outcome="success",
-                              scores={"s_comb": 0.5}))
+    n = repo.commit_node(Node("hostile ids", problem_id=evil, node_id=evil, outcome="success", scores={"s_comb": 0.5}))
     assert n.node_id == evil  # the id as given; git only ever sees it encoded
     (tag,) = n.tags
     assert "/" not in tag and "\x00" not in tag and repo.resolve(tag) == n.oid
@@ -203,7 +212,7 @@ def test_works_on_a_non_bare_repository(tmp_path):
     pygit2.init_repository(str(tmp_path / "wt"), bare=False)
     r = ReasoningRepo(tmp_path / "wt", create=False)
     n = r.commit_node(node("in a work tree repo"))
-    assert git(tmp_path / "wt" / ".git", "log", "--format=%H", "-1") .strip() == n.oid
+    assert git(tmp_path / "wt" / ".git", "log", "--format=%H", "-1").strip() == n.oid
 
 
 def test_set_notes_writes_many_notes_in_one_commit(repo):
@@ -233,10 +242,13 @@ def test_fsync_mode_writes_readable_nodes(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from got_core import ReasoningRepo, Node;"
-            "r = ReasoningRepo.init(sys.argv[1], fsync=True);"
-            "n = r.commit_node(Node('durable', scores={'s_comb': 0.5})); print(n.oid)")
-    oid = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f.git")], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    code = (
+        "import sys; from got_core import ReasoningRepo, Node;"
+        "r = ReasoningRepo.init(sys.argv[1], fsync=True);"
+        "n = r.commit_node(Node('durable', scores={'s_comb': 0.5})); print(n.oid)"
+    )
+    oid = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "f.git")], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert ReasoningRepo(tmp_path / "f.git").read_node(oid).thought == "durable"
     assert fsck_clean(tmp_path / "f.git")[0]

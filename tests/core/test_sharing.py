@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from gitcli import fsck_clean, git
 
-from got_core import Identity, InvalidInputError, MergeConflictError, Node, ReasoningRepo, RemoteError
+from got_core import (
+    Identity,
+    InvalidInputError,
+    MergeConflictError,
+    Node,
+    ReasoningRepo,
+    RemoteError,
+    UntrustedContentError,
+)
 from got_core.errors import CorruptRepositoryError
 from got_core.repo.sharing import verify_bundle
-from gitcli import fsck_clean, git
+from got_core.storage.inbound import InboundLimits
 
 
 def make(tmp_path, name):
@@ -165,7 +174,7 @@ def test_concurrent_fetches_into_one_repository_each_get_their_own_quarantine(tm
     def go(p):
         try:
             ReasoningRepo(b.gitdir).fetch(p.gitdir)
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=go, args=(p,)) for p in peers]
@@ -186,10 +195,11 @@ def test_bundle_header_is_checked_line_by_line(tmp_path):
     data = a.bundle(tmp_path / "a.bundle").read_bytes()
     end = data.index(b"\n\n")
     cases = {
-        "no-refs": b"# v2 git bundle\n\n" + data[end + 2:],
-        "capability": b"# v3 git bundle\n@filter=blob:none\n" + data[len(b"# v2 git bundle\n"):],
-        "damaged-line": data.replace(b"refs/heads/memory", b"refs/heads/memory", 1)[:16] + b"zz not-an-oid\n"
-                        + data[16:],
+        "no-refs": b"# v2 git bundle\n\n" + data[end + 2 :],
+        "capability": b"# v3 git bundle\n@filter=blob:none\n" + data[len(b"# v2 git bundle\n") :],
+        "damaged-line": data.replace(b"refs/heads/memory", b"refs/heads/memory", 1)[:16]
+        + b"zz not-an-oid\n"
+        + data[16:],
     }
     for name, raw in cases.items():
         path = tmp_path / f"{name}.bundle"
@@ -215,9 +225,7 @@ def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
     b.fetch(a.gitdir, name="alice")
     assert not stale.exists() and fresh.exists()  # a transfer under way elsewhere is left alone
     assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")
-import pytest
-from got_core import ReasoningRepo, UntrustedContentError
-from got_core.storage.inbound import InboundLimits
+
 
 def test_repo_unbundle_and_merge_take_limits(tmp_path):
     a = ReasoningRepo.init(tmp_path / "a.git")

@@ -36,8 +36,9 @@ class _InvocationParams(BaseCallbackHandler):
 
 def _ai_message(reply):
     if isinstance(reply, ChatResponse):
-        return AIMessage(content=reply.text, tool_calls=[
-            {"name": c.name, "args": c.arguments, "id": c.id} for c in reply.tool_calls])
+        return AIMessage(
+            content=reply.text, tool_calls=[{"name": c.name, "args": c.arguments, "id": c.id} for c in reply.tool_calls]
+        )
     return AIMessage(content=reply)
 
 

@@ -207,20 +207,36 @@ def test_a_broken_backend_fails_the_contract(tmp_path):
     module = tmp_path / "test_forgetful_backend.py"
     module.write_text(BROKEN_BACKEND)
     recorder = _Outcomes()
-    code = pytest.main([str(module), "-q", "-p", "no:cacheprovider", "-p", "no:asyncio", "--import-mode=importlib",
-                        "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"),
-                        f"--basetemp={tmp_path / 'inner'}"], plugins=[recorder])
+    code = pytest.main(
+        [
+            str(module),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:asyncio",
+            "--import-mode=importlib",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            str(tmp_path / "pytest.ini"),
+            f"--basetemp={tmp_path / 'inner'}",
+        ],
+        plugins=[recorder],
+    )
     outcomes = recorder.outcomes
     assert code == pytest.ExitCode.TESTS_FAILED, outcomes
     failed = {name for name, outcome in outcomes.items() if outcome == "failed"}
     # what the broken backend gets wrong, the contract reports
-    assert {"test_writes_survive_reopening_in_a_new_process",  # nothing on disk
-            "test_read_only_stores_nothing",  # read_only dropped
-            "test_create_false_refuses_a_missing_store_and_opens_an_existing_one",
-            "test_a_store_of_garbage_is_a_typed_error_and_is_left_untouched",
-            "test_stats_report_counts_and_costs",  # storage_bytes is 0
-            "test_relevant_lesson_ranks_first",  # no relevance scores
-            "test_unwritable_path_is_a_typed_error_and_loses_nothing"} <= failed
+    assert {
+        "test_writes_survive_reopening_in_a_new_process",  # nothing on disk
+        "test_read_only_stores_nothing",  # read_only dropped
+        "test_create_false_refuses_a_missing_store_and_opens_an_existing_one",
+        "test_a_store_of_garbage_is_a_typed_error_and_is_left_untouched",
+        "test_stats_report_counts_and_costs",  # storage_bytes is 0
+        "test_relevant_lesson_ranks_first",  # no relevance scores
+        "test_unwritable_path_is_a_typed_error_and_loses_nothing",
+    } <= failed
     # ... and what BaseMemory does for it still passes
     assert outcomes["test_bad_queries_are_refused"] == "passed"
     assert outcomes["test_empty_memory_answers_nothing"] == "passed"
