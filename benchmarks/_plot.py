@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
-def log_lines(rows: Sequence[dict], metrics: Sequence[str], x: str, series: str, out: Path, *,
-              xlabel: str, log_x: bool = False) -> Path | None:
+def log_lines(
+    rows: Sequence[dict], metrics: Sequence[str], x: str, series: str, out: Path, *, xlabel: str, log_x: bool = False
+) -> Path | None:
     """Plot ``metrics`` against ``x`` for each value of ``series`` (log y); None without matplotlib."""
     try:
         import matplotlib

@@ -31,23 +31,65 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from _plot import log_lines
-from rich.console import Console  # noqa: E402
-from rich.progress import Progress  # noqa: E402
-from rich.table import Table  # noqa: E402
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
 
-from got_core.memory import BACKENDS, Lesson, get_backend  # noqa: E402
+from got_core.memory import BACKENDS, Lesson, get_backend
 
 console = Console(width=None if sys.stdout.isatty() else 120)
 
-SUBJECTS = ["probability", "geometry", "algebra", "number theory", "kinematics", "thermodynamics",
-            "organic chemistry", "genetics", "optics", "combinatorics", "calculus", "electrochemistry",
-            "statistics", "enzymes", "circuits", "quantum", "stoichiometry", "ecology", "matrices", "series"]
-OBJECTS = ["discriminant", "sample space", "free-body diagram", "unit conversion", "symmetry", "invariant",
-           "boundary case", "limiting reagent", "conservation law", "recurrence", "parity", "dimension check",
-           "complementary count", "tangent line", "equilibrium constant", "eigenvalue", "half-life",
-           "Punnett square", "Snell's law", "Kirchhoff's rule"]
-ADVICE = ["check the {o} before computing anything", "write down the {o} explicitly",
-          "use the {o} to rule out options", "verify the {o} at the end", "start from the {o}"]
+SUBJECTS = [
+    "probability",
+    "geometry",
+    "algebra",
+    "number theory",
+    "kinematics",
+    "thermodynamics",
+    "organic chemistry",
+    "genetics",
+    "optics",
+    "combinatorics",
+    "calculus",
+    "electrochemistry",
+    "statistics",
+    "enzymes",
+    "circuits",
+    "quantum",
+    "stoichiometry",
+    "ecology",
+    "matrices",
+    "series",
+]
+OBJECTS = [
+    "discriminant",
+    "sample space",
+    "free-body diagram",
+    "unit conversion",
+    "symmetry",
+    "invariant",
+    "boundary case",
+    "limiting reagent",
+    "conservation law",
+    "recurrence",
+    "parity",
+    "dimension check",
+    "complementary count",
+    "tangent line",
+    "equilibrium constant",
+    "eigenvalue",
+    "half-life",
+    "Punnett square",
+    "Snell's law",
+    "Kirchhoff's rule",
+]
+ADVICE = [
+    "check the {o} before computing anything",
+    "write down the {o} explicitly",
+    "use the {o} to rule out options",
+    "verify the {o} at the end",
+    "start from the {o}",
+]
 
 
 def make_lessons(n: int, seed: int) -> list[Lesson]:
@@ -57,9 +99,15 @@ def make_lessons(n: int, seed: int) -> list[Lesson]:
     for i in range(n):
         s, o = rng.choice(SUBJECTS), rng.choice(OBJECTS)
         advice = rng.choice(ADVICE).format(o=o)
-        out.append(Lesson(f"In {s} problems, {advice}; case {i} showed why it matters.",
-                          topic_key=f"{s.replace(' ', '-')}-{i}", source_problem=f"study-{i}",
-                          outcome=rng.choice(["insight", "success", "failure"]), score=round(rng.random(), 3)))
+        out.append(
+            Lesson(
+                f"In {s} problems, {advice}; case {i} showed why it matters.",
+                topic_key=f"{s.replace(' ', '-')}-{i}",
+                source_problem=f"study-{i}",
+                outcome=rng.choice(["insight", "success", "failure"]),
+                score=round(rng.random(), 3),
+            )
+        )
     return out
 
 
@@ -77,7 +125,7 @@ def measure(name: str, size: int, ops: int, seed: int, root: Path) -> dict:
     path = root / f"{name}-{size}"
     mem = get_backend(name, path)
     lessons = make_lessons(size + ops, seed)
-    bulk, single = (lessons[:0], lessons[:size]) if size <= 40 else (lessons[:size], lessons[size:size + ops])
+    bulk, single = (lessons[:0], lessons[:size]) if size <= 40 else (lessons[:size], lessons[size : size + ops])
     t0 = time.perf_counter()
     if bulk:
         mem.add_lessons(bulk)
@@ -85,8 +133,9 @@ def measure(name: str, size: int, ops: int, seed: int, root: Path) -> dict:
     writes, reads = [], []
     for lesson in single:
         t0 = time.perf_counter()
-        mem.add_insight(lesson.text, topic_key=lesson.topic_key, source_problem=lesson.source_problem,
-                        score=lesson.score)
+        mem.add_insight(
+            lesson.text, topic_key=lesson.topic_key, source_problem=lesson.source_problem, score=lesson.score
+        )
         writes.append(time.perf_counter() - t0)
     mem.get_relevant("warm up", 3)
     for q in make_queries(len(single), seed):
@@ -100,9 +149,15 @@ def measure(name: str, size: int, ops: int, seed: int, root: Path) -> dict:
 
         ReasoningRepo(path, create=False).maintenance()
         packed = storage(path)
-    return {"backend": name, "lessons": size, "write_ms": statistics.median(writes) * 1000,
-            "read_ms": statistics.median(reads) * 1000, "storage_bytes": raw, "storage_packed": packed,
-            "bulk_fill_s": round(fill_s, 3)}
+    return {
+        "backend": name,
+        "lessons": size,
+        "write_ms": statistics.median(writes) * 1000,
+        "read_ms": statistics.median(reads) * 1000,
+        "storage_bytes": raw,
+        "storage_packed": packed,
+        "bulk_fill_s": round(fill_s, 3),
+    }
 
 
 def render(rows: list[dict]) -> None:
@@ -115,22 +170,36 @@ def render(rows: list[dict]) -> None:
         for r in group:
             wr = f"{r['write_ms'] / ref['write_ms']:.1f}×" if ref and ref["write_ms"] else "-"
             rr = f"{r['read_ms'] / ref['read_ms']:.1f}×" if ref and ref["read_ms"] else "-"
-            table.add_row(f"{size:,}", r["backend"], f"{r['write_ms']:.3f}", f"{r['read_ms']:.3f}",
-                          f"{r['storage_bytes']:,}", f"{r['storage_packed']:,}", wr, rr)
+            table.add_row(
+                f"{size:,}",
+                r["backend"],
+                f"{r['write_ms']:.3f}",
+                f"{r['read_ms']:.3f}",
+                f"{r['storage_bytes']:,}",
+                f"{r['storage_packed']:,}",
+                wr,
+                rr,
+            )
     console.print(table)
     console.print("paper (Table 3, 40 lessons): git 15.4 ms write / 48.0 ms read; vector read 20.3 ms")
     for r in rows:
         if r["backend"] == "git" and r["lessons"] == 1000:
             ok = r["write_ms"] <= 2 and r["read_ms"] <= 5
-            console.print(f"target git @1k: write ≤ 2 ms, read ≤ 5 ms: {'met' if ok else 'MISSED'} "
-                          f"({r['write_ms']:.2f} / {r['read_ms']:.2f} ms)")
+            console.print(
+                f"target git @1k: write ≤ 2 ms, read ≤ 5 ms: {'met' if ok else 'MISSED'} "
+                f"({r['write_ms']:.2f} / {r['read_ms']:.2f} ms)"
+            )
         if r["backend"] == "vector":
-            console.print(f"target vector read ≤ 20 ms @{r['lessons']:,}: "
-                          f"{'met' if r['read_ms'] <= 20 else 'MISSED'} ({r['read_ms']:.1f} ms)")
+            console.print(
+                f"target vector read ≤ 20 ms @{r['lessons']:,}: "
+                f"{'met' if r['read_ms'] <= 20 else 'MISSED'} ({r['read_ms']:.1f} ms)"
+            )
 
 
 def plot(rows: list[dict], out: Path) -> None:
-    if log_lines(rows, ("write_ms", "read_ms", "storage_bytes"), "lessons", "backend", out, xlabel="lessons", log_x=True):
+    if log_lines(
+        rows, ("write_ms", "read_ms", "storage_bytes"), "lessons", "backend", out, xlabel="lessons", log_x=True
+    ):
         console.print(f"plot: {out}")
 
 

@@ -32,8 +32,10 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-_FILLER = ("The tool result was checked against the question, the units agree and the arithmetic "
-           "was redone once more to be sure; next the agent decides whether another call is needed. ")
+_FILLER = (
+    "The tool result was checked against the question, the units agree and the arithmetic "
+    "was redone once more to be sure; next the agent decides whether another call is needed. "
+)
 
 
 def record_calls(steps: int) -> list[tuple[str, tuple]]:
@@ -77,8 +79,11 @@ def record_calls(steps: int) -> list[tuple[str, tuple]]:
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     graph = builder.compile(checkpointer=Recorder())
-    graph.invoke({"messages": [HumanMessage("Work through the steps.")]},
-                 {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}, durability="sync")
+    graph.invoke(
+        {"messages": [HumanMessage("Work through the steps.")]},
+        {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10},
+        durability="sync",
+    )
     return calls
 
 
@@ -100,11 +105,11 @@ def run(steps: int, workdir: Path) -> dict[str, Any]:
     savers = {"git": GitCheckpointSaver.from_path(git_path), "sqlite": SqliteSaver(conn), "memory": InMemorySaver()}
     writes: dict[str, list[float]] = {n: [] for n in savers}
     reads: dict[str, list[float]] = {n: [] for n in savers}
-    current: dict[str, float] = {n: 0.0 for n in savers}
+    current: dict[str, float] = dict.fromkeys(savers, 0.0)
     names = list(savers)
     latest = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     for i, (method, args) in enumerate(calls):
-        order = names[i % len(names):] + names[: i % len(names)]  # rotate who goes first
+        order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
         for name in order:
             saver = savers[name]
             t0 = time.perf_counter()
@@ -132,9 +137,11 @@ def run(steps: int, workdir: Path) -> dict[str, Any]:
     assert final.checkpoint == savers["sqlite"].get_tuple(latest).checkpoint  # same state, both ways
     conn.close()
     return {
-        "steps": sum(1 for m, _ in calls if m == "put"), "calls": len(calls),
+        "steps": sum(1 for m, _ in calls if m == "put"),
+        "calls": len(calls),
         "messages": len(final.checkpoint["channel_values"]["messages"]),
-        "write_ms": {n: _stats(v) for n, v in writes.items()}, "read_ms": {n: _stats(v) for n, v in reads.items()},
+        "write_ms": {n: _stats(v) for n, v in writes.items()},
+        "read_ms": {n: _stats(v) for n, v in reads.items()},
         "bytes": {"git_loose": git_loose, "git_packed": packed["bytes_after"], "sqlite": sqlite_bytes},
     }
 
@@ -147,23 +154,41 @@ def _stats(values: list[float]) -> dict[str, float]:
 def report(result: dict[str, Any]) -> None:
     """Print the rich table of one run."""
     table = Table(title=f"LangGraph savers: {result['steps']} checkpoints, {result['messages']} messages at the end")
-    for col in ("saver", "write median ms", "write mean", "read median ms", "read mean",
-                "write / sqlite", "read / sqlite"):
+    for col in (
+        "saver",
+        "write median ms",
+        "write mean",
+        "read median ms",
+        "read mean",
+        "write / sqlite",
+        "read / sqlite",
+    ):
         table.add_column(col, justify="right")
     base_w, base_r = result["write_ms"]["sqlite"]["median"], result["read_ms"]["sqlite"]["median"]
     for name in ("git", "sqlite", "memory"):
         w, r = result["write_ms"][name], result["read_ms"][name]
-        table.add_row(name, f"{w['median']:.3f}", f"{w['mean']:.3f}", f"{r['median']:.3f}", f"{r['mean']:.3f}",
-                      f"{w['median'] / base_w:.2f}x", f"{r['median'] / base_r:.2f}x")
+        table.add_row(
+            name,
+            f"{w['median']:.3f}",
+            f"{w['mean']:.3f}",
+            f"{r['median']:.3f}",
+            f"{r['mean']:.3f}",
+            f"{w['median'] / base_w:.2f}x",
+            f"{r['median'] / base_r:.2f}x",
+        )
     console.print(table)
     b = result["bytes"]
-    console.print(f"on disk: git loose {b['git_loose'] / 1e6:.2f} MB, git after repack {b['git_packed'] / 1e6:.2f} MB, "
-                  f"sqlite {b['sqlite'] / 1e6:.2f} MB ({b['sqlite'] / max(b['git_packed'], 1):.1f}x git)")
+    console.print(
+        f"on disk: git loose {b['git_loose'] / 1e6:.2f} MB, git after repack {b['git_packed'] / 1e6:.2f} MB, "
+        f"sqlite {b['sqlite'] / 1e6:.2f} MB ({b['sqlite'] / max(b['git_packed'], 1):.1f}x git)"
+    )
     w = result["write_ms"]["git"]["median"] / base_w
     r = result["read_ms"]["git"]["median"] / base_r
-    console.print(f"targets: writes within 1.5x of sqlite: {'met' if w <= 1.5 else 'NOT met'} ({w:.2f}x); "
-                  f"reads within 1.5x: {'met' if r <= 1.5 else 'NOT met'} ({r:.2f}x); "
-                  f"smaller on disk after gc: {'met' if b['git_packed'] < b['sqlite'] else 'NOT met'}")
+    console.print(
+        f"targets: writes within 1.5x of sqlite: {'met' if w <= 1.5 else 'NOT met'} ({w:.2f}x); "
+        f"reads within 1.5x: {'met' if r <= 1.5 else 'NOT met'} ({r:.2f}x); "
+        f"smaller on disk after gc: {'met' if b['git_packed'] < b['sqlite'] else 'NOT met'}"
+    )
 
 
 def plot(result: dict[str, Any], path: Path) -> bool:
@@ -177,13 +202,18 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         return False
     names = ["git", "sqlite", "memory"]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    for ax, key, title in ((axes[0], "write_ms", "put + put_writes per step (median ms)"),
-                           (axes[1], "read_ms", "get_tuple latest (median ms)")):
+    for ax, key, title in (
+        (axes[0], "write_ms", "put + put_writes per step (median ms)"),
+        (axes[1], "read_ms", "get_tuple latest (median ms)"),
+    ):
         ax.bar(names, [result[key][n]["median"] for n in names], color=["#f05033", "#4c78a8", "#9d9d9d"])
         ax.set_title(title, fontsize=9)
     b = result["bytes"]
-    axes[2].bar(["git loose", "git packed", "sqlite"], [b["git_loose"] / 1e6, b["git_packed"] / 1e6, b["sqlite"] / 1e6],
-                color=["#f7a08f", "#f05033", "#4c78a8"])
+    axes[2].bar(
+        ["git loose", "git packed", "sqlite"],
+        [b["git_loose"] / 1e6, b["git_packed"] / 1e6, b["sqlite"] / 1e6],
+        color=["#f7a08f", "#f05033", "#4c78a8"],
+    )
     axes[2].set_title("bytes on disk (MB)", fontsize=9)
     fig.suptitle(f"{result['steps']} checkpoints, growing message list", fontsize=10)
     fig.tight_layout()
@@ -196,10 +226,19 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000, help="Super-steps of the graph (default 1000).")
-    parser.add_argument("--dir", type=Path, default=None, help="Where to put the savers' files (default: a temp dir "
-                        "under the current directory, so both savers use the same disk).")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"),
-                        help="Where to write langgraph_saver.json and .png (the chart needs matplotlib).")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="Where to put the savers' files (default: a temp dir "
+        "under the current directory, so both savers use the same disk).",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results"),
+        help="Where to write langgraph_saver.json and .png (the chart needs matplotlib).",
+    )
     args = parser.parse_args(argv)
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="lg-saver-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -212,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "langgraph_saver.json").write_text(json.dumps(result, indent=2))
     png = args.out / "langgraph_saver.png"
-    console.print(f"results: {args.out / 'langgraph_saver.json'}; "
-                  + (f"chart: {png}" if plot(result, png) else "matplotlib is not installed: no chart"))
+    console.print(
+        f"results: {args.out / 'langgraph_saver.json'}; "
+        + (f"chart: {png}" if plot(result, png) else "matplotlib is not installed: no chart")
+    )
     return 0
 
 

@@ -39,7 +39,7 @@ from got_core import ReasoningRepo
 from got_core.memory import get_backend
 from got_core.solver import hook as hook_module
 from got_core.solver.models import ChatResponse
-from got_core.solver.tot import solve
+from got_core.solver.run import solve
 from got_core.testing import ScriptedChatModel
 
 console = Console()
@@ -113,6 +113,7 @@ def _solve(messages: list[dict[str, Any]]) -> str:
 
 def make_model() -> TimedScripted:
     """Rules keyed on the first user message of each node, so the ReAct follow-ups route too."""
+
     def route(messages: list[dict[str, Any]]) -> str:
         first = messages[1]["content"]
         if "case that option" in first:
@@ -140,8 +141,9 @@ def bare_replay(calls: list[list[dict[str, Any]]]) -> float:
     return time.perf_counter() - t0
 
 
-def run(arm: str, memory_name: str, batch: list[tuple[str, list[str] | None]], root: Path,
-        layout: str = "own") -> dict[str, Any]:
+def run(
+    arm: str, memory_name: str, batch: list[tuple[str, list[str] | None]], root: Path, layout: str = "own"
+) -> dict[str, Any]:
     """Solve the batch with one arm, memory and repository layout; per-question measurements."""
     record_s = [0.0]
     originals = {name: getattr(hook_module.NodeRecorder, name) for name in ("record", "mark", "finish")}
@@ -153,6 +155,7 @@ def run(arm: str, memory_name: str, batch: list[tuple[str, list[str] | None]], r
                 return fn(*args, **kwargs)
             finally:
                 record_s[0] += time.perf_counter() - t0
+
         return wrapper
 
     for name, fn in originals.items():
@@ -167,16 +170,33 @@ def run(arm: str, memory_name: str, batch: list[tuple[str, list[str] | None]], r
             model = make_model()
             record_s[0] = 0.0
             t0 = time.perf_counter()
-            result = solve(question, choices, model=model, memory=memory, arm=arm, tools=("calculator",),
-                           seed=i, problem_id=f"{arm}-{memory_name}-{i}", **where)
+            result = solve(
+                question,
+                choices,
+                model=model,
+                memory=memory,
+                arm=arm,
+                tools=("calculator",),
+                seed=i,
+                problem_id=f"{arm}-{memory_name}-{i}",
+                **where,
+            )
             wall = time.perf_counter() - t0
             assert result.answer is not None, (arm, question, result.outcome)
             nodes = len(result.nodes)
             bare = bare_replay([list(m) for m in model.received])
-            rows.append({"wall_ms": wall * 1000, "model_ms": model.model_s * 1000, "nodes": nodes,
-                         "record_ms": record_s[0] * 1000, "bare_ms": bare * 1000, "calls": model.n_calls,
-                         "overhead_ms_per_node": (wall - model.model_s) * 1000 / nodes,
-                         "outcome": result.outcome})
+            rows.append(
+                {
+                    "wall_ms": wall * 1000,
+                    "model_ms": model.model_s * 1000,
+                    "nodes": nodes,
+                    "record_ms": record_s[0] * 1000,
+                    "bare_ms": bare * 1000,
+                    "calls": model.n_calls,
+                    "overhead_ms_per_node": (wall - model.model_s) * 1000 / nodes,
+                    "outcome": result.outcome,
+                }
+            )
     finally:
         for name, fn in originals.items():
             setattr(hook_module.NodeRecorder, name, fn)
@@ -192,11 +212,17 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     per_node = sorted(r["overhead_ms_per_node"] for r in rows)
     med = statistics.median
     return {
-        "arm": res["arm"], "memory": res["memory"], "layout": res["layout"], "questions": len(rows),
-        "nodes_per_q": med(r["nodes"] for r in rows), "calls_per_q": med(r["calls"] for r in rows),
-        "overhead_ms_per_node": med(per_node), "p90_ms_per_node": per_node[int(0.9 * (len(per_node) - 1))],
+        "arm": res["arm"],
+        "memory": res["memory"],
+        "layout": res["layout"],
+        "questions": len(rows),
+        "nodes_per_q": med(r["nodes"] for r in rows),
+        "calls_per_q": med(r["calls"] for r in rows),
+        "overhead_ms_per_node": med(per_node),
+        "p90_ms_per_node": per_node[int(0.9 * (len(per_node) - 1))],
         "record_ms_per_node": med(r["record_ms"] / r["nodes"] for r in rows),
-        "solver_ms_per_q": med(r["wall_ms"] for r in rows), "bare_ms_per_q": med(r["bare_ms"] for r in rows),
+        "solver_ms_per_q": med(r["wall_ms"] for r in rows),
+        "bare_ms_per_q": med(r["bare_ms"] for r in rows),
         "ratio": med(r["wall_ms"] / max(r["bare_ms"], 1e-6) for r in rows),
         "success": sum(r["outcome"] == "success" for r in rows) / len(rows),
     }
@@ -222,19 +248,43 @@ def main(argv: list[str] | None = None) -> int:
                     console.print(f"[dim]{arm}, {memory} memory, {layout} repository: {len(batch)} questions...[/]")
                     summaries.append(summarise(run(arm, memory, batch, Path(tmp), layout)))
     table = Table(title=f"Solver overhead per node, model time excluded (target ≤ {TARGET_MS:g} ms)")
-    for col in ("arm", "memory", "repo", "nodes/q", "calls/q", "ms/node", "p90", "record ms/node",
-                "solver ms/q", "bare ms/q", "ratio", "≤5"):
+    for col in (
+        "arm",
+        "memory",
+        "repo",
+        "nodes/q",
+        "calls/q",
+        "ms/node",
+        "p90",
+        "record ms/node",
+        "solver ms/q",
+        "bare ms/q",
+        "ratio",
+        "≤5",
+    ):
         table.add_column(col, justify="right" if col not in ("arm", "memory", "repo") else "left")
     for s in summaries:
         ok = s["overhead_ms_per_node"] <= TARGET_MS
-        table.add_row(s["arm"], s["memory"], s["layout"], f"{s['nodes_per_q']:g}", f"{s['calls_per_q']:g}",
-                      f"{s['overhead_ms_per_node']:.2f}", f"{s['p90_ms_per_node']:.2f}",
-                      f"{s['record_ms_per_node']:.2f}", f"{s['solver_ms_per_q']:.1f}", f"{s['bare_ms_per_q']:.2f}",
-                      f"{s['ratio']:.0f}×", "[green]✓[/]" if ok else "[red]✗[/]")
+        table.add_row(
+            s["arm"],
+            s["memory"],
+            s["layout"],
+            f"{s['nodes_per_q']:g}",
+            f"{s['calls_per_q']:g}",
+            f"{s['overhead_ms_per_node']:.2f}",
+            f"{s['p90_ms_per_node']:.2f}",
+            f"{s['record_ms_per_node']:.2f}",
+            f"{s['solver_ms_per_q']:.1f}",
+            f"{s['bare_ms_per_q']:.2f}",
+            f"{s['ratio']:.0f}×",
+            "[green]✓[/]" if ok else "[red]✗[/]",
+        )
     console.print(table)
-    console.print("[dim]ms/node = median (solve time − scripted-model time) / nodes; record = time in the hook "
-                  "(commits, notes, tags, merge); bare = the same model calls replayed with no solver around "
-                  "them; ratio = solver / bare per question.[/]")
+    console.print(
+        "[dim]ms/node = median (solve time − scripted-model time) / nodes; record = time in the hook "
+        "(commits, notes, tags, merge); bare = the same model calls replayed with no solver around "
+        "them; ratio = solver / bare per question.[/]"
+    )
     if args.json:
         args.json.write_text(json.dumps(summaries, indent=2))
     return 0 if all(s["overhead_ms_per_node"] <= TARGET_MS for s in summaries) else 1

@@ -39,10 +39,15 @@ from rich.table import Table
 from got_core import Node, ReasoningRepo
 
 console = Console(width=None if sys.stdout.isatty() else 120)
-ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-       "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "bench",
-       "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
-       "GIT_COMMITTER_EMAIL": "bench@localhost"}
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+}
 _SYL = ["ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bra", "cli", "dro", "fen", "gal"]
 #: A 3,375-word synthetic vocabulary; thoughts draw words Zipf-like, as real text does.
 VOCAB = [a + b + c for a in _SYL for b in _SYL for c in _SYL]
@@ -82,8 +87,9 @@ class Got:
         self.n = 0
 
     def write(self, i: int, p: dict) -> None:
-        node = self.repo.commit_node(Node(p["thought"], scores=p["scores"], trace=p["trace"],
-                                          problem_id="bench", depth=1, outcome=p["outcome"]))
+        node = self.repo.commit_node(
+            Node(p["thought"], scores=p["scores"], trace=p["trace"], problem_id="bench", depth=1, outcome=p["outcome"])
+        )
         self.oids.append(node.oid)
 
     def replay(self, rng: random.Random) -> None:
@@ -107,8 +113,9 @@ class Naive:
         self.oids: list[str] = []
 
     def git(self, *args: str, input: bytes | None = None) -> str:
-        return subprocess.run(["git", *args], cwd=self.dir, env=ENV, input=input, check=True,
-                              capture_output=True).stdout.decode()
+        return subprocess.run(
+            ["git", *args], cwd=self.dir, env=ENV, input=input, check=True, capture_output=True
+        ).stdout.decode()
 
     def fill(self, start: int, count: int, rng: random.Random) -> None:
         """Bulk history through git fast-import (the write path's cost is what we time)."""
@@ -123,9 +130,12 @@ class Naive:
             lines.append(f"data {len(msg)}\n{msg.decode()}\n")
             if i == start and parent:
                 lines.append(f"from {parent}\n")
-            for fname, content in (("thought.md", p["thought"]), ("scores.json", json.dumps(p["scores"])),
-                                   ("trace.jsonl", json.dumps(p["trace"][0]) + "\n"),
-                                   ("metadata.json", json.dumps({"i": i}))):
+            for fname, content in (
+                ("thought.md", p["thought"]),
+                ("scores.json", json.dumps(p["scores"])),
+                ("trace.jsonl", json.dumps(p["trace"][0]) + "\n"),
+                ("metadata.json", json.dumps({"i": i})),
+            ):
                 data = content.encode()
                 lines.append(f"M 100644 inline {fname}\ndata {len(data)}\n{content}\n")
         self.git("fast-import", "--quiet", "--force", input="".join(lines).encode())
@@ -133,9 +143,12 @@ class Naive:
         self.oids = self.git("rev-list", "--max-count=2000", "master").split()
 
     def write(self, i: int, p: dict) -> None:
-        for fname, content in (("thought.md", p["thought"]), ("scores.json", json.dumps(p["scores"])),
-                               ("trace.jsonl", json.dumps(p["trace"][0]) + "\n"),
-                               ("metadata.json", json.dumps({"i": i}))):
+        for fname, content in (
+            ("thought.md", p["thought"]),
+            ("scores.json", json.dumps(p["scores"])),
+            ("trace.jsonl", json.dumps(p["trace"][0]) + "\n"),
+            ("metadata.json", json.dumps({"i": i})),
+        ):
             (self.dir / fname).write_text(content)
         self.git("add", "-A")
         self.git("commit", "-q", "-m", f"node {i}\n\n{p['thought']}")
@@ -165,14 +178,24 @@ class Sqlite:
         self.db = sqlite3.connect(str(root / "nodes.sqlite"), isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("CREATE TABLE nodes(id INTEGER PRIMARY KEY, thought TEXT, scores TEXT, trace TEXT, "
-                        "metadata TEXT, outcome TEXT, created REAL)")
+        self.db.execute(
+            "CREATE TABLE nodes(id INTEGER PRIMARY KEY, thought TEXT, scores TEXT, trace TEXT, "
+            "metadata TEXT, outcome TEXT, created REAL)"
+        )
         self.n = 0
 
     def write(self, i: int, p: dict) -> None:
-        self.db.execute("INSERT INTO nodes(thought, scores, trace, metadata, outcome, created) VALUES(?,?,?,?,?,?)",
-                        (p["thought"], json.dumps(p["scores"]), json.dumps(p["trace"]), json.dumps({"i": i}),
-                         p["outcome"], time.time()))
+        self.db.execute(
+            "INSERT INTO nodes(thought, scores, trace, metadata, outcome, created) VALUES(?,?,?,?,?,?)",
+            (
+                p["thought"],
+                json.dumps(p["scores"]),
+                json.dumps(p["trace"]),
+                json.dumps({"i": i}),
+                p["outcome"],
+                time.time(),
+            ),
+        )
         self.n += 1
 
     def fill(self, start: int, count: int, rng: random.Random) -> None:
@@ -185,8 +208,11 @@ class Sqlite:
         self.db.execute("SELECT * FROM nodes WHERE id=?", (rng.randint(1, max(self.n, 1)),)).fetchone()
 
     def retrieve(self, word: str) -> int:
-        return len(self.db.execute("SELECT id FROM nodes WHERE thought LIKE ? ORDER BY id DESC LIMIT 5",
-                                   (f"%{word}%",)).fetchall())
+        return len(
+            self.db.execute(
+                "SELECT id FROM nodes WHERE thought LIKE ? ORDER BY id DESC LIMIT 5", (f"%{word}%",)
+            ).fetchall()
+        )
 
     def settle(self) -> None:
         pass
@@ -230,9 +256,16 @@ def run(levels: list[int], ops: int, reads: int, seed: int, workdir: Path) -> li
                     system.retrieve(rng.choice(WORDS))
                     queries.append(time.perf_counter() - t0)
                     progress.advance(task, 2)
-                results.append({"system": system.name, "history": level, "write_ms": med_ms(writes),
-                                "replay_ms": med_ms(replays), "retrieve_ms": med_ms(queries),
-                                "write_p90_ms": sorted(writes)[int(0.9 * len(writes))] * 1000})
+                results.append(
+                    {
+                        "system": system.name,
+                        "history": level,
+                        "write_ms": med_ms(writes),
+                        "replay_ms": med_ms(replays),
+                        "retrieve_ms": med_ms(queries),
+                        "write_p90_ms": sorted(writes)[int(0.9 * len(writes))] * 1000,
+                    }
+                )
             filled += ops  # every system wrote `ops` more nodes (naive fewer; history is approximate)
     return results
 
@@ -245,19 +278,35 @@ def render(results: list[dict]) -> None:
         rows = [r for r in results if r["history"] == level]
         got = next(r for r in rows if r["system"] == "got")
         for r in rows:
-            table.add_row(f"{level:,}", r["system"], f"{r['write_ms']:.2f}", f"{r['replay_ms']:.3f}",
-                          f"{r['retrieve_ms']:.3f}", f"{r['write_ms'] / got['write_ms']:.1f}×",
-                          f"{r['retrieve_ms'] / got['retrieve_ms']:.1f}×")
+            table.add_row(
+                f"{level:,}",
+                r["system"],
+                f"{r['write_ms']:.2f}",
+                f"{r['replay_ms']:.3f}",
+                f"{r['retrieve_ms']:.3f}",
+                f"{r['write_ms'] / got['write_ms']:.1f}×",
+                f"{r['retrieve_ms'] / got['retrieve_ms']:.1f}×",
+            )
     console.print(table)
     got_rows = [r for r in results if r["system"] == "got"]
     ok_write = all(r["write_ms"] <= 2.0 for r in got_rows)
     ok_read = all(r["retrieve_ms"] <= 5.0 for r in got_rows)
-    console.print(f"targets: write ≤ 2 ms at every level: {'met' if ok_write else 'MISSED'}; "
-                  f"retrieval ≤ 5 ms: {'met' if ok_read else 'MISSED'} (paper: 15.4 ms write, 48 ms read)")
+    console.print(
+        f"targets: write ≤ 2 ms at every level: {'met' if ok_write else 'MISSED'}; "
+        f"retrieval ≤ 5 ms: {'met' if ok_read else 'MISSED'} (paper: 15.4 ms write, 48 ms read)"
+    )
 
 
 def plot(results: list[dict], out: Path) -> None:
-    if log_lines(results, ("write_ms", "replay_ms", "retrieve_ms"), "history", "system", out, xlabel="nodes of history", log_x=False):
+    if log_lines(
+        results,
+        ("write_ms", "replay_ms", "retrieve_ms"),
+        "history",
+        "system",
+        out,
+        xlabel="nodes of history",
+        log_x=False,
+    ):
         console.print(f"plot: {out}")
 
 

@@ -17,5 +17,10 @@ from pathlib import Path
 from got_core.bench.protocols import cookbook_main
 
 if __name__ == "__main__":
-    sys.exit(cookbook_main("copyability_sweep", " ".join(__doc__.split("\n\n")[:2]),
-                           Path(__file__).resolve().parent.parent / "tests" / "data"))
+    sys.exit(
+        cookbook_main(
+            "copyability_sweep",
+            " ".join(__doc__.split("\n\n")[:2]),
+            Path(__file__).resolve().parent.parent / "tests" / "data",
+        )
+    )

@@ -18,5 +18,10 @@ from pathlib import Path
 from got_core.bench.protocols import cookbook_main
 
 if __name__ == "__main__":
-    sys.exit(cookbook_main("five_substrates", " ".join(__doc__.split("\n\n")[:2]),
-                           Path(__file__).resolve().parent.parent / "tests" / "data"))
+    sys.exit(
+        cookbook_main(
+            "five_substrates",
+            " ".join(__doc__.split("\n\n")[:2]),
+            Path(__file__).resolve().parent.parent / "tests" / "data",
+        )
+    )

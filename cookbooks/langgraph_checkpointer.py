@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "build_agent"]
+__all__ = ["build_agent", "main"]
 
 
 def build_agent(checkpointer: Any) -> Any:
@@ -76,10 +76,12 @@ def _last(values: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the walkthrough; returns the process exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", type=Path, default=None,
-                        help="Repository to write (default: a temporary one, removed afterwards).")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repo", type=Path, default=None, help="Repository to write (default: a temporary one, removed afterwards)."
+    )
     parser.add_argument("--thread", default="tutor", help="Thread id (default: tutor).")
     args = parser.parse_args(argv)
 
@@ -108,13 +110,21 @@ def main(argv: list[str] | None = None) -> int:
     history = list(graph.get_state_history(config))
     for snap in history:
         commit = checkpointer.commit_of(snap.config)
-        print(f"  step {snap.metadata['step']:>2} {snap.metadata['source']:<6} {commit[:10]}  "
-              f"next={list(snap.next)}  {_last(snap.values)}")
+        print(
+            f"  step {snap.metadata['step']:>2} {snap.metadata['source']:<6} {commit[:10]}  "
+            f"next={list(snap.next)}  {_last(snap.values)}"
+        )
 
     print("\n2. diff: what the last turn changed (readable state files)")
     turn_start = next(s for s in history if s.metadata["source"] == "input")
-    print(checkpoint_diff(checkpointer, args.thread, turn_start.config["configurable"]["checkpoint_id"],
-                          history[0].config["configurable"]["checkpoint_id"]))
+    print(
+        checkpoint_diff(
+            checkpointer,
+            args.thread,
+            turn_start.config["configurable"]["checkpoint_id"],
+            history[0].config["configurable"]["checkpoint_id"],
+        )
+    )
 
     print("3. fork: correct a past question with update_state; the old line stays as a branch")
     first_question = next(s for s in reversed(history) if s.next == ("agent",))
@@ -122,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     fork = graph.update_state(first_question.config, {"messages": [HumanMessage("What is 100-1?", id=question_id)]})
     print(f"  fork answer: {graph.invoke(None, fork)['messages'][-1].content}")
     for ref, checkpoint_id in sorted(checkpointer.lines(args.thread).items()):
-        tip = checkpointer.get_tuple({"configurable": {"thread_id": args.thread, "checkpoint_ns": "",
-                                                       "checkpoint_id": checkpoint_id}})
+        tip = checkpointer.get_tuple(
+            {"configurable": {"thread_id": args.thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+        )
         print(f"  {ref}  ->  {_last(tip.checkpoint['channel_values'])}")
 
     print("\n4. time travel: replay the second turn from its first checkpoint")
@@ -134,9 +145,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if shutil.which("git"):
         print("\n`git log --oneline --graph` of the thread's refs:")
-        out = subprocess.run(["git", f"--git-dir={repo}", "log", "--oneline", "--graph",
-                              f"--glob=refs/got/threads/{args.thread}/*/[hf]*"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                "git",
+                f"--git-dir={repo}",
+                "log",
+                "--oneline",
+                "--graph",
+                f"--glob=refs/got/threads/{args.thread}/*/[hf]*",
+            ],
+            capture_output=True,
+            text=True,
+        )
         print(out.stdout)
     checkpointer.close()
     if workdir is not None:

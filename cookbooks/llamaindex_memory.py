@@ -46,8 +46,9 @@ def _agent(replies: list):
 
 def _show(memory) -> None:
     for message_id, message in memory.get_all_with_ids():
-        text = message.content or ", ".join(f"{b.tool_name}({b.tool_kwargs})" for b in message.blocks
-                                           if b.block_type == "tool_call")
+        text = message.content or ", ".join(
+            f"{b.tool_name}({b.tool_kwargs})" for b in message.blocks if b.block_type == "tool_call"
+        )
         print(f"  {message.role.value:<9} {text!s:<48} {message_id[:10]}:{message_id.split(':')[1]}")
 
 
@@ -57,13 +58,18 @@ async def first_process(repo: Path) -> None:
     from got_integrations.llamaindex.testing import ScriptedToolCall
 
     script = {
-        "alice": [ScriptedToolCall("add", {"a": 2, "b": 3}), "2 + 3 = 5.",
-                  ScriptedToolCall("add", {"a": 5, "b": 10}), "Adding 10 gives 15."],
-        "bob": [ScriptedToolCall("add", {"a": 40, "b": 2}), "40 + 2 = 42.",
-                "You asked me to add 40 and 2."],
+        "alice": [
+            ScriptedToolCall("add", {"a": 2, "b": 3}),
+            "2 + 3 = 5.",
+            ScriptedToolCall("add", {"a": 5, "b": 10}),
+            "Adding 10 gives 15.",
+        ],
+        "bob": [ScriptedToolCall("add", {"a": 40, "b": 2}), "40 + 2 = 42.", "You asked me to add 40 and 2."],
     }
-    questions = {"alice": ["What is 2 + 3?", "And if I add 10 to that?"],
-                 "bob": ["Please add 40 and 2.", "What did I ask you?"]}
+    questions = {
+        "alice": ["What is 2 + 3?", "And if I add 10 to that?"],
+        "bob": ["Please add 40 and 2.", "What did I ask you?"],
+    }
     for session, replies in script.items():
         agent, _ = _agent(replies)
         memory = GitMemory.from_defaults(path=repo, session_id=session)
@@ -86,18 +92,26 @@ async def second_process(repo: Path) -> None:
     answer = await agent.run("What was my first question?", memory=memory)
     seen = llm.calls[0]
     print(f"\n[alice, new process] What was my first question? -> {answer}")
-    print(f"  the model saw {len(seen)} messages; the earlier turns came from git: "
-          f"{[m.content for m in seen if m.role.value == 'user']}")
+    print(
+        f"  the model saw {len(seen)} messages; the earlier turns came from git: "
+        f"{[m.content for m in seen if m.role.value == 'user']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the cookbook; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", type=Path, default=None,
-                        help="repository to write (default: a temporary directory, removed afterwards)")
-    parser.add_argument("--phase", choices=("all", "first", "second"), default="all",
-                        help=argparse.SUPPRESS)  # the script re-runs itself for the restart
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        help="repository to write (default: a temporary directory, removed afterwards)",
+    )
+    parser.add_argument(
+        "--phase", choices=("all", "first", "second"), default="all", help=argparse.SUPPRESS
+    )  # the script re-runs itself for the restart
     args = parser.parse_args(argv)
     try:
         import llama_index.core  # noqa: F401

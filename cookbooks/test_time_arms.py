@@ -15,5 +15,10 @@ from pathlib import Path
 from got_core.bench.protocols import cookbook_main
 
 if __name__ == "__main__":
-    sys.exit(cookbook_main("test_time_arms", " ".join(__doc__.split("\n\n")[:2]),
-                           Path(__file__).resolve().parent.parent / "tests" / "data"))
+    sys.exit(
+        cookbook_main(
+            "test_time_arms",
+            " ".join(__doc__.split("\n\n")[:2]),
+            Path(__file__).resolve().parent.parent / "tests" / "data",
+        )
+    )

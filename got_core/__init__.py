@@ -7,7 +7,7 @@ Main entry points: :class:`ReasoningRepo` (the substrate), :class:`Node`,
 :func:`got_core.memory.get_backend` (memory substrates).
 """
 
-from got_core.errors import *  # noqa: F401,F403
+from got_core.errors import *  # noqa: F403
 from got_core.errors import __all__ as _errors_all
 from got_core.repo import DEFAULT_NOTES_REF, ReasoningRepo
 from got_core.signing import GPGSigner, SSHSigner, TrustStore

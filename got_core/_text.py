@@ -4,19 +4,145 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "WORD", "stem", "tokenize", "normalize_text"]
+__all__ = ["STOP_WORDS", "WORD", "normalize_text", "stem", "tokenize"]
 
 #: Function words that carry no topic; negations are kept on purpose
 #: ("do not divide by zero" must not merge with "divide by zero").
-STOP_WORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just let me more most my myself of off on once only or other our ours ourselves out over own
-same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves one get got use used using make first
-""".split())
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "let",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "one",
+        "get",
+        "got",
+        "use",
+        "used",
+        "using",
+        "make",
+        "first",
+    ]
+)
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -30,9 +156,7 @@ def stem(word: str) -> str:
         w = w[:-3]
     elif len(w) > 4 and w.endswith(("ies", "ied")):
         w = w[:-3] + "y"
-    elif len(w) > 4 and w.endswith("ed"):
-        w = w[:-2]
-    elif len(w) > 4 and w.endswith(("ches", "shes", "sses", "xes", "zes")):
+    elif (len(w) > 4 and w.endswith("ed")) or (len(w) > 4 and w.endswith(("ches", "shes", "sses", "xes", "zes"))):
         w = w[:-2]
     elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]

@@ -65,9 +65,9 @@ def valid_letters(n_choices: int) -> str:
 
 def _explicit(text: str, letters: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
-    for m in _BOXED.finditer(text):
-        if m.group("l").upper() in letters:
-            found.append((m.start(), m.group("l").upper()))
+    for boxed in _BOXED.finditer(text):
+        if boxed.group("l").upper() in letters:
+            found.append((boxed.start(), boxed.group("l").upper()))
     for phrase in _ANSWER_PHRASE.finditer(text):
         m = _LETTER_AFTER.match(text, phrase.end())
         if not m:
@@ -76,7 +76,7 @@ def _explicit(text: str, letters: str) -> list[tuple[int, str]]:
         if raw.upper() not in letters:
             continue
         enclosed = bool(m.group("open").strip())
-        follow = re.match(r"\s+([A-Za-z]+)", text[m.end():])
+        follow = re.match(r"\s+([A-Za-z]+)", text[m.end() :])
         if not enclosed and follow:
             word = follow.group(1)
             # "Answer: A good approach" / "the answer is a bit subtle": prose, not a letter.

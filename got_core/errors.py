@@ -26,6 +26,8 @@ also a :class:`ValueError`) and failures of the environment or the data
         ├── MergeConflictError               a merge needs a decision (conflicts as data)
         ├── SigningError                     the signing key or tool failed
         ├── RemoteError                      a fetch/push failed (credentials are never prompted)
+        │   ├── PushRejectedError            the peer refused a ref update (e.g. not a fast-forward)
+        │   └── CredentialsRequiredError     the peer asked for credentials
         ├── StorageError                     the disk refused a write
         ├── ModelError                       a chat model call failed
         │   ├── ModelTimeoutError
@@ -38,30 +40,32 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "GotError",
-    "GotUserError",
-    "GotRuntimeError",
-    "InvalidNameError",
-    "UnsafePathError",
-    "InvalidInputError",
-    "PayloadTooLargeError",
-    "UnknownRefError",
-    "ConfigError",
-    "MissingExtraError",
-    "UnknownBackendError",
-    "RepositoryNotFoundError",
-    "RepositoryAccessError",
-    "CorruptRepositoryError",
-    "UntrustedContentError",
     "ConcurrentUpdateError",
+    "ConfigError",
+    "CorruptRepositoryError",
+    "CredentialsRequiredError",
+    "GotError",
+    "GotRuntimeError",
+    "GotUserError",
+    "InvalidInputError",
+    "InvalidNameError",
     "MergeConflictError",
-    "SigningError",
-    "RemoteError",
-    "StorageError",
+    "MissingExtraError",
     "ModelError",
-    "ModelTimeoutError",
     "ModelResponseError",
+    "ModelTimeoutError",
+    "PayloadTooLargeError",
+    "PushRejectedError",
+    "RemoteError",
+    "RepositoryAccessError",
+    "RepositoryNotFoundError",
+    "SigningError",
+    "StorageError",
     "ToolError",
+    "UnknownBackendError",
+    "UnknownRefError",
+    "UnsafePathError",
+    "UntrustedContentError",
 ]
 
 
@@ -113,8 +117,7 @@ class PayloadTooLargeError(InvalidInputError):
         self.size = size
         self.limit = limit
         super().__init__(
-            f"{what} is {size} bytes, over the limit of {limit} bytes; "
-            "store less, or raise the limit explicitly"
+            f"{what} is {size} bytes, over the limit of {limit} bytes; store less, or raise the limit explicitly"
         )
 
 
@@ -135,10 +138,7 @@ class MissingExtraError(ConfigError, ImportError):
     def __init__(self, feature: str, extra: str, cause: BaseException | None = None) -> None:
         self.extra = extra
         detail = f" ({cause})" if cause else ""
-        super().__init__(
-            f"{feature} needs the optional extra '{extra}': "
-            f"pip install 'gitofthoughts[{extra}]'{detail}"
-        )
+        super().__init__(f"{feature} needs the optional extra '{extra}': pip install 'gitofthoughts[{extra}]'{detail}")
 
 
 class UnknownBackendError(ConfigError):
@@ -178,8 +178,9 @@ class UntrustedContentError(GotRuntimeError):
             exceeded (the knob to raise), or None when a rule, not a limit, refused it.
     """
 
-    def __init__(self, message: str, *, oid: str | None = None, path: str | None = None,
-                 limit: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, oid: str | None = None, path: str | None = None, limit: str | None = None
+    ) -> None:
         self.oid = oid
         self.path = path
         self.limit = limit
@@ -207,7 +208,15 @@ class SigningError(GotRuntimeError):
 
 
 class RemoteError(GotRuntimeError):
-    """Talking to another repository failed (unreachable, or it wanted credentials)."""
+    """Talking to another repository failed (it could not be reached, or it wanted credentials)."""
+
+
+class PushRejectedError(RemoteError):
+    """The peer refused a pushed ref update (not a fast-forward, or its hooks said no)."""
+
+
+class CredentialsRequiredError(RemoteError):
+    """The peer asked for credentials; GitOfThoughts never prompts for them."""
 
 
 class StorageError(GotRuntimeError):
@@ -216,6 +225,9 @@ class StorageError(GotRuntimeError):
 
 class ModelError(GotRuntimeError):
     """A chat-model call failed after its retries."""
+
+    #: How many retries the call made before it gave up (set by the model adapter).
+    retries: int = 0
 
 
 class ModelTimeoutError(ModelError):

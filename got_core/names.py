@@ -8,8 +8,8 @@ Two kinds of names meet git:
   (``/``, ``..``, NUL, control characters, leading ``-`` or ``.`` are
   percent-encoded); :func:`decode_component` reverses it exactly.
 * **branch names** given by people (``memory``, ``alice/draft``) must already be
-  valid git names; :func:`branch_ref` checks them with git's own rules
-  (``git check-ref-format``) and raises :class:`InvalidNameError` otherwise.
+  valid git names: :mod:`got_core.storage.refnames` checks them (libgit2's rule), since
+  that check needs the storage layer.
 """
 
 from __future__ import annotations
@@ -21,19 +21,17 @@ from got_core.errors import InvalidNameError
 
 __all__ = [
     "MAX_NAME_BYTES",
-    "encode_component",
-    "decode_component",
-    "check_ref_name",
-    "branch_ref",
-    "tag_ref",
-    "short_ref",
-    "MAX_PATH_COMPONENT_BYTES",
     "MAX_PATH_BYTES",
-    "is_dotgit",
-    "path_component_problem",
-    "check_path",
-    "printable_path",
+    "MAX_PATH_COMPONENT_BYTES",
     "PLAIN_NAME",
+    "check_path",
+    "decode_component",
+    "encode_component",
+    "is_dotgit",
+    "name_text",
+    "path_component_problem",
+    "printable_path",
+    "short_ref",
 ]
 
 #: Longest encoded component; git allows more, filesystems (255 bytes) do not.
@@ -43,7 +41,12 @@ _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 _HEX = "0123456789ABCDEF"
 
 
-def _as_text(value: object, what: str) -> str:
+def name_text(value: object, what: str) -> str:
+    """``value`` as a non-empty, valid-Unicode string (UTF-8 bytes are decoded).
+
+    Raises:
+        InvalidNameError: empty, neither text nor bytes, or not valid Unicode / UTF-8.
+    """
     if isinstance(value, bytes):
         try:
             value = value.decode("utf-8")
@@ -79,7 +82,7 @@ def encode_component(value: str | bytes, what: str = "name") -> str:
         InvalidNameError: empty, not valid Unicode, or longer than
             :data:`MAX_NAME_BYTES` once encoded.
     """
-    text = _as_text(value, what)
+    text = name_text(value, what)
     out: list[str] = []
     for ch in text:
         if ch in _SAFE:
@@ -114,8 +117,9 @@ def decode_component(encoded: str) -> str:
     Raises:
         InvalidNameError: ``encoded`` is not something :func:`encode_component` produced.
     """
+
     def _unquote(match: re.Match[str]) -> str:
-        raw = bytes(int(match.group(0)[i + 1:i + 3], 16) for i in range(0, len(match.group(0)), 3))
+        raw = bytes(int(match.group(0)[i + 1 : i + 3], 16) for i in range(0, len(match.group(0)), 3))
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -124,74 +128,11 @@ def decode_component(encoded: str) -> str:
     return _PCT.sub(_unquote, encoded)
 
 
-_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-
-
-def check_ref_name(name: str, what: str = "ref name") -> str:
-    """Validate a full ref name (``refs/...``) with git's check-ref-format rules.
-
-    Raises:
-        InvalidNameError: the name breaks a rule; the message says which.
-    """
-    name = _as_text(name, what)
-    problems = []
-    if len(name.encode("utf-8")) > 1024:
-        problems.append("longer than 1024 bytes")
-    if _BAD_REF_CHARS.search(name):
-        problems.append("control characters, spaces or one of ~^:?*[\\")
-    if ".." in name or "@{" in name or name == "@" or "//" in name:
-        problems.append("'..', '@{', '//' or a bare '@'")
-    if name.startswith("/") or name.endswith(("/", ".")):
-        problems.append("a leading '/' or a trailing '/' or '.'")
-    for part in name.split("/"):
-        if part.startswith(".") or part.endswith(".lock"):
-            problems.append(f"component {part!r} starts with '.' or ends with '.lock'")
-        if len(part.encode("utf-8")) > 255:
-            problems.append("a component longer than 255 bytes")
-    if problems:
-        raise InvalidNameError(
-            f"{what} {name[:80]!r} is not a valid git name: {'; '.join(problems)}"
-        )
-    return name
-
-
-def branch_ref(name: str) -> str:
-    """Full ref for a branch given as ``memory``, ``heads/memory`` or ``refs/...``.
-
-    A name already under ``refs/`` is validated and returned unchanged.
-
-    Raises:
-        InvalidNameError: not a valid branch name (git's rules, and no leading ``-``).
-    """
-    name = _as_text(name, "branch name")
-    if name.startswith("refs/"):
-        return check_ref_name(name)
-    if name.startswith("heads/"):
-        name = name[len("heads/"):]
-    if name.startswith("-") or name == "@" or name == "HEAD":
-        raise InvalidNameError(f"branch name {name[:80]!r} is reserved or starts with '-' (git reads it as an option)")
-    return check_ref_name("refs/heads/" + name, "branch name")
-
-
-def tag_ref(name: str) -> str:
-    """Full ref for a tag given as ``success_ab12`` or ``refs/tags/...``.
-
-    Raises:
-        InvalidNameError: not a valid tag name.
-    """
-    name = _as_text(name, "tag name")
-    if name.startswith("refs/"):
-        return check_ref_name(name)
-    if name.startswith("-"):
-        raise InvalidNameError(f"tag name {name[:80]!r} starts with '-'")
-    return check_ref_name("refs/tags/" + name, "tag name")
-
-
 def short_ref(ref: str) -> str:
     """``refs/heads/x`` -> ``x``, ``refs/tags/t`` -> ``t``; other refs unchanged."""
     for prefix in ("refs/heads/", "refs/tags/"):
         if ref.startswith(prefix):
-            return ref[len(prefix):]
+            return ref[len(prefix) :]
     return ref
 
 
@@ -302,8 +243,28 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
         problem = path_component_problem(part)
         if problem is not None:
             shown = path[:120] + ("…" if len(path) > 120 else "")
-            raise InvalidNameError(
-                f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
+            raise InvalidNameError(f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
     return parts
+
+
+_MOVED_TO_REFNAMES = ("check_ref_name", "branch_ref", "tag_ref")
+
+
+def __getattr__(name: str) -> object:
+    # Deprecated aliases (one release): the ref-name checks moved to the storage layer, where
+    # libgit2 decides. Looked up by name at first use, so this bottom-layer module imports
+    # nothing above it.
+    if name in _MOVED_TO_REFNAMES:
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"got_core.names.{name} moved to got_core.storage.refnames.{name}; import it from "
+            "there (this alias goes away in 0.3)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("got_core.storage.refnames"), name)
+    raise AttributeError(f"module 'got_core.names' has no attribute {name!r}")

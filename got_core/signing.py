@@ -1,4 +1,4 @@
-"""Signed reasoning traces: SSH and OpenPGP commit signatures (DESIGN §1, "signed trace").
+"""Signed reasoning traces: SSH and OpenPGP commit signatures (ARCHITECTURE §1, "signed trace").
 
 Signatures are made by the stock tools git itself uses (``ssh-keygen -Y sign``,
 ``gpg -bsau``) over the exact commit payload, and stored in the commit's
@@ -22,16 +22,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import Literal, Protocol
 
 from got_core.errors import ConfigError, SigningError
-from got_core.types import VerifyResult
 
-if TYPE_CHECKING:
-    from got_core._git import GitRepo
-    from got_core.repo import ReasoningRepo
-
-__all__ = ["Signer", "SSHSigner", "GPGSigner", "TrustStore", "verify_signature", "verify_history"]
+__all__ = ["GPGSigner", "SSHSigner", "Signer", "TrustStore", "verify_signature"]
 
 
 class Signer(Protocol):
@@ -84,12 +79,14 @@ class SSHSigner:
         Raises:
             SigningError: ssh-keygen refused (wrong key, passphrase needed).
         """
-        proc = _run([_tool("ssh-keygen"), "-q", "-Y", "sign", "-f", str(self.key_path), "-n", "git"],
-                    payload.encode("utf-8"))
+        proc = _run(
+            [_tool("ssh-keygen"), "-q", "-Y", "sign", "-f", str(self.key_path), "-n", "git"], payload.encode("utf-8")
+        )
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0 or "BEGIN SSH SIGNATURE" not in out:
-            raise SigningError(f"ssh-keygen could not sign with {self.key_path}: "
-                               f"{proc.stderr.decode('utf-8', 'replace').strip()}")
+            raise SigningError(
+                f"ssh-keygen could not sign with {self.key_path}: {proc.stderr.decode('utf-8', 'replace').strip()}"
+            )
         return out
 
 
@@ -117,8 +114,9 @@ class GPGSigner:
         proc = _run(cmd, payload.encode("utf-8"), env)
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0 or "BEGIN PGP SIGNATURE" not in out:
-            raise SigningError(f"gpg could not sign with {self.key_id}: "
-                               f"{proc.stderr.decode('utf-8', 'replace').strip()[-500:]}")
+            raise SigningError(
+                f"gpg could not sign with {self.key_id}: {proc.stderr.decode('utf-8', 'replace').strip()[-500:]}"
+            )
         return out
 
 
@@ -135,7 +133,11 @@ class TrustStore:
     gnupghome: str | Path | None = None
 
 
-def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+#: What a signature check concludes (a commit without a signature is ``unsigned``, decided before).
+Verdict = Literal["good", "bad", "unknown-key"]
+
+
+def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     keygen = _tool("ssh-keygen")
     with tempfile.TemporaryDirectory() as tmp:
         sig = Path(tmp) / "sig"
@@ -149,14 +151,28 @@ def _verify_ssh(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[st
         principals = [p for p in find.stdout.decode("utf-8", "replace").split() if p]
         if find.returncode != 0 or not principals:
             return "unknown-key", "", "signed by a key that is not in the allowed-signers file"
-        verify = _run([keygen, "-Y", "verify", "-f", str(trust.allowed_signers), "-I", principals[0],
-                       "-n", "git", "-s", str(sig)], payload)
+        verify = _run(
+            [
+                keygen,
+                "-Y",
+                "verify",
+                "-f",
+                str(trust.allowed_signers),
+                "-I",
+                principals[0],
+                "-n",
+                "git",
+                "-s",
+                str(sig),
+            ],
+            payload,
+        )
         if verify.returncode != 0:
             return "bad", principals[0], verify.stderr.decode("utf-8", "replace").strip()
         return "good", principals[0], verify.stdout.decode("utf-8", "replace").strip()
 
 
-def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     gpg = _tool("gpg")
     env = {"GNUPGHOME": str(trust.gnupghome)} if trust.gnupghome else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,7 +193,7 @@ def _verify_gpg(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[st
     return "bad", "", status.strip() or proc.stderr.decode("utf-8", "replace").strip()
 
 
-def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[str, str, str]:
+def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tuple[Verdict, str, str]:
     """Check one signature over ``payload``: returns (verdict, signer, detail).
 
     Raises:
@@ -188,85 +204,3 @@ def verify_signature(payload: bytes, signature: bytes, trust: TrustStore) -> tup
     if b"BEGIN PGP SIGNATURE" in signature:
         return _verify_gpg(payload, signature, trust)
     return "bad", "", "unrecognised signature format"
-
-
-def verify_history(repo: "ReasoningRepo", rev: str | None, *, trust: TrustStore,
-                   limit: int | None = None) -> list[VerifyResult]:
-    """Signature verdict for every commit reachable from ``rev`` (None: every ref), newest first.
-
-    A signature covers the commit, and the commit names its tree by hash, so for every
-    signed commit each tree and blob under it is read back and hashed: one that is
-    missing or no longer hashes to its id turns the verdict into ``bad``, with the path
-    in ``path`` and ``detail``. A commit object that is itself damaged is ``bad`` too
-    (its parents cannot be followed from it).
-    """
-    from got_core._git import GitRepo
-
-    git = GitRepo(repo.gitdir, create=False)  # a fresh handle: libgit2 caches objects it has read
-    if rev is None:
-        tips = [t for o in git.list_refs().values() if (t := git.peel_to_commit(o))]
-    else:
-        tips = [repo.resolve(rev)]
-    checked: dict[str, str | None] = {}  # object -> problem, shared by every commit that holds it
-    results: list[VerifyResult] = []
-    for oid in _history(git, tips):
-        if isinstance(oid, VerifyResult):
-            results.append(oid)
-        else:
-            results.append(_verdict(git, oid, trust, checked))
-        if limit is not None and len(results) >= limit:
-            break
-    return results
-
-
-def _verdict(git: "GitRepo", oid: str, trust: TrustStore, checked: dict[str, str | None]) -> VerifyResult:
-    problem, _raw = git.object_problem(oid, "commit")
-    if problem is not None:
-        return VerifyResult(oid, "bad", "", f"commit {oid[:12]} {problem}", path="")
-    sig, payload = git.commit_signature(oid)
-    if not sig:
-        return VerifyResult(oid, "unsigned", "", "no signature")
-    status, signer, detail = verify_signature(payload or b"", sig, trust)
-    damaged = git.damaged_under(git.read_commit(oid).tree, checked)
-    if damaged:
-        path, bad_oid, why = damaged[0]
-        where = repr(path) if path else "the root tree"
-        more = f" (and {len(damaged) - 1} more damaged object(s))" if len(damaged) > 1 else ""
-        detail = (f"object {bad_oid[:12]} at {where} {why}{more}; the signature no longer vouches for "
-                  "this commit's content: restore the object from a copy (a bundle or a peer)")
-        return VerifyResult(oid, "bad", signer, detail, path=path)
-    return VerifyResult(oid, status, signer, detail)  # type: ignore[arg-type]
-
-
-def _history(git: "GitRepo", tips: list[str]) -> "Iterator[str | VerifyResult]":
-    """Commits reachable from ``tips``, newest first; a walk stopped by a damaged commit
-    goes on by hand, yielding a ``bad`` verdict for each commit that cannot be read."""
-    from got_core.errors import CorruptRepositoryError
-
-    done: list[str] = []
-    try:
-        for c in git.walk(tips, topo=True):
-            done.append(c.oid)
-            yield c.oid
-        return
-    except CorruptRepositoryError:
-        pass
-    walked = set(done)  # already yielded by the walk; their parents still need following
-    seen: set[str] = set()
-    stack = list(reversed(tips))
-    while stack:
-        oid = stack.pop()
-        if oid in seen:
-            continue
-        seen.add(oid)
-        problem, raw = git.object_problem(oid, "commit")
-        if problem is not None:
-            yield VerifyResult(oid, "bad", "", f"commit {oid[:12]} {problem}; the history behind it "
-                               "cannot be followed: restore it from a copy (a bundle or a peer)")
-            continue
-        if oid not in walked:
-            yield oid
-        header = (raw or b"").split(b"\n\n", 1)[0]
-        parents = [line[7:].decode("ascii", "replace") for line in header.split(b"\n")
-                   if line.startswith(b"parent ")]
-        stack.extend(reversed(parents))

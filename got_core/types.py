@@ -8,26 +8,70 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from got_core.errors import InvalidInputError
+
 __all__ = [
-    "Identity",
+    "BEST_TAG",
+    "NODE_FILES",
+    "OUTCOME_TAG_PREFIX",
     "Clock",
-    "WallClock",
-    "DeterministicClock",
-    "Node",
     "CommitInfo",
     "Conflict",
-    "MergeResult",
-    "VerifyResult",
+    "DeterministicClock",
     "Hit",
-    "NODE_FILES",
+    "Identity",
+    "MergeResult",
+    "Node",
+    "VerifyResult",
+    "WallClock",
     "canonical_json",
+    "parse_trailers",
+    "tag_value",
+    "trailer_score",
 ]
 
-#: The four files of a reasoning node (DESIGN §1).
+#: The four files of a reasoning node (docs/ARCHITECTURE.md, "A reasoning node").
 NODE_FILES = ("thought.md", "scores.json", "trace.jsonl", "metadata.json")
+
+#: The tag rule, defined once. A validated node is tagged ``success_<id>`` or
+#: ``failed_<id>``; ``best`` (and ``best_*``) marks the winner. Retrieval's tag term:
+#: 1 for a success or best tag, 0 for a failed tag, 0.5 untagged.
+OUTCOME_TAG_PREFIX = {"success": "success_", "failed": "failed_"}
+BEST_TAG = "best"
+
+
+def tag_value(tags: Iterable[str]) -> tuple[float, str | None]:
+    """The retrieval tag term for a commit's tags: (value, the deciding tag or None)."""
+    tags = list(tags)
+    for t in tags:
+        if t.startswith(OUTCOME_TAG_PREFIX["success"]) or t == BEST_TAG or t.startswith(BEST_TAG + "_"):
+            return 1.0, t
+    for t in tags:
+        if t.startswith(OUTCOME_TAG_PREFIX["failed"]):
+            return 0.0, t
+    return 0.5, None
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The ``Got-*`` trailers of a commit message: ``{'Node': '…', 'Score': '…'}`` (last one wins)."""
+    out: dict[str, str] = {}
+    for line in message.splitlines():
+        if line.startswith("Got-") and ": " in line:
+            key, _, value = line.partition(": ")
+            out[key[4:]] = value.strip()
+    return out
+
+
+def trailer_score(trailers: dict[str, str]) -> float | None:
+    """The ``Got-Score`` trailer as a number, or None (absent or not a number)."""
+    try:
+        return float(trailers["Score"])
+    except (KeyError, ValueError):
+        return None
 
 
 def canonical_json(data: Any) -> str:
@@ -118,6 +162,19 @@ class Node:
                 return float(value)
         return None
 
+    def committed_oid(self) -> str:
+        """The commit SHA of a node that was committed (or read back).
+
+        Raises:
+            InvalidInputError: the node was never committed (``oid`` is None).
+        """
+        if self.oid is None:
+            raise InvalidInputError(
+                f"node {self.node_id or self.thought[:40]!r} is not committed; "
+                "commit it first (ReasoningRepo.commit_node)"
+            )
+        return self.oid
+
     def derive_id(self, parents: tuple[str, ...] | list[str] = ()) -> str:
         """Content hash id: the same thought under the same parents gets the same id."""
         h = hashlib.sha256()
@@ -147,12 +204,7 @@ class CommitInfo:
 
     def trailers(self) -> dict[str, str]:
         """``Got-*`` trailers of the message as a dict (``{'Node': '…', 'Score': '…'}``)."""
-        out = {}
-        for line in self.message.splitlines():
-            if line.startswith("Got-") and ": " in line:
-                key, _, value = line.partition(": ")
-                out[key[4:]] = value.strip()
-        return out
+        return parse_trailers(self.message)
 
 
 @dataclass(frozen=True)
@@ -210,7 +262,7 @@ class VerifyResult:
 
 @dataclass(frozen=True)
 class Hit:
-    """A ranked retrieval result (DESIGN §2: ρ = 0.7·s_comb + 0.2·tag + 0.1·recency)."""
+    """A ranked retrieval result (ARCHITECTURE §3: ρ = 0.7·s_comb + 0.2·tag + 0.1·recency)."""
 
     oid: str
     summary: str
@@ -225,9 +277,4 @@ class Hit:
 
     def trailers(self) -> dict[str, str]:
         """``Got-*`` trailers of the hit's commit message (``{'Node': '…', 'Score': '…'}``)."""
-        out = {}
-        for line in self.message.splitlines():
-            if line.startswith("Got-") and ": " in line:
-                key, _, value = line.partition(": ")
-                out[key[4:]] = value.strip()
-        return out
+        return parse_trailers(self.message)

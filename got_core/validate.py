@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from got_core.errors import InvalidInputError, InvalidNameError
 
-__all__ = ["to_bytes", "clean_text", "clean_count", "clean_revs", "clean_name", "clean_fs_path"]
+__all__ = ["clean_count", "clean_fs_path", "clean_name", "clean_revs", "clean_text", "to_bytes"]
 
 
 def to_bytes(value: bytes | str, path: str) -> bytes:

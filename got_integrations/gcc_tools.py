@@ -19,10 +19,11 @@ Example::
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from got_core.errors import GotUserError, MissingExtraError
-from got_core.gcc import GCCWorkspace, tool_specs
+from got_core.gcc.workspace import GCCWorkspace, tool_specs
 
 __all__ = ["as_langchain_tools", "as_llamaindex_tools"]
 
@@ -48,9 +49,12 @@ def as_langchain_tools(workspace: GCCWorkspace) -> list[Any]:
 
         return call
 
-    return [StructuredTool.from_function(func=wrap(spec.fn), name=spec.name, description=spec.description,
-                                         handle_tool_error=True)
-            for spec in tool_specs(workspace)]
+    return [
+        StructuredTool.from_function(
+            func=wrap(spec.fn), name=spec.name, description=spec.description, handle_tool_error=True
+        )
+        for spec in tool_specs(workspace)
+    ]
 
 
 def as_llamaindex_tools(workspace: GCCWorkspace) -> list[Any]:
@@ -65,5 +69,7 @@ def as_llamaindex_tools(workspace: GCCWorkspace) -> list[Any]:
         from llama_index.core.tools import FunctionTool
     except ImportError as exc:
         raise MissingExtraError("GCC tools for LlamaIndex", "llamaindex", exc) from None
-    return [FunctionTool.from_defaults(fn=spec.fn, name=spec.name, description=spec.description)
-            for spec in tool_specs(workspace)]
+    return [
+        FunctionTool.from_defaults(fn=spec.fn, name=spec.name, description=spec.description)
+        for spec in tool_specs(workspace)
+    ]

@@ -98,8 +98,7 @@ class LangChainChatModel(BaseChatModel):
         MissingExtraError: ``langchain-core`` is not installed (extra ``langgraph``).
     """
 
-    def __init__(self, chat_model: Any, *, model_name: str | None = None,
-                 pass_generation_kwargs: bool = True) -> None:
+    def __init__(self, chat_model: Any, *, model_name: str | None = None, pass_generation_kwargs: bool = True) -> None:
         try:
             from langchain_core import messages as lc_messages
         except ImportError as exc:
@@ -119,9 +118,19 @@ class LangChainChatModel(BaseChatModel):
                 out.append(lc.SystemMessage(content=content))
             elif role == "assistant":
                 calls = [_tool_call_from_openai(tc) for tc in m.get("tool_calls") or []]
-                out.append(lc.AIMessage(content=content, tool_calls=[
-                    {"name": c.name, "args": c.arguments if isinstance(c.arguments, dict) else {"input": c.arguments},
-                     "id": c.id} for c in calls]))
+                out.append(
+                    lc.AIMessage(
+                        content=content,
+                        tool_calls=[
+                            {
+                                "name": c.name,
+                                "args": c.arguments if isinstance(c.arguments, dict) else {"input": c.arguments},
+                                "id": c.id,
+                            }
+                            for c in calls
+                        ],
+                    )
+                )
             elif role == "tool":
                 out.append(lc.ToolMessage(content=content, tool_call_id=str(m.get("tool_call_id", ""))))
             else:
@@ -144,17 +153,24 @@ class LangChainChatModel(BaseChatModel):
 
     def _convert(self, message: Any, messages: list[dict[str, Any]], stop: list[str] | None) -> ChatResponse:
         text = _text_of(getattr(message, "content", message))
-        calls = [ToolCall(id=str(c.get("id") or ""), name=str(c.get("name", "")), arguments=c.get("args") or {})
-                 for c in getattr(message, "tool_calls", None) or []]
+        calls = [
+            ToolCall(id=str(c.get("id") or ""), name=str(c.get("name", "")), arguments=c.get("args") or {})
+            for c in getattr(message, "tool_calls", None) or []
+        ]
         meta = getattr(message, "usage_metadata", None) or {}
         resp_meta = getattr(message, "response_metadata", None) or {}
         token_usage = resp_meta.get("token_usage") or resp_meta.get("usage") or {}
-        usage = _usage(meta.get("input_tokens") or token_usage.get("prompt_tokens"),
-                       meta.get("output_tokens") or token_usage.get("completion_tokens"), messages, text)
+        usage = _usage(
+            meta.get("input_tokens") or token_usage.get("prompt_tokens"),
+            meta.get("output_tokens") or token_usage.get("completion_tokens"),
+            messages,
+            text,
+        )
         finish = resp_meta.get("finish_reason") or resp_meta.get("stop_reason") or ("tool_calls" if calls else "stop")
         model = resp_meta.get("model_name") or resp_meta.get("model") or self.model_name
-        return _cut_at_stop(ChatResponse(text=text, tool_calls=calls, usage=usage, model=str(model),
-                                         finish_reason=str(finish)), stop)
+        return _cut_at_stop(
+            ChatResponse(text=text, tool_calls=calls, usage=usage, model=str(model), finish_reason=str(finish)), stop
+        )
 
     def _complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         runnable, lc_messages, call_kwargs = self._prepare(messages, kwargs)
@@ -213,8 +229,9 @@ class LlamaIndexLLM(BaseChatModel):
                 extra["tool_calls"] = m["tool_calls"]
             if m.get("tool_call_id"):
                 extra["tool_call_id"] = m["tool_call_id"]
-            out.append(self._ChatMessage(role=self._Role(role), content=_text_of(m.get("content")),
-                                         additional_kwargs=extra))
+            out.append(
+                self._ChatMessage(role=self._Role(role), content=_text_of(m.get("content")), additional_kwargs=extra)
+            )
         return out
 
     def _call_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -234,8 +251,16 @@ class LlamaIndexLLM(BaseChatModel):
             extra.setdefault("prompt_tokens", get("prompt_tokens"))
             extra.setdefault("completion_tokens", get("completion_tokens"))
         usage = _usage(extra.get("prompt_tokens"), extra.get("completion_tokens"), messages, text)
-        return _cut_at_stop(ChatResponse(text=text, tool_calls=calls, usage=usage, model=self.model_name,
-                                         finish_reason="tool_calls" if calls else "stop"), stop)
+        return _cut_at_stop(
+            ChatResponse(
+                text=text,
+                tool_calls=calls,
+                usage=usage,
+                model=self.model_name,
+                finish_reason="tool_calls" if calls else "stop",
+            ),
+            stop,
+        )
 
     def _complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         try:

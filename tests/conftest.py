@@ -17,7 +17,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(autouse=True)
 def isolated_git_config(tmp_path_factory, monkeypatch):
-    """Point HOME and every git config level at an empty directory (STYLE practice 11)."""
+    """Point HOME and every git config level at an empty directory (so no test depends on the machine's git setup)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

@@ -21,6 +21,7 @@ def fsck_clean(gitdir: Path | str) -> tuple[bool, str]:
     """(clean, output) of ``git fsck --strict``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
-    proc = subprocess.run(["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling"],
-                          capture_output=True, env=env)
+    proc = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling"], capture_output=True, env=env
+    )
     return proc.returncode == 0, (proc.stdout + proc.stderr).decode()

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from got_core.errors import GotUserError, InvalidInputError
-from got_core.stats import (
+from got_core.bench.stats import (
     AccuracyCI,
     DeltaCI,
     bootstrap_accuracy_ci,
@@ -19,6 +18,7 @@ from got_core.stats import (
     format_delta_row,
     paired_bootstrap_delta,
 )
+from got_core.errors import GotUserError, InvalidInputError
 
 
 def _fixed_arms() -> tuple[list[int], list[int]]:
@@ -214,7 +214,7 @@ def test_format_accuracy():
 
 def test_importing_got_core_does_not_load_stats_or_numpy_eagerly():
     code = (
-        "import sys, got_core; assert 'got_core.stats' not in sys.modules; "
-        "import got_core.stats; assert 'numpy' not in sys.modules, 'stats imported numpy at import'"
+        "import sys, got_core; assert 'got_core.bench.stats' not in sys.modules; "
+        "import got_core.bench.stats; assert 'numpy' not in sys.modules, 'stats imported numpy at import'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

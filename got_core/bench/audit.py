@@ -89,8 +89,12 @@ class AuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
-        return {"run_dir": str(self.run_dir), "experiment": self.experiment, "ok": self.ok,
-                "checks": [vars(c) for c in self.checks]}
+        return {
+            "run_dir": str(self.run_dir),
+            "experiment": self.experiment,
+            "ok": self.ok,
+            "checks": [vars(c) for c in self.checks],
+        }
 
 
 def answer_needles(answer: str | None, min_chars: int = MIN_ANSWER_CHARS) -> tuple[list[str], list[str]]:
@@ -110,16 +114,21 @@ def _records(config: dict[str, Any], central: ReasoningRepo) -> dict[str, dict[s
     out = {}
     for t in config.get("tasks", []):
         sha = central.tip(t["ref"])
-        out[t["key"]] = None if sha is None else {**json.loads(central.read_file(sha, "result.json")),
-                                                  "result_sha": sha}
+        out[t["key"]] = (
+            None if sha is None else {**json.loads(central.read_file(sha, "result.json")), "result_sha": sha}
+        )
     return out
 
 
 def _complete(config: dict[str, Any], records: dict[str, Any]) -> Check:
     missing = [k for k, r in records.items() if r is None]
     if missing:
-        return Check("results complete", "FAIL", f"{len(missing)} of {len(records)} tasks have no result commit "
-                     f"(first: {', '.join(missing[:3])}); resume the run with --resume")
+        return Check(
+            "results complete",
+            "FAIL",
+            f"{len(missing)} of {len(records)} tasks have no result commit "
+            f"(first: {', '.join(missing[:3])}); resume the run with --resume",
+        )
     return Check("results complete", "PASS", f"{len(records)} result commits in central.git")
 
 
@@ -133,8 +142,12 @@ def _split(config: dict[str, Any]) -> Check:
     if ids or texts:
         return Check("split disjoint", "FAIL", f"{len(ids)} shared ids, {len(texts)} shared normalised questions")
     strata = ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted((split.get("strata") or {}).items()))
-    return Check("split disjoint", "PASS", f"study {len(split['study'])}, test {len(split['test'])}: 0 shared ids, "
-                 f"0 shared normalised questions; strata (study/test by {split.get('key')}): {strata}")
+    return Check(
+        "split disjoint",
+        "PASS",
+        f"study {len(split['study'])}, test {len(split['test'])}: 0 shared ids, "
+        f"0 shared normalised questions; strata (study/test by {split.get('key')}): {strata}",
+    )
 
 
 def _gold(config: dict[str, Any], records: dict[str, Any]) -> Check:
@@ -151,14 +164,22 @@ def _gold(config: dict[str, Any], records: dict[str, Any]) -> Check:
             bad.append(f"{r['arm']}/{r['problem_id']}: {r.get('gold_letter')} vs {p['gold_letter']}")
     detail = f"{len(mcq)} multiple-choice problems × {len(arms_seen)} arms: one gold letter and option order each"
     data = (config.get("data") or {}).get("gpqa")
-    if data and Path(data["path"]).exists() and \
-            hashlib.sha256(Path(data["path"]).read_bytes()).hexdigest() == data["sha256"]:
+    if (
+        data
+        and Path(data["path"]).exists()
+        and hashlib.sha256(Path(data["path"]).read_bytes()).hexdigest() == data["sha256"]
+    ):
         from got_core.bench.datasets import load_gpqa
 
-        fresh = {p.id: p.gold_letter for p in load_gpqa(data["path"], seed=config["data"]["shuffle_seed"],
-                                                         limit=data.get("limit"))}
-        bad += [f"data file: {i} is {fresh.get(i)} not {p['gold_letter']}" for i, p in mcq.items()
-                if fresh.get(i) != p["gold_letter"]]
+        fresh = {
+            p.id: p.gold_letter
+            for p in load_gpqa(data["path"], seed=config["data"]["shuffle_seed"], limit=data.get("limit"))
+        }
+        bad += [
+            f"data file: {i} is {fresh.get(i)} not {p['gold_letter']}"
+            for i, p in mcq.items()
+            if fresh.get(i) != p["gold_letter"]
+        ]
         detail += f"; equal to {Path(data['path']).name} re-shuffled with seed {config['data']['shuffle_seed']}"
     if bad:
         return Check("same gold letters across arms", "FAIL", f"{len(bad)} mismatches: {'; '.join(bad[:3])}")
@@ -170,7 +191,7 @@ def _nodes(central: ReasoningRepo, records: dict[str, Any]) -> Check:
     for key, r in records.items():
         if r is None:
             continue
-        labels = Counter()
+        labels: Counter[str] = Counter()
         for info in central.log(r["result_sha"])[1:]:
             try:
                 meta = json.loads(central.read_file(info.oid, "metadata.json"))
@@ -230,15 +251,19 @@ def _answers(config: dict[str, Any], central: ReasoningRepo, run_dir: Path, min_
                     if not (is_test or readable):
                         continue
                     for info in repo.pickaxe(needle, refs=refs):
-                        hits.append(f"{'test' if is_test else 'study'} answer {needle!r} of {pid} in "
-                                    f"{Path(repo.path).name} commit {info.oid[:10]}")
+                        hits.append(
+                            f"{'test' if is_test else 'study'} answer {needle!r} of {pid} in "
+                            f"{Path(repo.path).name} commit {info.oid[:10]}"
+                        )
     finally:
         for repo, _, _ in memories:
             if repo is not central:
                 repo.close()
-    rule = (f"git log -S semantics (exact, case-sensitive) over {n_refs} memory refs in {n_repos} "
-            f"repositories; {checked} answers checked, {len(skipped)} skipped as shorter than {min_chars} "
-            f"characters ({', '.join(repr(s) for s in skipped[:6])}{'…' if len(skipped) > 6 else ''})")
+    rule = (
+        f"git log -S semantics (exact, case-sensitive) over {n_refs} memory refs in {n_repos} "
+        f"repositories; {checked} answers checked, {len(skipped)} skipped as shorter than {min_chars} "
+        f"characters ({', '.join(repr(s) for s in skipped[:6])}{'…' if len(skipped) > 6 else ''})"
+    )
     if hits:
         return Check(name, "FAIL", f"{len(hits)} hits: {'; '.join(hits[:3])}. Rule: {rule}")
     return Check(name, "PASS", rule)
@@ -250,7 +275,8 @@ def _fresh(config: dict[str, Any], central: ReasoningRepo, records: dict[str, An
     if not mem:
         return Check(name, "SKIP", "no memory arm in this experiment")
     states: dict[str, Any] = {}
-    bad, counts = [], Counter()
+    bad: list[str] = []
+    counts: Counter[str] = Counter()
     for r in mem:
         m, key = r["memory"], f"{r['arm']}/{r['problem_id']}"
         counts[m["mode"]] += 1
@@ -262,8 +288,10 @@ def _fresh(config: dict[str, Any], central: ReasoningRepo, records: dict[str, An
             state = states[m["backend"]]
             if state is None:
                 bad.append(f"{key}: no ingest record for {m['backend']}")
-            elif not (m["before"] == m["after"] == state["fingerprint"]
-                      and tips.get("before") == tips.get("after") == state.get("tip")):
+            elif not (
+                m["before"] == m["after"] == state["fingerprint"]
+                and tips.get("before") == tips.get("after") == state.get("tip")
+            ):
                 bad.append(f"{key}: memory differs from the post-ingest state")
         elif m["mode"] == "injected":
             if not (m["before"] == m["after"] == m.get("expected")):
@@ -283,23 +311,28 @@ def _fresh(config: dict[str, Any], central: ReasoningRepo, records: dict[str, An
     return Check(name, "PASS", f"{detail} questions; {config['protocol'].get('fresh_memory') or ''}")
 
 
-def _node_contents(repo: ReasoningRepo, result_sha: str) -> tuple[Counter, set[str]]:
-    contents, shas = Counter(), set()
+def _node_contents(repo: ReasoningRepo, result_sha: str) -> tuple[Counter[str], set[str]]:
+    contents: Counter[str] = Counter()
+    shas: set[str] = set()
     for info in repo.log(result_sha)[1:]:
         files = repo.files(info.oid)
         if "metadata.json" not in files:
             continue
         meta = {k: v for k, v in json.loads(files["metadata.json"]).items() if k not in _SHA_DERIVED}
-        trace = [{k: v for k, v in json.loads(line).items() if k not in _TIMING_KEYS}
-                 for line in files.get("trace.jsonl", b"").decode().splitlines() if line.strip()]
+        trace = [
+            {k: v for k, v in json.loads(line).items() if k not in _TIMING_KEYS}
+            for line in files.get("trace.jsonl", b"").decode().splitlines()
+            if line.strip()
+        ]
         blob = canonical_json([files["thought.md"].decode(), json.loads(files["scores.json"]), meta, trace])
         contents[hashlib.sha256(blob.encode()).hexdigest()] += 1
         shas.add(info.oid)
     return contents, shas
 
 
-def _rerun(config: dict[str, Any], run_dir: Path, central: ReasoningRepo, records: dict[str, Any],
-           overrides: dict[str, Any]) -> Check:
+def _rerun(
+    config: dict[str, Any], run_dir: Path, central: ReasoningRepo, records: dict[str, Any], overrides: dict[str, Any]
+) -> Check:
     name = "seeded re-run identical"
     task = Task.from_dict(config["audit"]["rerun_task"])
     original = records.get(task.key)
@@ -315,6 +348,8 @@ def _rerun(config: dict[str, Any], run_dir: Path, central: ReasoningRepo, record
             fresh = execute_task(task, live, run_dir, out_dir=tmp)
             with ReasoningRepo(Path(tmp) / "central.git", create=False) as scratch:
                 again = read_result(scratch, task)
+                if again is None:
+                    return Check(name, "FAIL", f"the re-run of {task.key} stored no result")
                 new_nodes, new_shas = _node_contents(scratch, again["result_sha"])
     except GotError as exc:
         return Check(name, "FAIL", f"could not re-run {task.key}: {exc}")
@@ -323,19 +358,38 @@ def _rerun(config: dict[str, Any], run_dir: Path, central: ReasoningRepo, record
     diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     n = sum(old_nodes.values())
     if diff or old_nodes != new_nodes:
-        return Check(name, "FAIL", f"re-ran {task.key} (seed {task.seed}): differing result fields {diff or '—'}; "
-                     f"{sum((old_nodes & new_nodes).values())}/{n} nodes identical in content")
+        return Check(
+            name,
+            "FAIL",
+            f"re-ran {task.key} (seed {task.seed}): differing result fields {diff or '—'}; "
+            f"{sum((old_nodes & new_nodes).values())}/{n} nodes identical in content",
+        )
     same = len(old_shas & new_shas)
     if same != n:
-        return Check(name, "FAIL", f"re-ran {task.key} (seed {task.seed}): nodes identical in content but only "
-                     f"{same}/{n} commit SHAs identical (the commits are not bit-identical)")
-    return Check(name, "PASS", f"re-ran {task.key} (seed {task.seed}) in a scratch directory: result record and "
-                 f"{n}/{n} node commits bit-identical (same SHAs)")
+        return Check(
+            name,
+            "FAIL",
+            f"re-ran {task.key} (seed {task.seed}): nodes identical in content but only "
+            f"{same}/{n} commit SHAs identical (the commits are not bit-identical)",
+        )
+    return Check(
+        name,
+        "PASS",
+        f"re-ran {task.key} (seed {task.seed}) in a scratch directory: result record and "
+        f"{n}/{n} node commits bit-identical (same SHAs)",
+    )
 
 
-def audit_run(run_dir: str | Path, *, rerun: bool = True, min_answer_chars: int = MIN_ANSWER_CHARS,
-              base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-              fsck: bool = True) -> AuditReport:
+def audit_run(
+    run_dir: str | Path,
+    *,
+    rerun: bool = True,
+    min_answer_chars: int = MIN_ANSWER_CHARS,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    fsck: bool = True,
+) -> AuditReport:
     """Audit a run directory (the checks are listed in the module docstring).
 
     Args:
@@ -359,18 +413,26 @@ def audit_run(run_dir: str | Path, *, rerun: bool = True, min_answer_chars: int 
     report = AuditReport(run_dir, config.get("experiment", "?"))
     with ReasoningRepo(run_dir / "central.git", create=False) as central:
         records = _records(config, central)
-        report.checks += [_complete(config, records), _split(config), _gold(config, records), _nodes(central, records),
-                          _answers(config, central, run_dir, min_answer_chars), _fresh(config, central, records, run_dir)]
+        report.checks += [
+            _complete(config, records),
+            _split(config),
+            _gold(config, records),
+            _nodes(central, records),
+            _answers(config, central, run_dir, min_answer_chars),
+            _fresh(config, central, records, run_dir),
+        ]
         if rerun:
-            report.checks.append(_rerun(config, run_dir, central, records,
-                                        {"base_url": base_url, "model": model, "api_key": api_key}))
+            report.checks.append(
+                _rerun(config, run_dir, central, records, {"base_url": base_url, "model": model, "api_key": api_key})
+            )
         else:
             report.checks.append(Check("seeded re-run identical", "SKIP", "--no-rerun"))
         if fsck:
             try:
                 ok, text = central.fsck()
-                report.checks.append(Check("git fsck central.git", "PASS" if ok else "FAIL",
-                                           "clean" if ok else text.strip()[:300]))
+                report.checks.append(
+                    Check("git fsck central.git", "PASS" if ok else "FAIL", "clean" if ok else text.strip()[:300])
+                )
             except (GotError, OSError) as exc:
                 report.checks.append(Check("git fsck central.git", "SKIP", f"git unavailable ({exc})"))
     return report

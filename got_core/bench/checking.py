@@ -34,16 +34,17 @@ if TYPE_CHECKING:
     from got_core.bench.datasets import Problem
 
 __all__ = [
-    "extract_choice",
+    "MAX_MATH_CHARS",
+    "check_answer",
     "check_choice",
     "check_math",
-    "check_answer",
-    "MAX_MATH_CHARS",
+    "extract_choice",
 ]
 
 #: Only the tail of a response is handed to math-verify: final answers come last,
 #: and parsing a whole transcript is slow and invites pathological input.
 MAX_MATH_CHARS = 4000
+
 
 def check_choice(text: str, gold_letter: str, n_choices: int = 4) -> bool:
     """Whether a response picks the gold option.
@@ -196,9 +197,7 @@ def check_math(text: str, gold_answer: str, timeout_s: float = 5.0) -> bool:
     gold = gold_answer.strip()
     result: list[bool] = []
     # A watchdog thread rather than math-verify's signal alarms (module docstring).
-    worker = threading.Thread(
-        target=lambda: result.append(_verify(tail, gold)), name="got-math-verify", daemon=True
-    )
+    worker = threading.Thread(target=lambda: result.append(_verify(tail, gold)), name="got-math-verify", daemon=True)
     worker.start()
     worker.join(timeout_s)
     return bool(result and result[0])
@@ -223,6 +222,4 @@ def check_answer(problem: Problem, text: str) -> bool:
         return check_choice(text, problem.gold_letter, n_choices=len(problem.choices) or 4)
     if problem.kind == "math":
         return check_math(text, problem.answer)
-    raise InvalidInputError(
-        f"problem {problem.id!r} has unknown kind {problem.kind!r}; expected 'math' or 'mcq'"
-    )
+    raise InvalidInputError(f"problem {problem.id!r} has unknown kind {problem.kind!r}; expected 'math' or 'mcq'")

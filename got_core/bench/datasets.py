@@ -28,39 +28,51 @@ import os
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from got_core.errors import ConfigError, InvalidInputError, MissingExtraError, RemoteError
 
 __all__ = [
+    "LETTERS",
     "Problem",
     "Split",
-    "LETTERS",
-    "load_math500",
-    "load_gpqa",
-    "load_from_hub",
+    "audit_overlap",
     "format_question",
+    "load_from_hub",
+    "load_gpqa",
+    "load_math500",
     "normalize_question",
     "stratified_split",
-    "audit_overlap",
 ]
 
 #: Option letters in display order.
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 _MATH_FIELDS = ("problem", "answer", "subject", "level", "unique_id")
-_GPQA_COLUMNS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
-                 "Incorrect Answer 3", "Subdomain")
+_GPQA_COLUMNS = (
+    "Question",
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+    "Subdomain",
+)
 
 # Hub names: short alias -> (dataset id, config, default split).
 _HUB = {
     "math500": ("HuggingFaceH4/MATH-500", None, "test"),
     "gpqa_diamond": ("Idavidrein/gpqa", "gpqa_diamond", "train"),
 }
-_HUB_ALIASES = {"huggingfaceh4/math-500": "math500", "math-500": "math500",
-                "idavidrein/gpqa": "gpqa_diamond", "gpqa": "gpqa_diamond", "gpqa-diamond": "gpqa_diamond"}
+_HUB_ALIASES = {
+    "huggingfaceh4/math-500": "math500",
+    "math-500": "math500",
+    "idavidrein/gpqa": "gpqa_diamond",
+    "gpqa": "gpqa_diamond",
+    "gpqa-diamond": "gpqa_diamond",
+}
 
 
 @dataclass(frozen=True)
@@ -161,21 +173,18 @@ def _permutation(seed: int, record_id: str, n: int) -> list[int]:
     Sorting by a SHA-256 of ``(seed, record id, index)`` is deterministic per
     ``(seed, record id)``, independent of row order and of ``random``'s algorithm.
     """
+
     def rank(i: int) -> bytes:
-        return hashlib.sha256(f"{seed}\x1f{record_id}\x1f{i}".encode("utf-8")).digest()
+        return hashlib.sha256(f"{seed}\x1f{record_id}\x1f{i}".encode()).digest()
 
     return sorted(range(n), key=rank)
 
 
 def _gpqa_problem(row: Mapping[str, Any], where: str, origin: str, seed: int) -> Problem:
     question = _text(row, "Question", where)
-    options = [_text(row, "Correct Answer", where)] + [
-        _text(row, f"Incorrect Answer {i}", where) for i in (1, 2, 3)
-    ]
+    options = [_text(row, "Correct Answer", where)] + [_text(row, f"Incorrect Answer {i}", where) for i in (1, 2, 3)]
     if len(set(options)) != len(options):
-        raise InvalidInputError(
-            f"{where}: two answer options are identical; an MCQ needs four distinct options"
-        )
+        raise InvalidInputError(f"{where}: two answer options are identical; an MCQ needs four distinct options")
     subdomain = _text(row, "Subdomain", where)
     record_id = (row.get("Record ID") or "").strip() if isinstance(row.get("Record ID"), str) else ""
     if not record_id:
@@ -270,9 +279,7 @@ def load_math500(path: str | os.PathLike[str] | None, limit: int | None = None) 
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidInputError(
-                f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object"
-            ) from None
+            raise InvalidInputError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
         problems.append(_math_problem(row, where, f"{p.name}:{lineno}"))
     if not problems and limit != 0:
         raise InvalidInputError(f"{p}: no problems in the file")
@@ -313,8 +320,7 @@ def load_gpqa(path: str | os.PathLike[str], seed: int = 0, limit: int | None = N
     missing = [c for c in _GPQA_COLUMNS if c not in header]
     if missing:
         raise InvalidInputError(
-            f"{p}, line 1: missing column(s) {', '.join(map(repr, missing))}; "
-            "expected GPQA's public CSV format"
+            f"{p}, line 1: missing column(s) {', '.join(map(repr, missing))}; expected GPQA's public CSV format"
         )
     problems: list[Problem] = []
     start = 2
@@ -336,9 +342,7 @@ def load_gpqa(path: str | os.PathLike[str], seed: int = 0, limit: int | None = N
     return problems
 
 
-def load_from_hub(
-    name: str, split: str | None = None, *, seed: int = 0, limit: int | None = None
-) -> list[Problem]:
+def load_from_hub(name: str, split: str | None = None, *, seed: int = 0, limit: int | None = None) -> list[Problem]:
     """Load MATH-500 or GPQA-Diamond from the Hugging Face hub (online only).
 
     Args:
@@ -439,9 +443,7 @@ def _apportion(total: int, capacity: dict[str, int], weight: dict[str, int]) -> 
     return quota
 
 
-def stratified_split(
-    problems: Sequence[Problem], n_study: int, n_test: int, seed: int, key: str = "domain"
-) -> Split:
+def stratified_split(problems: Sequence[Problem], n_study: int, n_test: int, seed: int, key: str = "domain") -> Split:
     """Deterministic, stratified, disjoint study/test split (§4).
 
     Each stratum (value of ``key``) gives study and test problems in proportion
@@ -492,7 +494,7 @@ def stratified_split(
         )
 
     def order(p: Problem) -> bytes:
-        return hashlib.sha256(f"{seed}\x1f{p.id}".encode("utf-8")).digest()
+        return hashlib.sha256(f"{seed}\x1f{p.id}".encode()).digest()
 
     strata: dict[str, list[Problem]] = defaultdict(list)
     for p in unique:

@@ -153,6 +153,7 @@ class ExperimentResult:
 
 # ----------------------------------------------------------------------------- shared pieces
 
+
 def load_pool(opts: ExperimentOptions) -> list[Problem]:
     """MATH problems then GPQA problems (options shuffled by ``opts.seed``), in file order.
 
@@ -174,36 +175,74 @@ def _sha(text: str) -> str:
 
 
 def _problem_entry(p: Problem) -> dict[str, Any]:
-    return {"id": p.id, "kind": p.kind, "domain": p.domain, "subject": p.subject, "level": p.level,
-            "answer": p.answer, "gold_letter": p.gold_letter,
-            "choices_sha": _sha(canonical_json(p.choices))[:16],
-            "question_sha": _sha(normalize_question(p.question))[:16],
-            "shuffle_seed": p.meta.get("shuffle_seed"), "permutation": p.meta.get("permutation")}
+    return {
+        "id": p.id,
+        "kind": p.kind,
+        "domain": p.domain,
+        "subject": p.subject,
+        "level": p.level,
+        "answer": p.answer,
+        "gold_letter": p.gold_letter,
+        "choices_sha": _sha(canonical_json(p.choices))[:16],
+        "question_sha": _sha(normalize_question(p.question))[:16],
+        "shuffle_seed": p.meta.get("shuffle_seed"),
+        "permutation": p.meta.get("permutation"),
+    }
 
 
 def _data_entry(path: Path | None, limit: int | None) -> dict[str, Any] | None:
     if path is None:
         return None
-    return {"path": str(Path(path).resolve()), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
-            "limit": limit}
+    return {
+        "path": str(Path(path).resolve()),
+        "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+        "limit": limit,
+    }
 
 
-def _config(opts: ExperimentOptions, experiment: str, problems: Sequence[Problem], tasks: Sequence[Task], *,
-            baseline: str, protocol: dict[str, Any], rerun: Task, split: dict[str, Any] | None = None,
-            identity: dict[str, Any] | None = None) -> dict[str, Any]:
+def _config(
+    opts: ExperimentOptions,
+    experiment: str,
+    problems: Sequence[Problem],
+    tasks: Sequence[Task],
+    *,
+    baseline: str,
+    protocol: dict[str, Any],
+    rerun: Task,
+    split: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "experiment": experiment,
-        "identity": {"experiment": experiment, "seed": opts.seed, "model": opts.spec.model,
-                     "max_tokens": opts.spec.max_tokens, "budget_s": opts.budget_s,
-                     "problems": [p.id for p in problems], "tasks": [t.key for t in tasks], **(identity or {})},
+        "identity": {
+            "experiment": experiment,
+            "seed": opts.seed,
+            "model": opts.spec.model,
+            "max_tokens": opts.spec.max_tokens,
+            "budget_s": opts.budget_s,
+            "problems": [p.id for p in problems],
+            "tasks": [t.key for t in tasks],
+            **(identity or {}),
+        },
         "runtime": {"model": opts.spec.public(), "workers": opts.workers, "ray": opts.ray},
-        "data": {"math": _data_entry(opts.math_path, opts.n_math) if opts.n_math != 0 else None,
-                 "gpqa": _data_entry(opts.gpqa_path, opts.n_gpqa) if opts.n_gpqa != 0 else None,
-                 "shuffle_seed": opts.seed},
+        "data": {
+            "math": _data_entry(opts.math_path, opts.n_math) if opts.n_math != 0 else None,
+            "gpqa": _data_entry(opts.gpqa_path, opts.n_gpqa) if opts.n_gpqa != 0 else None,
+            "shuffle_seed": opts.seed,
+        },
         "problems": [_problem_entry(p) for p in problems],
         "split": split,
-        "tasks": [{"key": t.key, "phase": t.phase, "arm": t.arm, "problem_id": t.problem_id,
-                   "ref": t.result_ref, "memory": (t.memory or {}).get("mode")} for t in tasks],
+        "tasks": [
+            {
+                "key": t.key,
+                "phase": t.phase,
+                "arm": t.arm,
+                "problem_id": t.problem_id,
+                "ref": t.result_ref,
+                "memory": (t.memory or {}).get("mode"),
+            }
+            for t in tasks
+        ],
         "baseline": baseline,
         "protocol": protocol,
         "audit": {"rerun_task": rerun.to_dict()},
@@ -214,9 +253,17 @@ def _options(opts: ExperimentOptions, **more: Any) -> dict[str, Any]:
     return {"budget_s": opts.budget_s, "k_lessons": 3, "max_steps": 3, **more}
 
 
-def _finish(opts: ExperimentOptions, records: list[dict[str, Any]], baseline: str, title: str, *,
-            arms: Sequence[str] | None = None, columns: Sequence[Column] = (), notes: Sequence[str] = (),
-            plot: bool = True) -> ExperimentResult:
+def _finish(
+    opts: ExperimentOptions,
+    records: list[dict[str, Any]],
+    baseline: str,
+    title: str,
+    *,
+    arms: Sequence[str] | None = None,
+    columns: Sequence[Column] = (),
+    notes: Sequence[str] = (),
+    plot: bool = True,
+) -> ExperimentResult:
     run_dir = Path(opts.out)
     files = write_results(run_dir, records)
     rows = summarize(records, baseline, arms=arms, seed=opts.seed, n_resamples=opts.bootstrap)
@@ -239,8 +286,10 @@ def _check_backends(names: Sequence[str]) -> None:
 
 # ----------------------------------------------------------------------------- 1. five substrates
 
-def distill_lessons(study: Sequence[dict[str, Any]], problems: dict[str, Problem],
-                    min_chars: int = 4) -> tuple[list[Any], list[dict[str, str]]]:
+
+def distill_lessons(
+    study: Sequence[dict[str, Any]], problems: dict[str, Problem], min_chars: int = 4
+) -> tuple[list[Any], list[dict[str, str]]]:
     """One answer-free lesson per study result (§4): the solver's lesson, refused if it names the gold answer.
 
     The solver already strips its *own* answer from a lesson; here the study problem's
@@ -264,9 +313,15 @@ def distill_lessons(study: Sequence[dict[str, Any]], problems: dict[str, Problem
         if any(n in text for n in checked):
             dropped.append({"problem_id": pid, "reason": "the lesson names the gold answer"})
             continue
-        lessons.append(Lesson(text=text, source_problem=pid,
-                              outcome="success" if r.get("outcome") == "success" else "failure",
-                              score=0.5, meta={"study_problem": pid}))
+        lessons.append(
+            Lesson(
+                text=text,
+                source_problem=pid,
+                outcome="success" if r.get("outcome") == "success" else "failure",
+                score=0.5,
+                meta={"study_problem": pid},
+            )
+        )
     return lessons, dropped
 
 
@@ -309,14 +364,31 @@ def ingest(run_dir: Path, backend: str, lessons: Sequence[Any], dropped: Sequenc
             fp = memory_fingerprint(mem) or {}
             stored = sorted((l.outcome, l.topic_key, l.text) for l in mem.all_lessons())
         tip_sha = fp.pop("tip", None)
-        state = {"backend": backend, "fingerprint": fp, "tip": tip_sha, "n_given": len(lessons),
-                 "n_stored": len(stored), "dropped": list(dropped), "path": f"memory/{backend}"}
-        given = "".join(json.dumps({"text": l.text, "outcome": l.outcome, "source_problem": l.source_problem},
-                                   sort_keys=True, ensure_ascii=False) + "\n" for l in lessons)
+        state = {
+            "backend": backend,
+            "fingerprint": fp,
+            "tip": tip_sha,
+            "n_given": len(lessons),
+            "n_stored": len(stored),
+            "dropped": list(dropped),
+            "path": f"memory/{backend}",
+        }
+        given = "".join(
+            json.dumps(
+                {"text": l.text, "outcome": l.outcome, "source_problem": l.source_problem},
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+            + "\n"
+            for l in lessons
+        )
         held = "".join(json.dumps(list(s), ensure_ascii=False) + "\n" for s in stored)
-        central.commit_files(ref, {"lessons.jsonl": given, "stored.jsonl": held,
-                                   "state.json": canonical_json(state) + "\n"},
-                             f"ingest {backend}: {len(lessons)} lessons given, {len(stored)} held\n", parents=[])
+        central.commit_files(
+            ref,
+            {"lessons.jsonl": given, "stored.jsonl": held, "state.json": canonical_json(state) + "\n"},
+            f"ingest {backend}: {len(lessons)} lessons given, {len(stored)} held\n",
+            parents=[],
+        )
         return state
 
 
@@ -334,42 +406,90 @@ def five_substrates(opts: ExperimentOptions) -> ExperimentResult:
         raise InvalidInputError(f"study and test share {overlap} problem(s); the split must be disjoint")
     backends = tuple(dict.fromkeys(("none", *opts.backends)))
     _check_backends(backends)
-    base = {"experiment": "five_substrates", "method": opts.method, "options": _options(opts)}
-    study = [Task(phase="study", arm="study", problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
-                  memory={"mode": "study", "backend": "git"}, **base) for i, p in enumerate(split.study)]
-    test = [Task(phase="test", arm=b, problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
-                 memory={"mode": "shared", "backend": b, "path": f"memory/{b}"}, **base)
-            for b in backends for i, p in enumerate(split.test)]
+    base: dict[str, Any] = {"experiment": "five_substrates", "method": opts.method, "options": _options(opts)}
+    study = [
+        Task(
+            phase="study",
+            arm="study",
+            problem=asdict(p),
+            seed=task_seed(opts.seed, p.id),
+            order=i,
+            memory={"mode": "study", "backend": "git"},
+            **base,
+        )
+        for i, p in enumerate(split.study)
+    ]
+    test = [
+        Task(
+            phase="test",
+            arm=b,
+            problem=asdict(p),
+            seed=task_seed(opts.seed, p.id),
+            order=i,
+            memory={"mode": "shared", "backend": b, "path": f"memory/{b}"},
+            **base,
+        )
+        for b in backends
+        for i, p in enumerate(split.test)
+    ]
     memory_arms = [b for b in backends if b != "none"]
     rerun = next((t for t in test if t.arm in memory_arms), test[0])
-    config = _config(opts, "five_substrates", split.study + split.test, study + test, baseline="none",
-                     rerun=rerun, identity={"backends": list(backends), "method": opts.method,
-                                            "k_study": opts.k_study, "m_test": opts.m_test},
-                     split={"study": [p.id for p in split.study], "test": [p.id for p in split.test],
-                            "strata": {k: list(v) for k, v in split.strata.items()}, "overlap": overlap,
-                            "key": split.key, "dropped": split.dropped},
-                     protocol={"memory_arms": memory_arms, "answer_free_memory": True,
-                               "fresh_memory": "read-only: every test question sees the post-ingest memory",
-                               "study_arm": "study"})
+    config = _config(
+        opts,
+        "five_substrates",
+        split.study + split.test,
+        study + test,
+        baseline="none",
+        rerun=rerun,
+        identity={"backends": list(backends), "method": opts.method, "k_study": opts.k_study, "m_test": opts.m_test},
+        split={
+            "study": [p.id for p in split.study],
+            "test": [p.id for p in split.test],
+            "strata": {k: list(v) for k, v in split.strata.items()},
+            "overlap": overlap,
+            "key": split.key,
+            "dropped": split.dropped,
+        },
+        protocol={
+            "memory_arms": memory_arms,
+            "answer_free_memory": True,
+            "fresh_memory": "read-only: every test question sees the post-ingest memory",
+            "study_arm": "study",
+        },
+    )
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        done = run_tasks(study, opts.out, spec, workers=opts.workers, ray_address=opts.ray,
-                         progress=opts.progress, label="study")
+        done = run_tasks(
+            study, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="study"
+        )
         lessons, dropped = distill_lessons(done, {p.id: p for p in split.study})
         for b in backends:
             ingest(Path(opts.out), b, lessons, dropped)
-        results = run_tasks(test, opts.out, spec, workers=opts.workers, ray_address=opts.ray,
-                            progress=opts.progress, label="test")
-    notes = ["", (f"Study K={len(split.study)}, test M={len(split.test)} per backend; {len(lessons)} lessons "
-                  f"ingested by every backend ({len(dropped)} study problems gave none). Memory read-only at test.")]
-    return _finish(opts, done + results, "none", "Five-substrate controlled transfer (§4)", arms=list(backends),
-                   notes=notes)
+        results = run_tasks(
+            test, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="test"
+        )
+    notes = [
+        "",
+        (
+            f"Study K={len(split.study)}, test M={len(split.test)} per backend; {len(lessons)} lessons "
+            f"ingested by every backend ({len(dropped)} study problems gave none). Memory read-only at test."
+        ),
+    ]
+    return _finish(
+        opts, done + results, "none", "Five-substrate controlled transfer (§4)", arms=list(backends), notes=notes
+    )
 
 
 # ----------------------------------------------------------------------------- 2. copyability sweep
 
-_REWRITES = ((r"^What is\b", "Determine"), (r"^Find\b", "Determine"), (r"^How many\b", "Count how many"),
-             (r"^Compute\b", "Evaluate"), (r"^Which\b", "Identify which"), (r"\bthe value of\b", "the value of"))
+_REWRITES = (
+    (r"^What is\b", "Determine"),
+    (r"^Find\b", "Determine"),
+    (r"^How many\b", "Count how many"),
+    (r"^Compute\b", "Evaluate"),
+    (r"^Which\b", "Identify which"),
+    (r"\bthe value of\b", "the value of"),
+)
 
 
 def paraphrase(question: str) -> str:
@@ -400,12 +520,19 @@ def _extreme(candidates: list[int], cos: list[float], pool: Sequence[Problem], s
 
 
 def _source(q: Problem, cosine: float, fallback: bool) -> dict[str, Any]:
-    return {"source_id": q.id, "problem": q.question, "answer": q.answer, "solution": _solution(q),
-            "cosine": cosine, "fallback": fallback}
+    return {
+        "source_id": q.id,
+        "problem": q.question,
+        "answer": q.answer,
+        "solution": _solution(q),
+        "cosine": cosine,
+        "fallback": fallback,
+    }
 
 
-def build_tiers(test: Sequence[Problem], pool: Sequence[Problem],
-                embedder: Any = None) -> dict[str, dict[str, dict[str, Any]]]:
+def build_tiers(
+    test: Sequence[Problem], pool: Sequence[Problem], embedder: Any = None
+) -> dict[str, dict[str, dict[str, Any]]]:
     """The worked example of every tier for every test problem, with its MiniLM cosine.
 
     Deterministic (ties go to the smaller problem id):
@@ -429,8 +556,11 @@ def build_tiers(test: Sequence[Problem], pool: Sequence[Problem],
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, p in enumerate(test):
         cos = [round(float(sims[ti, j]), 4) for j in range(len(stems))]
-        others = [j for j, q in enumerate(pool) if q.id != p.id
-                  and normalize_question(q.question) != normalize_question(p.question)]
+        others = [
+            j
+            for j, q in enumerate(pool)
+            if q.id != p.id and normalize_question(q.question) != normalize_question(p.question)
+        ]
         if not others:
             raise InvalidInputError("the sweep needs at least two distinct problems in the pool")
         subj = [j for j in others if pool[j].subject == p.subject]
@@ -438,14 +568,28 @@ def build_tiers(test: Sequence[Problem], pool: Sequence[Problem],
         kind = [j for j in others if pool[j].kind == p.kind]
         mb = _extreme(subj or dom or kind or others, cos, pool)
         ss_pool = [j for j in dom if j != mb]
-        ss = _extreme(ss_pool, cos, pool, -1) if ss_pool else _extreme([j for j in kind if j != mb] or others, cos, pool)
+        ss = (
+            _extreme(ss_pool, cos, pool, -1) if ss_pool else _extreme([j for j in kind if j != mb] or others, cos, pool)
+        )
         un = _extreme([j for j in others if pool[j].kind != p.kind] or others, cos, pool, -1)
         me = next((j for j, q in enumerate(pool) if q.id == p.id), None)
         out[p.id] = {
-            "identical": {"source_id": p.id, "problem": p.question, "answer": p.answer, "solution": _solution(p),
-                          "cosine": cos[me] if me is not None else 1.0, "fallback": False},
-            "paraphrase": {"source_id": p.id, "problem": para[ti], "answer": p.answer, "solution": _solution(p),
-                           "cosine": round(float(sims[ti, len(stems) + ti]), 4), "fallback": False},
+            "identical": {
+                "source_id": p.id,
+                "problem": p.question,
+                "answer": p.answer,
+                "solution": _solution(p),
+                "cosine": cos[me] if me is not None else 1.0,
+                "fallback": False,
+            },
+            "paraphrase": {
+                "source_id": p.id,
+                "problem": para[ti],
+                "answer": p.answer,
+                "solution": _solution(p),
+                "cosine": round(float(sims[ti, len(stems) + ti]), 4),
+                "fallback": False,
+            },
             "method_band": _source(pool[mb], cos[mb], not subj),
             "same_subject": _source(pool[ss], cos[ss], not ss_pool),
             "unrelated": _source(pool[un], cos[un], all(pool[j].kind == p.kind for j in others)),
@@ -460,38 +604,89 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
     backend = (opts.backends or ("vector",))[0]
     _check_backends([backend])
     tiers = build_tiers(test, pool)
-    base = {"experiment": "copyability_sweep", "method": opts.method, "options": _options(opts)}
-    tasks = [Task(phase="test", arm="none", problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
-                  extra={"tier": "none"}, **base) for i, p in enumerate(test)]
+    base: dict[str, Any] = {"experiment": "copyability_sweep", "method": opts.method, "options": _options(opts)}
+    tasks = [
+        Task(
+            phase="test",
+            arm="none",
+            problem=asdict(p),
+            seed=task_seed(opts.seed, p.id),
+            order=i,
+            extra={"tier": "none"},
+            **base,
+        )
+        for i, p in enumerate(test)
+    ]
     for tier in TIERS:
         for i, p in enumerate(test):
             t = tiers[p.id][tier]
-            lesson = {"text": worked_example(t["problem"], t["answer"], t["solution"]), "topic_key": "worked-example",
-                      "source_problem": t["source_id"], "outcome": "success", "score": 1.0}
-            tasks.append(Task(phase="test", arm=tier, problem=asdict(p), seed=task_seed(opts.seed, p.id), order=i,
-                              memory={"mode": "injected", "backend": backend, "lessons": [lesson]},
-                              extra={"tier": tier, "source_id": t["source_id"], "cosine": t["cosine"],
-                                     "fallback": t["fallback"]}, **base))
+            lesson = {
+                "text": worked_example(t["problem"], t["answer"], t["solution"]),
+                "topic_key": "worked-example",
+                "source_problem": t["source_id"],
+                "outcome": "success",
+                "score": 1.0,
+            }
+            tasks.append(
+                Task(
+                    phase="test",
+                    arm=tier,
+                    problem=asdict(p),
+                    seed=task_seed(opts.seed, p.id),
+                    order=i,
+                    memory={"mode": "injected", "backend": backend, "lessons": [lesson]},
+                    extra={"tier": tier, "source_id": t["source_id"], "cosine": t["cosine"], "fallback": t["fallback"]},
+                    **base,
+                )
+            )
     rerun = next(t for t in tasks if t.arm == "identical")
-    config = _config(opts, "copyability_sweep", test, tasks, baseline="none", rerun=rerun,
-                     identity={"backend": backend, "method": opts.method, "m_test": opts.m_test},
-                     protocol={"memory_arms": list(TIERS), "answer_free_memory": False,
-                               "answer_free_reason": "the sweep injects a worked example WITH its answer by design (§5)",
-                               "fresh_memory": "fresh per question: a new memory holding only the injected example"})
+    config = _config(
+        opts,
+        "copyability_sweep",
+        test,
+        tasks,
+        baseline="none",
+        rerun=rerun,
+        identity={"backend": backend, "method": opts.method, "m_test": opts.m_test},
+        protocol={
+            "memory_arms": list(TIERS),
+            "answer_free_memory": False,
+            "answer_free_reason": "the sweep injects a worked example WITH its answer by design (§5)",
+            "fresh_memory": "fresh per question: a new memory holding only the injected example",
+        },
+    )
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        records = run_tasks(tasks, opts.out, spec, workers=opts.workers, ray_address=opts.ray,
-                            progress=opts.progress, label="sweep")
+        records = run_tasks(
+            tasks, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="sweep"
+        )
     bins = cosine_bins(records, "none", seed=opts.seed, n_resamples=opts.bootstrap)
-    notes = ["", "Pooled by cosine bin (MiniLM, test problem vs injected example):", "",
-             "| cosine bin | pairs | mean cosine | Δ pp vs none [95% CI] |", "|---|---|---|---|"]
-    from got_core.stats import format_delta_row
+    notes = [
+        "",
+        "Pooled by cosine bin (MiniLM, test problem vs injected example):",
+        "",
+        "| cosine bin | pairs | mean cosine | Δ pp vs none [95% CI] |",
+        "|---|---|---|---|",
+    ]
+    from got_core.bench.stats import format_delta_row
 
-    notes += [f"| {b.label} | {b.n} | {b.mean_cosine:.3f} | {format_delta_row(b.delta) if b.delta else '—'} |"
-              for b in bins]
-    result = _finish(opts, records, "none", "Copyability sweep (§5)", arms=["none", *TIERS],
-                     columns=[("mean cosine", lambda r: f"{r.extra.get('cosine_mean', float('nan')):.3f}"
-                               if "cosine_mean" in r.extra else "—")], notes=notes)
+    notes += [
+        f"| {b.label} | {b.n} | {b.mean_cosine:.3f} | {format_delta_row(b.delta) if b.delta else '—'} |" for b in bins
+    ]
+    result = _finish(
+        opts,
+        records,
+        "none",
+        "Copyability sweep (§5)",
+        arms=["none", *TIERS],
+        columns=[
+            (
+                "mean cosine",
+                lambda r: f"{r.extra.get('cosine_mean', float('nan')):.3f}" if "cosine_mean" in r.extra else "—",
+            )
+        ],
+        notes=notes,
+    )
     import json
 
     (result.run_dir / "bins.jsonl").write_text("".join(json.dumps(b.to_dict()) + "\n" for b in bins), encoding="utf-8")
@@ -502,22 +697,54 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
 
 # ----------------------------------------------------------------------------- 3 and 4
 
-def _no_memory_experiment(opts: ExperimentOptions, experiment: str, arms: dict[str, tuple[str, dict[str, Any]]],
-                          baseline: str, title: str, columns: Sequence[Column] = ()) -> ExperimentResult:
+
+def _no_memory_experiment(
+    opts: ExperimentOptions,
+    experiment: str,
+    arms: dict[str, tuple[str, dict[str, Any]]],
+    baseline: str,
+    title: str,
+    columns: Sequence[Column] = (),
+) -> ExperimentResult:
     pool = load_pool(opts)
     test = stratified_split(pool, 0, opts.m_test, opts.seed).test
-    tasks = [Task(experiment=experiment, phase="test", arm=name, problem=asdict(p), method=method,
-                  seed=task_seed(opts.seed, p.id), order=i, options=_options(opts, **more))
-             for name, (method, more) in arms.items() for i, p in enumerate(test)]
+    tasks = [
+        Task(
+            experiment=experiment,
+            phase="test",
+            arm=name,
+            problem=asdict(p),
+            method=method,
+            seed=task_seed(opts.seed, p.id),
+            order=i,
+            options=_options(opts, **more),
+        )
+        for name, (method, more) in arms.items()
+        for i, p in enumerate(test)
+    ]
     # Re-run (audit) the richest arm: the full solver when it is compared.
     rerun = next((t for t in tasks if t.method == "tot"), tasks[0])
-    config = _config(opts, experiment, test, tasks, baseline=baseline, rerun=rerun,
-                     identity={"arms": {k: [m, o] for k, (m, o) in arms.items()}, "m_test": opts.m_test},
-                     protocol={"memory_arms": [], "answer_free_memory": None, "fresh_memory": None})
+    config = _config(
+        opts,
+        experiment,
+        test,
+        tasks,
+        baseline=baseline,
+        rerun=rerun,
+        identity={"arms": {k: [m, o] for k, (m, o) in arms.items()}, "m_test": opts.m_test},
+        protocol={"memory_arms": [], "answer_free_memory": None, "fresh_memory": None},
+    )
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        records = run_tasks(tasks, opts.out, spec, workers=opts.workers, ray_address=opts.ray,
-                            progress=opts.progress, label=experiment.replace("_", " "))
+        records = run_tasks(
+            tasks,
+            opts.out,
+            spec,
+            workers=opts.workers,
+            ray_address=opts.ray,
+            progress=opts.progress,
+            label=experiment.replace("_", " "),
+        )
     return _finish(opts, records, baseline, title, arms=list(arms), columns=columns)
 
 
@@ -529,9 +756,14 @@ def test_time_arms(opts: ExperimentOptions) -> ExperimentResult:
     unknown = [a for a in names if a not in ARMS]
     if unknown:
         raise ConfigError(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
-    return _no_memory_experiment(opts, "test_time_arms", {a: (a, {}) for a in names}, "greedy",
-                                 "Test-time arms vs greedy (§6.2)",
-                                 columns=[("calls/problem", lambda r: f"{r.extra['calls_mean']:.1f}")])
+    return _no_memory_experiment(
+        opts,
+        "test_time_arms",
+        {a: (a, {}) for a in names},
+        "greedy",
+        "Test-time arms vs greedy (§6.2)",
+        columns=[("calls/problem", lambda r: f"{r.extra['calls_mean']:.1f}")],
+    )
 
 
 def system_comparison(opts: ExperimentOptions) -> ExperimentResult:
@@ -546,8 +778,14 @@ def system_comparison(opts: ExperimentOptions) -> ExperimentResult:
         ("calls/problem", lambda r: f"{r.extra['calls_mean']:.1f}"),
         ("tokens/problem", lambda r: f"{r.extra['tokens_mean']:.0f}"),
     ]
-    return _no_memory_experiment(opts, "system_comparison", {a: SYSTEM_ARMS[a] for a in names}, "vanilla",
-                                 "System comparison (§6)", columns=columns)
+    return _no_memory_experiment(
+        opts,
+        "system_comparison",
+        {a: SYSTEM_ARMS[a] for a in names},
+        "vanilla",
+        "System comparison (§6)",
+        columns=columns,
+    )
 
 
 #: experiment name -> function.
@@ -597,8 +835,11 @@ def cookbook_parser(experiment: str, description: str, default_data_dir: Path) -
     g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint [$GOT_BASE_URL]")
     g.add_argument("--model", default=None, help="served model name [$GOT_MODEL]")
     g.add_argument("--api-key", default=None, help="API key [$GOT_API_KEY]")
-    g.add_argument("--standin", action="store_true",
-                   help="start the stand-in server (no model) in-process: the whole path runs without weights")
+    g.add_argument(
+        "--standin",
+        action="store_true",
+        help="start the stand-in server (no model) in-process: the whole path runs without weights",
+    )
     g.add_argument("--standin-latency-ms", type=float, default=0.0, help="stand-in delay per answer")
     g.add_argument("--max-tokens", type=int, default=256, help="completion tokens per call")
     g.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget per question")
@@ -613,7 +854,9 @@ def cookbook_parser(experiment: str, description: str, default_data_dir: Path) -
     g = p.add_argument_group("run")
     g.add_argument("--out", type=Path, default=Path("runs") / experiment, help="the run directory")
     g.add_argument("--resume", action="store_true", help="continue the run in --out where it stopped")
-    g.add_argument("--workers", type=int, default=2, help="tasks in flight (1: inline); bound it by what the server takes")
+    g.add_argument(
+        "--workers", type=int, default=2, help="tasks in flight (1: inline); bound it by what the server takes"
+    )
     g.add_argument("--ray", default=None, metavar="ADDRESS", help="run tasks on Ray ('local' starts a local instance)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("--no-audit", action="store_true", help="skip the audit at the end")
@@ -636,22 +879,47 @@ def options_from_args(experiment: str, args: Any) -> ExperimentOptions:
     base_url = args.base_url or os.environ.get("GOT_BASE_URL")
     model = args.model or os.environ.get("GOT_MODEL")
     if args.standin:
-        spec = ModelSpec("http://127.0.0.1:0/v1", args.model or "got-standin", max_tokens=args.max_tokens,
-                         standin={"responder": "bench", "latency_ms": args.standin_latency_ms})
+        spec = ModelSpec(
+            "http://127.0.0.1:0/v1",
+            args.model or "got-standin",
+            max_tokens=args.max_tokens,
+            standin={"responder": "bench", "latency_ms": args.standin_latency_ms},
+        )
     elif base_url:
         if not model:
             raise ConfigError("pass --model (the served model name; GET <base-url>/models lists them)")
-        spec = ModelSpec(base_url, model, api_key=args.api_key or os.environ.get("GOT_API_KEY") or "EMPTY",
-                         max_tokens=args.max_tokens)
+        spec = ModelSpec(
+            base_url,
+            model,
+            api_key=args.api_key or os.environ.get("GOT_API_KEY") or "EMPTY",
+            max_tokens=args.max_tokens,
+        )
     else:
         raise ConfigError(f"no model endpoint: {START_SERVER_HINT}; or pass --standin to run without a model")
-    split = lambda s: tuple(x.strip() for x in (s or "").split(",") if x.strip())
+
+    def split(s: str | None) -> tuple[str, ...]:
+        return tuple(x.strip() for x in (s or "").split(",") if x.strip())
+
     return ExperimentOptions(
-        out=args.out, spec=spec, math_path=args.math or args.data_dir / "math500_sample.jsonl",
-        gpqa_path=args.gpqa or args.data_dir / "gpqa_sample.csv", n_math=args.n_math, n_gpqa=args.n_gpqa,
-        seed=args.seed, k_study=args.k_study, m_test=args.m_test, backends=split(args.backends),
-        arms=split(args.arms) or None, method=args.method, workers=args.workers, ray=args.ray,
-        resume=args.resume, budget_s=args.budget_s, progress=not args.no_progress, bootstrap=args.bootstrap)
+        out=args.out,
+        spec=spec,
+        math_path=args.math or args.data_dir / "math500_sample.jsonl",
+        gpqa_path=args.gpqa or args.data_dir / "gpqa_sample.csv",
+        n_math=args.n_math,
+        n_gpqa=args.n_gpqa,
+        seed=args.seed,
+        k_study=args.k_study,
+        m_test=args.m_test,
+        backends=split(args.backends),
+        arms=split(args.arms) or None,
+        method=args.method,
+        workers=args.workers,
+        ray=args.ray,
+        resume=args.resume,
+        budget_s=args.budget_s,
+        progress=not args.no_progress,
+        bootstrap=args.bootstrap,
+    )
 
 
 def cookbook_main(experiment: str, description: str, default_data_dir: Path, argv: list[str] | None = None) -> int:
@@ -684,8 +952,10 @@ def cookbook_main(experiment: str, description: str, default_data_dir: Path, arg
         console.print(f"[bold red]failed:[/] {exc}")
         return 1
     console.print(Markdown(result.table_md))
-    console.print(f"{len(result.records)} results in {time.perf_counter() - t0:.1f} s; files: "
-                  + ", ".join(str(p) for p in sorted(set(result.files.values()))))
+    console.print(
+        f"{len(result.records)} results in {time.perf_counter() - t0:.1f} s; files: "
+        + ", ".join(str(p) for p in sorted(set(result.files.values())))
+    )
     if args.no_audit:
         return 0
     report = audit_run(result.run_dir, rerun=not args.no_rerun, api_key=args.api_key)

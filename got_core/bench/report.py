@@ -2,7 +2,7 @@
 
 Every experiment reports each arm as accuracy with a bootstrap 95% interval and the
 paired difference to a baseline arm on the same problems, ``Δ +3.4 pp [+0.8, +6.0] *``
-(:mod:`got_core.stats`; starred when the interval excludes 0). Files written into the
+(:mod:`got_core.bench.stats`; starred when the interval excludes 0). Files written into the
 run directory:
 
 * ``results.jsonl`` — one reproducible record per (arm, problem), in task order
@@ -18,6 +18,7 @@ Plots use matplotlib's Agg canvas directly (no pyplot state, no display needed).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from got_core.bench.runner import stable_record
-from got_core.errors import InvalidInputError, MissingExtraError
-from got_core.stats import (
+from got_core.bench.stats import (
     AccuracyCI,
     DeltaCI,
     bootstrap_accuracy_ci,
@@ -34,6 +34,7 @@ from got_core.stats import (
     format_delta_row,
     paired_bootstrap_delta,
 )
+from got_core.errors import InvalidInputError, MissingExtraError
 
 __all__ = [
     "COSINE_EDGES",
@@ -79,13 +80,23 @@ class ArmSummary:
     def to_dict(self) -> dict[str, Any]:
         """A flat JSON-able dict (accuracy and Δ as fractions, plus their cells)."""
         d = self.delta
-        return {"arm": self.arm, "n": self.n, "correct": self.correct, "accuracy": self.accuracy.acc,
-                "acc_low": self.accuracy.low, "acc_high": self.accuracy.high, "baseline": self.baseline,
-                "delta": d.delta if d else None, "delta_low": d.low if d else None,
-                "delta_high": d.high if d else None, "n_paired": d.n if d else None,
-                "significant": d.significant if d else None,
-                "accuracy_cell": format_accuracy(self.accuracy),
-                "delta_cell": format_delta_row(d, marker="") if d else "", **self.extra}
+        return {
+            "arm": self.arm,
+            "n": self.n,
+            "correct": self.correct,
+            "accuracy": self.accuracy.acc,
+            "acc_low": self.accuracy.low,
+            "acc_high": self.accuracy.high,
+            "baseline": self.baseline,
+            "delta": d.delta if d else None,
+            "delta_low": d.low if d else None,
+            "delta_high": d.high if d else None,
+            "n_paired": d.n if d else None,
+            "significant": d.significant if d else None,
+            "accuracy_cell": format_accuracy(self.accuracy),
+            "delta_cell": format_delta_row(d, marker="") if d else "",
+            **self.extra,
+        }
 
 
 @dataclass
@@ -102,9 +113,15 @@ class BinSummary:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
         d = self.delta
-        return {"bin": self.label, "n": self.n, "mean_cosine": self.mean_cosine,
-                "delta": d.delta if d else None, "delta_low": d.low if d else None,
-                "delta_high": d.high if d else None, "significant": d.significant if d else None}
+        return {
+            "bin": self.label,
+            "n": self.n,
+            "mean_cosine": self.mean_cosine,
+            "delta": d.delta if d else None,
+            "delta_low": d.low if d else None,
+            "delta_high": d.high if d else None,
+            "significant": d.significant if d else None,
+        }
 
 
 #: An extra table column: ``(header, cell(summary) -> str)``.
@@ -116,8 +133,15 @@ def _mean(values: Iterable[float]) -> float:
     return sum(vals) / len(vals) if vals else 0.0
 
 
-def summarize(records: Sequence[dict[str, Any]], baseline: str, *, arms: Sequence[str] | None = None,
-              phase: str | None = "test", seed: int = 0, n_resamples: int = 10_000) -> list[ArmSummary]:
+def summarize(
+    records: Sequence[dict[str, Any]],
+    baseline: str,
+    *,
+    arms: Sequence[str] | None = None,
+    phase: str | None = "test",
+    seed: int = 0,
+    n_resamples: int = 10_000,
+) -> list[ArmSummary]:
     """One :class:`ArmSummary` per arm, Δ paired with ``baseline`` on the problems both ran.
 
     Args:
@@ -139,7 +163,7 @@ def summarize(records: Sequence[dict[str, Any]], baseline: str, *, arms: Sequenc
         raise InvalidInputError(f"no results for the baseline arm {baseline!r}; arms: {', '.join(by_arm)}")
     base = by_arm[baseline]
     rows = []
-    for arm in (arms or list(by_arm)):
+    for arm in arms or list(by_arm):
         mine = by_arm.get(arm)
         if not mine:
             continue
@@ -149,9 +173,12 @@ def summarize(records: Sequence[dict[str, Any]], baseline: str, *, arms: Sequenc
         if arm != baseline:
             common = [p for p in mine if p in base]
             if common:
-                delta = paired_bootstrap_delta([bool(mine[p]["correct"]) for p in common],
-                                               [bool(base[p]["correct"]) for p in common],
-                                               n_resamples=n_resamples, seed=seed)
+                delta = paired_bootstrap_delta(
+                    [bool(mine[p]["correct"]) for p in common],
+                    [bool(base[p]["correct"]) for p in common],
+                    n_resamples=n_resamples,
+                    seed=seed,
+                )
         vals = list(mine.values())
         extra = {
             "wall_s_mean": round(_mean(r.get("elapsed_s", 0.0) for r in vals), 3),
@@ -167,19 +194,32 @@ def summarize(records: Sequence[dict[str, Any]], baseline: str, *, arms: Sequenc
     return rows
 
 
-def cosine_bins(records: Sequence[dict[str, Any]], baseline: str, edges: Sequence[float] = COSINE_EDGES, *,
-                seed: int = 0, n_resamples: int = 10_000) -> list[BinSummary]:
+def cosine_bins(
+    records: Sequence[dict[str, Any]],
+    baseline: str,
+    edges: Sequence[float] = COSINE_EDGES,
+    *,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+) -> list[BinSummary]:
     """Pool (problem, arm) pairs by the cosine recorded in ``extra["cosine"]``; Δ vs ``baseline`` per bin."""
     base = {r["problem_id"]: bool(r["correct"]) for r in records if r["arm"] == baseline}
     out = []
-    for low, high in zip(edges[:-1], edges[1:]):
-        pairs = [(bool(r["correct"]), base[r["problem_id"]], float(r["extra"]["cosine"])) for r in records
-                 if r["arm"] != baseline and r["problem_id"] in base
-                 and isinstance((r.get("extra") or {}).get("cosine"), (int, float))
-                 and low <= r["extra"]["cosine"] < high]
+    for low, high in itertools.pairwise(edges):
+        pairs = [
+            (bool(r["correct"]), base[r["problem_id"]], float(r["extra"]["cosine"]))
+            for r in records
+            if r["arm"] != baseline
+            and r["problem_id"] in base
+            and isinstance((r.get("extra") or {}).get("cosine"), (int, float))
+            and low <= r["extra"]["cosine"] < high
+        ]
         label = f"{max(low, -1.0):.1f}–{min(high, 1.0):.1f}"
-        delta = (paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs], n_resamples=n_resamples,
-                                        seed=seed) if pairs else None)
+        delta = (
+            paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs], n_resamples=n_resamples, seed=seed)
+            if pairs
+            else None
+        )
         out.append(BinSummary(label, low, high, len(pairs), round(_mean(p[2] for p in pairs), 4), delta))
     return out
 
@@ -190,8 +230,9 @@ def _cells(row: ArmSummary, columns: Sequence[Column]) -> list[str]:
     return [row.arm, str(row.n), format_accuracy(row.accuracy), delta, star] + [fn(row) for _, fn in columns]
 
 
-def table_markdown(rows: Sequence[ArmSummary], title: str, *, columns: Sequence[Column] = (),
-                   notes: Sequence[str] = ()) -> str:
+def table_markdown(
+    rows: Sequence[ArmSummary], title: str, *, columns: Sequence[Column] = (), notes: Sequence[str] = ()
+) -> str:
     """The paper-style table as markdown: arm, n, accuracy [95% CI], Δ pp [95% CI], *.
 
     Args:
@@ -222,26 +263,53 @@ def table_rich(rows: Sequence[ArmSummary], title: str, *, columns: Sequence[Colu
     return table
 
 
-_CSV_FIELDS = ("experiment", "phase", "arm", "problem_id", "kind", "domain", "subject", "method", "seed",
-               "gold_letter", "answer", "letter", "correct", "outcome", "rounds", "n_calls", "prompt_tokens",
-               "completion_tokens", "n_nodes", "winner_label", "n_lessons_used", "tier", "cosine",
-               "elapsed_s", "budget_s")
+_CSV_FIELDS = (
+    "experiment",
+    "phase",
+    "arm",
+    "problem_id",
+    "kind",
+    "domain",
+    "subject",
+    "method",
+    "seed",
+    "gold_letter",
+    "answer",
+    "letter",
+    "correct",
+    "outcome",
+    "rounds",
+    "n_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "n_nodes",
+    "winner_label",
+    "n_lessons_used",
+    "tier",
+    "cosine",
+    "elapsed_s",
+    "budget_s",
+)
 
 
 def _flat(r: dict[str, Any]) -> dict[str, Any]:
     extra = r.get("extra") or {}
     tokens = r.get("tokens") or {}
     row = {k: r.get(k) for k in _CSV_FIELDS}
-    row.update(prompt_tokens=tokens.get("prompt"), completion_tokens=tokens.get("completion"),
-               n_lessons_used=len(r.get("lessons_used") or []), tier=extra.get("tier"), cosine=extra.get("cosine"))
+    row.update(
+        prompt_tokens=tokens.get("prompt"),
+        completion_tokens=tokens.get("completion"),
+        n_lessons_used=len(r.get("lessons_used") or []),
+        tier=extra.get("tier"),
+        cosine=extra.get("cosine"),
+    )
     return row
 
 
 def write_results(run_dir: str | Path, records: Sequence[dict[str, Any]]) -> dict[str, Path]:
     """Write ``results.jsonl`` (reproducible), ``results.csv`` and ``timings.jsonl``; returns the paths."""
     run_dir = Path(run_dir)
-    paths = {"jsonl": run_dir / "results.jsonl", "csv": run_dir / "results.csv",
-             "timings": run_dir / "timings.jsonl"}
+    paths = {"jsonl": run_dir / "results.jsonl", "csv": run_dir / "results.csv", "timings": run_dir / "timings.jsonl"}
     with paths["jsonl"].open("w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(stable_record(r), sort_keys=True, ensure_ascii=False) + "\n")
@@ -252,9 +320,21 @@ def write_results(run_dir: str | Path, records: Sequence[dict[str, Any]]) -> dic
             writer.writerow(_flat(r))
     with paths["timings"].open("w", encoding="utf-8") as fh:
         for r in records:
-            fh.write(json.dumps({"arm": r["arm"], "problem_id": r["problem_id"], "phase": r.get("phase"),
-                                 "elapsed_s": r.get("elapsed_s"), "budget_s": r.get("budget_s"),
-                                 "n_calls": r.get("n_calls"), "tokens": r.get("tokens")}, sort_keys=True) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "arm": r["arm"],
+                        "problem_id": r["problem_id"],
+                        "phase": r.get("phase"),
+                        "elapsed_s": r.get("elapsed_s"),
+                        "budget_s": r.get("budget_s"),
+                        "n_calls": r.get("n_calls"),
+                        "tokens": r.get("tokens"),
+                    },
+                    sort_keys=True,
+                )
+                + "\n"
+            )
     return paths
 
 
@@ -291,9 +371,10 @@ def plot_deltas(rows: Sequence[ArmSummary], path: str | Path, title: str) -> Pat
     fig = _figure(max(4.0, 1.1 * len(arms) + 2), 3.6)
     ax = fig.add_subplot(111)
     xs = list(range(len(arms)))
-    ys = [100 * r.delta.delta for r in arms]  # type: ignore[union-attr]
-    lo = [100 * (r.delta.delta - r.delta.low) for r in arms]  # type: ignore[union-attr]
-    hi = [100 * (r.delta.high - r.delta.delta) for r in arms]  # type: ignore[union-attr]
+    deltas = [d for r in arms if (d := r.delta) is not None]
+    ys = [100 * d.delta for d in deltas]
+    lo = [100 * (d.delta - d.low) for d in deltas]
+    hi = [100 * (d.high - d.delta) for d in deltas]
     ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=5, color="#1f4e79")
     for x, y, r in zip(xs, ys, arms):
         if r.delta and r.delta.significant:
@@ -307,15 +388,24 @@ def plot_deltas(rows: Sequence[ArmSummary], path: str | Path, title: str) -> Pat
     return Path(path)
 
 
-def plot_sweep(records: Sequence[dict[str, Any]], baseline: str, bins: Sequence[BinSummary],
-               path: str | Path, title: str = "Copyability: Δ vs cosine similarity") -> Path:
+def plot_sweep(
+    records: Sequence[dict[str, Any]],
+    baseline: str,
+    bins: Sequence[BinSummary],
+    path: str | Path,
+    title: str = "Copyability: Δ vs cosine similarity",
+) -> Path:
     """Per-pair Δ (tier minus no memory, pp) against MiniLM cosine, with binned means and CIs."""
     base = {r["problem_id"]: bool(r["correct"]) for r in records if r["arm"] == baseline}
     fig = _figure(6.0, 3.8)
     ax = fig.add_subplot(111)
-    pts = [(float(r["extra"]["cosine"]), 100 * (int(bool(r["correct"])) - int(base[r["problem_id"]])), r["arm"])
-           for r in records if r["arm"] != baseline and r["problem_id"] in base
-           and isinstance((r.get("extra") or {}).get("cosine"), (int, float))]
+    pts = [
+        (float(r["extra"]["cosine"]), 100 * (int(bool(r["correct"])) - int(base[r["problem_id"]])), r["arm"])
+        for r in records
+        if r["arm"] != baseline
+        and r["problem_id"] in base
+        and isinstance((r.get("extra") or {}).get("cosine"), (int, float))
+    ]
     tiers = list(dict.fromkeys(p[2] for p in pts))
     for i, tier in enumerate(tiers):
         # A small fixed vertical offset per tier keeps coinciding points visible (said on the axis).
@@ -325,8 +415,14 @@ def plot_sweep(records: Sequence[dict[str, Any]], baseline: str, bins: Sequence[
         if b.delta is None:
             continue
         y = 100 * b.delta.delta
-        ax.errorbar([b.mean_cosine], [y], yerr=[[y - 100 * b.delta.low], [100 * b.delta.high - y]],
-                    fmt="s", color="black", capsize=5)
+        ax.errorbar(
+            [b.mean_cosine],
+            [y],
+            yerr=[[y - 100 * b.delta.low], [100 * b.delta.high - y]],
+            fmt="s",
+            color="black",
+            capsize=5,
+        )
     ax.axhline(0, color="grey", lw=1, ls="--")
     ax.axvline(0.8, color="#b22222", lw=1, ls=":", label="copyability threshold 0.8")
     ax.set_xlabel("cosine(test problem, injected example) — MiniLM")

@@ -183,8 +183,12 @@ class Task:
 
     def repo_path(self, root: Path) -> Path:
         """``<root>/repos/<arm>/<problem>.git``."""
-        return Path(root) / "repos" / encode_component(self.arm, "arm") / \
-            f"{encode_component(self.problem_id, 'problem id')}.git"
+        return (
+            Path(root)
+            / "repos"
+            / encode_component(self.arm, "arm")
+            / f"{encode_component(self.problem_id, 'problem id')}.git"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (:meth:`from_dict` reverses it)."""
@@ -217,8 +221,8 @@ def task_seed(seed: int, problem_id: str) -> int:
 
 # ----------------------------------------------------------------------------- memory
 
-def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo: ReasoningRepo,
-                task: Task) -> Any:
+
+def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo: ReasoningRepo, task: Task) -> Any:
     """Open the memory a task's solve sees (``None`` for no memory).
 
     Modes: ``study`` — a fresh, writable git memory on the task's lesson ref;
@@ -259,8 +263,10 @@ def memory_fingerprint(memory: Any) -> dict[str, Any] | None:
     if memory is None:
         return None
     lessons = sorted((l.outcome, l.topic_key, l.text) for l in memory.all_lessons())
-    out: dict[str, Any] = {"n": len(lessons),
-                           "sha": hashlib.sha256(canonical_json(lessons).encode("utf-8")).hexdigest()}
+    out: dict[str, Any] = {
+        "n": len(lessons),
+        "sha": hashlib.sha256(canonical_json(lessons).encode("utf-8")).hexdigest(),
+    }
     ref = getattr(memory, "ref", None)
     repo = getattr(memory, "repo", None)
     if ref is not None and repo is not None:
@@ -274,18 +280,24 @@ _MODELS: dict[str, Any] = {}
 
 
 def _model(spec: ModelSpec) -> Any:
-    from got_core.solver.models import OpenAICompatibleModel
+    from got_core.solver.openai_compat import OpenAICompatibleModel
 
     key = json.dumps(asdict(spec), sort_keys=True)
     if key not in _MODELS:
-        _MODELS[key] = OpenAICompatibleModel(spec.base_url, spec.model, api_key=spec.api_key,
-                                             max_tokens=spec.max_tokens, timeout=spec.timeout, max_retries=3)
+        _MODELS[key] = OpenAICompatibleModel(
+            spec.base_url,
+            spec.model,
+            api_key=spec.api_key,
+            max_tokens=spec.max_tokens,
+            timeout=spec.timeout,
+            max_retries=3,
+        )
     return _MODELS[key]
 
 
 def _server_answers(spec: ModelSpec) -> bool:
     from got_core.errors import ModelError
-    from got_core.solver.models import check_endpoint
+    from got_core.solver.openai_compat import check_endpoint
 
     try:
         check_endpoint(spec.base_url, api_key=spec.api_key)
@@ -343,7 +355,7 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
     from got_core.bench.checking import check_answer
     from got_core.bench.datasets import Problem
     from got_core.solver.budget import Budget
-    from got_core.solver.tot import solve
+    from got_core.solver.run import solve
 
     # math-verify logs a warning per check when its own (signal) timeouts are off, as checking does.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -369,56 +381,97 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
         expected = None
         if task.memory and task.memory.get("mode") == "injected":
             # What the fresh memory must hold: exactly the injected lessons (the audit compares).
-            held = sorted((d.get("outcome", "insight"), d.get("topic_key", ""), d["text"].strip())
-                          for d in task.memory.get("lessons", []))
+            held = sorted(
+                (d.get("outcome", "insight"), d.get("topic_key", ""), d["text"].strip())
+                for d in task.memory.get("lessons", [])
+            )
             expected = {"n": len(held), "sha": hashlib.sha256(canonical_json(held).encode("utf-8")).hexdigest()}
         problem = Problem(**task.problem)
         opts = dict(task.options)
         t0 = time.perf_counter()
-        res = solve(problem.question, problem.choices or None, model=_model(spec), memory=memory, repo=repo,
-                    session_ref="master", problem_id=problem.id, tools=tuple(opts.get("tools", ("calculator", "sympy", "lp"))),
-                    budget=Budget(wall_clock_s=float(opts.get("budget_s", 600.0)), max_tokens=None),
-                    arm=task.method, seed=task.seed, max_tokens=spec.max_tokens,
-                    k_lessons=int(opts.get("k_lessons", 3)), max_steps=int(opts.get("max_steps", 3)),
-                    parallel=spec.parallel_nodes, arm_options=opts.get("arm_options") or None,
-                    record_timings=False)
+        res = solve(
+            problem.question,
+            problem.choices or None,
+            model=_model(spec),
+            memory=memory,
+            repo=repo,
+            session_ref="master",
+            problem_id=problem.id,
+            tools=tuple(opts.get("tools", ("calculator", "sympy", "lp"))),
+            budget=Budget(wall_clock_s=float(opts.get("budget_s", 600.0)), max_tokens=None),
+            arm=task.method,
+            seed=task.seed,
+            max_tokens=spec.max_tokens,
+            k_lessons=int(opts.get("k_lessons", 3)),
+            max_steps=int(opts.get("max_steps", 3)),
+            parallel=spec.parallel_nodes,
+            arm_options=opts.get("arm_options") or None,
+            record_timings=False,
+        )
         elapsed = time.perf_counter() - t0
         if res.outcome == "error" and not _server_answers(spec):
             # No node finished because the server went away: not a result of the problem. Leave
             # no result, so --resume solves it again once the server is back.
-            raise BenchRunError(f"the model server at {spec.base_url} stopped answering during {task.key}; "
-                                "restart it and run again with --resume")
+            raise BenchRunError(
+                f"the model server at {spec.base_url} stopped answering during {task.key}; "
+                "restart it and run again with --resume"
+            )
         after = memory_fingerprint(memory)
         # Git tips hash the lessons' wall-clock creation times: kept apart (volatile, see VOLATILE_KEYS).
         tips = {"before": (before or {}).pop("tip", None), "after": (after or {}).pop("tip", None)}
         correct = bool(res.final_text) and check_answer(problem, res.final_text)
         winner = res.winner
         record = {
-            "experiment": task.experiment, "phase": task.phase, "arm": task.arm, "problem_id": problem.id,
-            "order": task.order, "method": task.method, "seed": task.seed, "kind": problem.kind,
-            "domain": problem.domain, "subject": problem.subject, "gold_letter": problem.gold_letter,
+            "experiment": task.experiment,
+            "phase": task.phase,
+            "arm": task.arm,
+            "problem_id": problem.id,
+            "order": task.order,
+            "method": task.method,
+            "seed": task.seed,
+            "kind": problem.kind,
+            "domain": problem.domain,
+            "subject": problem.subject,
+            "gold_letter": problem.gold_letter,
             "choices_sha": hashlib.sha256(canonical_json(problem.choices).encode()).hexdigest()[:16],
-            "answer": res.answer, "letter": res.letter, "correct": bool(correct), "outcome": res.outcome,
-            "rounds": res.rounds, "n_calls": res.n_calls,
+            "answer": res.answer,
+            "letter": res.letter,
+            "correct": bool(correct),
+            "outcome": res.outcome,
+            "rounds": res.rounds,
+            "n_calls": res.n_calls,
             "tokens": {"prompt": res.usage.prompt_tokens, "completion": res.usage.completion_tokens},
-            "n_nodes": len(res.nodes), "node_labels": [str(n.metadata.get("label", "")) for n in res.nodes],
+            "n_nodes": len(res.nodes),
+            "node_labels": [str(n.metadata.get("label", "")) for n in res.nodes],
             "winner_label": str(winner.metadata.get("label", "")) if winner else None,
             "lessons_used": [hashlib.sha256(l.text.encode()).hexdigest()[:12] for l in res.lessons_used],
-            "lesson": res.lesson, "lesson_source": res.lesson_source,
-            "memory": None if task.memory is None else {
-                "mode": task.memory.get("mode"), "backend": task.memory.get("backend"),
-                "before": before, "after": after, "tips": tips,
-                "expected": expected},
-            "budget_s": float(opts.get("budget_s", 600.0)), "extra": dict(task.extra),
-            "elapsed_s": round(elapsed, 3), "winner_sha": winner.oid if winner else None,
+            "lesson": res.lesson,
+            "lesson_source": res.lesson_source,
+            "memory": None
+            if task.memory is None
+            else {
+                "mode": task.memory.get("mode"),
+                "backend": task.memory.get("backend"),
+                "before": before,
+                "after": after,
+                "tips": tips,
+                "expected": expected,
+            },
+            "budget_s": float(opts.get("budget_s", 600.0)),
+            "extra": dict(task.extra),
+            "elapsed_s": round(elapsed, 3),
+            "winner_sha": winner.oid if winner else None,
         }
-        if memory is not None and task.memory.get("mode") != "study":
+        if memory is not None and task.memory is not None and task.memory.get("mode") != "study":
             memory.close()
         parents = [t for t in [repo.tip("master")] if t]
         parents += [sha for ref, sha in sorted(repo.refs("refs/heads/explore/").items()) if sha not in parents]
-        sha = repo.commit_files(task.result_ref, {"result.json": canonical_json(record) + "\n"},
-                                f"result {task.key}: {'correct' if correct else 'wrong'} ({res.outcome})\n",
-                                parents=parents)
+        sha = repo.commit_files(
+            task.result_ref,
+            {"result.json": canonical_json(record) + "\n"},
+            f"result {task.key}: {'correct' if correct else 'wrong'} ({res.outcome})\n",
+            parents=parents,
+        )
         _push(repo, task, central)
         record["result_sha"] = sha
         return record
@@ -432,6 +485,7 @@ def _execute_entry(task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir
 
 
 # ----------------------------------------------------------------------------- the driver
+
 
 def open_central(run_dir: str | Path) -> ReasoningRepo:
     """Open (creating) ``RUN_DIR/central.git``."""
@@ -449,14 +503,22 @@ def _progress(total: int, done: int, label: str, enabled: bool) -> Iterator[Call
         TimeElapsedColumn,
     )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), disable=not enabled, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=False,
+    ) as bar:
         handle = bar.add_task(label, total=total, completed=done)
         yield lambda: bar.advance(handle)
 
 
-def _run_ray(todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, workers: int,
-             tick: Callable[[], None]) -> None:
+def _run_ray(
+    todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, workers: int, tick: Callable[[], None]
+) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -465,13 +527,18 @@ def _run_ray(todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, wor
     started = not ray.is_initialized()
     if started:
         if address == "local":
-            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False,
-                     object_store_memory=100 * 1024 * 1024)
+            ray.init(
+                num_cpus=max(1, workers),
+                include_dashboard=False,
+                log_to_driver=False,
+                object_store_memory=100 * 1024 * 1024,
+            )
         else:
             ray.init(address=address, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(_execute_entry)
-        queue, pending = list(todo), {}
+        queue: list[Task] = list(todo)
+        pending: dict[Any, Task] = {}  # ray object ref -> its task
         while queue or pending:
             while queue and len(pending) < max(1, workers):
                 t = queue.pop(0)
@@ -489,8 +556,16 @@ def _run_ray(todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, wor
             ray.shutdown()
 
 
-def run_tasks(tasks: Sequence[Task], run_dir: str | Path, spec: ModelSpec, *, workers: int = 1,
-              ray_address: str | None = None, progress: bool = True, label: str = "solving") -> list[dict[str, Any]]:
+def run_tasks(
+    tasks: Sequence[Task],
+    run_dir: str | Path,
+    spec: ModelSpec,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    progress: bool = True,
+    label: str = "solving",
+) -> list[dict[str, Any]]:
     """Run every task not already finished; return all results, read back from ``central.git``.
 
     Args:
@@ -537,14 +612,16 @@ def run_tasks(tasks: Sequence[Task], run_dir: str | Path, spec: ModelSpec, *, wo
                             raise BenchRunError(f"task {futures[fut].key} failed: {type(exc).__name__}: {exc}") from exc
                         tick()
     with open_central(run_dir) as central:
-        records = [read_result(central, t) for t in tasks]
-    missing = [t.key for t, r in zip(tasks, records) if r is None]
+        found = [read_result(central, t) for t in tasks]
+    records = [r for r in found if r is not None]
+    missing = [t.key for t, r in zip(tasks, found) if r is None]
     if missing:
         raise BenchRunError(f"no result in central.git for {', '.join(missing[:5])}; run again with --resume")
-    return records  # type: ignore[return-value]
+    return records
 
 
 # ----------------------------------------------------------------------------- run directory
+
 
 def load_config(run_dir: str | Path) -> dict[str, Any]:
     """Read ``RUN_DIR/config.json``.
@@ -575,10 +652,15 @@ def prepare_run_dir(run_dir: str | Path, config: dict[str, Any], *, resume: bool
             raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --out")
         old = load_config(run_dir)
         if old.get("identity") != config.get("identity"):
-            diff = sorted(k for k in set(old.get("identity", {})) | set(config.get("identity", {}))
-                          if old.get("identity", {}).get(k) != config.get("identity", {}).get(k))
-            raise ConfigError(f"{run_dir} holds a run with different settings ({', '.join(diff)}); "
-                              "resume it with the same options, or choose another --out")
+            diff = sorted(
+                k
+                for k in set(old.get("identity", {})) | set(config.get("identity", {}))
+                if old.get("identity", {}).get(k) != config.get("identity", {}).get(k)
+            )
+            raise ConfigError(
+                f"{run_dir} holds a run with different settings ({', '.join(diff)}); "
+                "resume it with the same options, or choose another --out"
+            )
         config = {**config, "resumed": int(old.get("resumed", 0)) + 1}
     run_dir.mkdir(parents=True, exist_ok=True)
     open_central(run_dir).close()
@@ -601,14 +683,17 @@ def model_endpoint(spec: ModelSpec, *, check: bool = True) -> Iterator[ModelSpec
         ConfigError: the server does not serve ``spec.model``.
     """
     if spec.standin:
-        from got_core.testing.server import StandInOpenAIServer
+        from got_core.bench.standin import StandInOpenAIServer
 
-        with StandInOpenAIServer(responder=spec.standin.get("responder", "bench"), model=spec.model,
-                                 latency_ms=float(spec.standin.get("latency_ms", 0.0))) as server:
+        with StandInOpenAIServer(
+            responder=spec.standin.get("responder", "bench"),
+            model=spec.model,
+            latency_ms=float(spec.standin.get("latency_ms", 0.0)),
+        ) as server:
             yield replace(spec, base_url=server.url)
         return
     if check:
-        from got_core.solver.models import check_endpoint
+        from got_core.solver.openai_compat import check_endpoint
 
         served = check_endpoint(spec.base_url, api_key=spec.api_key)
         if served and spec.model not in served:

@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from got_core.cli._common import app, err_console
+from got_core.cli.plugin import app, err_console
 from got_core.errors import GotError, GotUserError
 
 __all__ = ["app", "main"]
@@ -81,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print("aborted")
         return 1
     except Exception as exc:  # usage errors (typer vendors its own click: match by shape)
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         raise
     return rv if isinstance(rv, int) else 0
 
@@ -94,4 +95,3 @@ def _console_main() -> None:  # pragma: no cover - console_scripts shim
 
 if __name__ == "__main__":  # pragma: no cover
     _console_main()
-

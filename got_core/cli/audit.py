@@ -16,12 +16,17 @@ __all__ = ["audit_command", "register"]
 
 def audit_command(
     run_dir: Path = typer.Argument(..., help="A run directory written by a benchmark cookbook."),
-    rerun: bool = typer.Option(True, "--rerun/--no-rerun",
-                               help="Re-solve one task with the same seed and compare (needs the model "
-                                    "server; a stand-in run starts the stand-in again)."),
-    min_answer_chars: int = typer.Option(4, "--min-answer-chars",
-                                         help="Answers shorter than this are not searched for in memory "
-                                              "(they occur by chance: '2', '24')."),
+    rerun: bool = typer.Option(
+        True,
+        "--rerun/--no-rerun",
+        help="Re-solve one task with the same seed and compare (needs the model "
+        "server; a stand-in run starts the stand-in again).",
+    ),
+    min_answer_chars: int = typer.Option(
+        4,
+        "--min-answer-chars",
+        help="Answers shorter than this are not searched for in memory (they occur by chance: '2', '24').",
+    ),
     base_url: str = typer.Option(None, "--base-url", help="Override the recorded endpoint for the re-run."),
     model: str = typer.Option(None, "--model", help="Override the recorded model name for the re-run."),
     api_key: str = typer.Option(None, "--api-key", envvar="GOT_API_KEY", help="API key for the re-run."),
@@ -34,10 +39,11 @@ def audit_command(
     question where the protocol says so, a seeded re-run identical, git fsck.
     """
     from got_core.bench.audit import audit_run, print_report
-    from got_core.cli._common import console, emit_json
+    from got_core.cli.plugin import console, emit_json
 
-    report = audit_run(run_dir, rerun=rerun, min_answer_chars=min_answer_chars, base_url=base_url,
-                       model=model, api_key=api_key)
+    report = audit_run(
+        run_dir, rerun=rerun, min_answer_chars=min_answer_chars, base_url=base_url, model=model, api_key=api_key
+    )
     if json:
         emit_json(report.to_dict())
     else:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import app, console
+from got_core.cli.plugin import app, console
 from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
@@ -36,33 +35,43 @@ def record_demo_tree(repo: ReasoningRepo, problem_id: str = "train-speed") -> di
 
     Returns the recorded nodes by role: ``root``, ``best``, ``worst`` and ``child<i>``.
     """
-    root = repo.commit_node(Node(f"Problem: {_PROBLEM}\nPlan: try four approaches.",
-                                 scores={"s_comb": 0.5}, problem_id=problem_id, depth=0))
+    root = repo.commit_node(
+        Node(f"Problem: {_PROBLEM}\nPlan: try four approaches.", scores={"s_comb": 0.5}, problem_id=problem_id, depth=0)
+    )
     nodes: dict[str, Node] = {"root": root}
     for i, (thought, s_local, s_cross) in enumerate(_CHILDREN):
         s_comb = round(0.6 * s_local + 0.4 * s_cross, 4)  # §3.2 combined score
         child = repo.commit_node(
-            Node(thought, scores={"s_local": s_local, "s_cross": s_cross, "s_comb": s_comb},
-                 trace=[{"step": 1, "action": "calculator", "input": thought.split(":")[-1].strip()}],
-                 problem_id=problem_id, depth=1),
-            ref=f"{problem_id}/child{i}", parents=[root.oid], tag=False)
+            Node(
+                thought,
+                scores={"s_local": s_local, "s_cross": s_cross, "s_comb": s_comb},
+                trace=[{"step": 1, "action": "calculator", "input": thought.split(":")[-1].strip()}],
+                problem_id=problem_id,
+                depth=1,
+            ),
+            ref=f"{problem_id}/child{i}",
+            parents=[root.committed_oid()],
+            tag=False,
+        )
         nodes[f"child{i}"] = child
     ranked = sorted((nodes[f"child{i}"] for i in range(len(_CHILDREN))), key=lambda n: -(n.score or 0))
     best, worst = ranked[0], ranked[-1]
-    repo.tag_outcome(best.oid, "success", best.node_id)
-    repo.tag_outcome(worst.oid, "failed", worst.node_id)
-    repo.mark_best(best.oid)
-    repo.set_ref("master", best.oid)  # the winning path becomes the session branch
-    repo.commit_files("memory", {"lessons/speed-distance-time.md":
-                                 "For average speed, divide total distance by total time; check units.\n"},
-                      "lesson: speed-distance-time\n\nFor average speed, divide distance by time.\n")
+    repo.tag_outcome(best.committed_oid(), "success", best.node_id)
+    repo.tag_outcome(worst.committed_oid(), "failed", worst.node_id)
+    repo.mark_best(best.committed_oid())
+    repo.set_ref("master", best.committed_oid())  # the winning path becomes the session branch
+    repo.commit_files(
+        "memory",
+        {"lessons/speed-distance-time.md": "For average speed, divide total distance by total time; check units.\n"},
+        "lesson: speed-distance-time\n\nFor average speed, divide distance by time.\n",
+    )
     nodes["best"], nodes["worst"] = best, worst
     return nodes
 
 
 @app.command()
 def demo(
-    path: Optional[Path] = typer.Option(None, "--repo", "-r", help="Where to write the demo repository."),
+    path: Path | None = typer.Option(None, "--repo", "-r", help="Where to write the demo repository."),
     keep: bool = typer.Option(True, help="Keep the repository afterwards."),
 ) -> None:
     """Record a scored tree of thoughts into a fresh git repository and show log, diff, replay."""
@@ -78,12 +87,19 @@ def demo(
         table.add_column(col, overflow="fold")
     for branch, tip in sorted(repo.branches().items()):
         info = repo.commit_info(tip)
-        table.add_row(tip[:10], escape(branch), f"{info.score or 0:.3f}", escape(", ".join(info.tags)),
-                      escape(info.summary))
+        table.add_row(
+            tip[:10], escape(branch), f"{info.score or 0:.3f}", escape(", ".join(info.tags)), escape(info.summary)
+        )
     console.print(table)
     console.rule("[bold]2. diff of two sibling thoughts (failed vs success)")
-    console.print(Syntax(repo.diff(f"failed_{worst.node_id}", f"success_{best.node_id}", "thought.md"),
-                         "diff", theme="ansi_dark", word_wrap=True))
+    console.print(
+        Syntax(
+            repo.diff(f"failed_{worst.node_id}", f"success_{best.node_id}", "thought.md"),
+            "diff",
+            theme="ansi_dark",
+            word_wrap=True,
+        )
+    )
     console.rule("[bold]3. replay: the best node rebuilt from its SHA")
     out = Path(tempfile.mkdtemp(prefix="got-replay-"))
     repo.materialize("best", out)
@@ -92,8 +108,10 @@ def demo(
     console.rule("[bold]4. retrieval: git's own search")
     for hit in repo.search("average speed distance time", k=3):
         console.print(f"rho={hit.rho:.3f} {hit.oid[:10]} {escape(hit.summary)}")
-    console.print(f"\nrepository: [bold]{target}[/]  — try: git --git-dir={target} log --all --oneline; "
-                  f"git --git-dir={target} notes --ref=got show best")
+    console.print(
+        f"\nrepository: [bold]{target}[/]  — try: git --git-dir={target} log --all --oneline; "
+        f"git --git-dir={target} notes --ref=got show best"
+    )
     shutil.rmtree(out, ignore_errors=True)
     if not keep:
         shutil.rmtree(target, ignore_errors=True)

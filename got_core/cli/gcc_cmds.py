@@ -8,26 +8,30 @@ branch is remembered per repository and namespace (``got gcc branch`` and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo
-from got_core.contexa import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
-from got_core.gcc import GCCWorkspace
+from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
+from got_core.gcc.interop import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
+from got_core.gcc.workspace import GCCWorkspace
 
 __all__ = ["app"]
 
-app = typer.Typer(name="gcc", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="GCC context tools (arXiv 2508.00031): log OTA steps, commit milestones, branch, "
-                       "merge, read context; export/import Contexa's .GCC/ layout.")
+app = typer.Typer(
+    name="gcc",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="GCC context tools (arXiv 2508.00031): log OTA steps, commit milestones, branch, "
+    "merge, read context; export/import Contexa's .GCC/ layout.",
+)
 
 NamespaceOption = typer.Option("gcc", "--namespace", "-n", help="Workspace name inside the repository.")
 BranchOption = typer.Option(None, "--branch", "-b", help="GCC branch (default: the current one).")
 
 
-def _workspace(repo: Optional[Path], namespace: str, branch: Optional[str], *, create: bool = False) -> GCCWorkspace:
+def _workspace(repo: Path | None, namespace: str, branch: str | None, *, create: bool = False) -> GCCWorkspace:
     r = open_repo(repo, create=create)
     if branch is not None:
         return GCCWorkspace(r, branch, namespace=namespace)
@@ -35,8 +39,11 @@ def _workspace(repo: Optional[Path], namespace: str, branch: Optional[str], *, c
 
 
 @app.command()
-def init(roadmap: str = typer.Argument("", help="The project roadmap (main.md)."),
-         namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+def init(
+    roadmap: str = typer.Argument("", help="The project roadmap (main.md)."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Create a workspace (and the repository if needed) with a roadmap."""
     ws = GCCWorkspace(open_repo(repo, create=True), namespace=namespace)
     ws.init(roadmap)
@@ -44,11 +51,14 @@ def init(roadmap: str = typer.Argument("", help="The project roadmap (main.md)."
 
 
 @app.command("log")
-def log_step(observation: str = typer.Option("", "--observation", "-o", help="What you observed."),
-             thought: str = typer.Option("", "--thought", "-t", help="What you concluded."),
-             action: str = typer.Option("", "--action", "-a", help="What you did next."),
-             branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
-             repo: Optional[Path] = RepoOption) -> None:
+def log_step(
+    observation: str = typer.Option("", "--observation", "-o", help="What you observed."),
+    thought: str = typer.Option("", "--thought", "-t", help="What you concluded."),
+    action: str = typer.Option("", "--action", "-a", help="What you did next."),
+    branch: str | None = BranchOption,
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Log one Observation-Thought-Action step."""
     ws = _workspace(repo, namespace, branch, create=True)
     rec = ws.log_ota(observation, thought, action)
@@ -56,10 +66,13 @@ def log_step(observation: str = typer.Option("", "--observation", "-o", help="Wh
 
 
 @app.command()
-def commit(summary: str = typer.Argument(..., help="What the steps since the last commit achieved."),
-           roadmap: Optional[str] = typer.Option(None, "--roadmap", help="Append an update to main.md."),
-           branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
-           repo: Optional[Path] = RepoOption) -> None:
+def commit(
+    summary: str = typer.Argument(..., help="What the steps since the last commit achieved."),
+    roadmap: str | None = typer.Option(None, "--roadmap", help="Append an update to main.md."),
+    branch: str | None = BranchOption,
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Commit a milestone that compresses the OTA steps since the last one."""
     ws = _workspace(repo, namespace, branch, create=True)
     rec = ws.commit(summary, update_roadmap=roadmap)
@@ -67,9 +80,12 @@ def commit(summary: str = typer.Argument(..., help="What the steps since the las
 
 
 @app.command()
-def branch(name: str = typer.Argument(..., help="New branch name."),
-           purpose: str = typer.Argument(..., help="Why this branch exists."),
-           namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+def branch(
+    name: str = typer.Argument(..., help="New branch name."),
+    purpose: str = typer.Argument(..., help="Why this branch exists."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Create a branch from the current one and switch to it."""
     ws = _workspace(repo, namespace, None)
     ws.branch(name, purpose)
@@ -77,8 +93,11 @@ def branch(name: str = typer.Argument(..., help="New branch name."),
 
 
 @app.command()
-def switch(name: str = typer.Argument(..., help="Branch to make current."),
-           namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+def switch(
+    name: str = typer.Argument(..., help="Branch to make current."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Make another branch current."""
     ws = _workspace(repo, namespace, None)
     ws.switch(name)
@@ -86,10 +105,13 @@ def switch(name: str = typer.Argument(..., help="Branch to make current."),
 
 
 @app.command()
-def merge(source: str = typer.Argument(..., help="Branch to merge."),
-          summary: Optional[str] = typer.Option(None, "--summary", help="The merge milestone's summary."),
-          into: Optional[str] = typer.Option(None, "--into", help="Target (default: current, or the parent)."),
-          namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+def merge(
+    source: str = typer.Argument(..., help="Branch to merge."),
+    summary: str | None = typer.Option(None, "--summary", help="The merge milestone's summary."),
+    into: str | None = typer.Option(None, "--into", help="Target (default: current, or the parent)."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Merge a branch (a real git merge) and record the merge milestone."""
     ws = _workspace(repo, namespace, None)
     rec = ws.merge(source, summary=summary, target=into)
@@ -97,9 +119,13 @@ def merge(source: str = typer.Argument(..., help="Branch to merge."),
 
 
 @app.command()
-def context(k: int = typer.Option(1, "-k", help="How many milestone summaries to show."),
-            branch: Optional[str] = BranchOption, namespace: str = NamespaceOption,
-            repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def context(
+    k: int = typer.Option(1, "-k", help="How many milestone summaries to show."),
+    branch: str | None = BranchOption,
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+    json: bool = JsonOption,
+) -> None:
     """Print the roadmap, the last k milestones and the steps since the last one."""
     ws = _workspace(repo, namespace, branch)
     if json:
@@ -109,7 +135,7 @@ def context(k: int = typer.Option(1, "-k", help="How many milestone summaries to
 
 
 @app.command()
-def branches(namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def branches(namespace: str = NamespaceOption, repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
     """List the workspace's branches with purpose and status."""
     ws = _workspace(repo, namespace, None)
     metas = ws.branches()
@@ -122,28 +148,42 @@ def branches(namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption
 
 
 @app.command("export")
-def export_cmd(directory: Path = typer.Argument(..., help="Project directory to write .GCC/ into."),
-               overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing .GCC/."),
-               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption) -> None:
+def export_cmd(
+    directory: Path = typer.Argument(..., help="Project directory to write .GCC/ into."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing .GCC/."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+) -> None:
     """Export the workspace as a .GCC/ directory Contexa can read."""
     root = export_gcc(_workspace(repo, namespace, None), directory, overwrite=overwrite)
     console.print(f"wrote {escape(str(root))}")
 
 
 @app.command("import")
-def import_cmd(directory: Path = typer.Argument(..., help="Directory holding .GCC/ (or the .GCC/ itself)."),
-               namespace: str = NamespaceOption, repo: Optional[Path] = RepoOption,
-               skip_unsafe: bool = typer.Option(False, "--skip-unsafe",
-                                                help="Leave out symlinks, special files and unusable names "
-                                                     "(listed) instead of refusing the import."),
-               max_file_bytes: int = typer.Option(GCC_MAX_FILE_BYTES, help="Largest file read."),
-               max_total_bytes: int = typer.Option(GCC_MAX_TOTAL_BYTES, help="Most bytes read in all.")) -> None:
+def import_cmd(
+    directory: Path = typer.Argument(..., help="Directory holding .GCC/ (or the .GCC/ itself)."),
+    namespace: str = NamespaceOption,
+    repo: Path | None = RepoOption,
+    skip_unsafe: bool = typer.Option(
+        False,
+        "--skip-unsafe",
+        help="Leave out symlinks, special files and unusable names (listed) instead of refusing the import.",
+    ),
+    max_file_bytes: int = typer.Option(GCC_MAX_FILE_BYTES, help="Largest file read."),
+    max_total_bytes: int = typer.Option(GCC_MAX_TOTAL_BYTES, help="Most bytes read in all."),
+) -> None:
     """Import a .GCC/ directory (Contexa's or ours) into a new workspace.
 
     Symbolic links are never followed and only regular files are read; an unsafe entry
     refuses the import (exit 2) unless --skip-unsafe."""
-    ws = import_gcc(directory, open_repo(repo, create=True), namespace=namespace, skip_unsafe=skip_unsafe,
-                    max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    ws = import_gcc(
+        directory,
+        open_repo(repo, create=True),
+        namespace=namespace,
+        skip_unsafe=skip_unsafe,
+        max_file_bytes=max_file_bytes,
+        max_total_bytes=max_total_bytes,
+    )
     for entry in ws.skipped:
         console.print(f"[yellow]skipped[/] {escape(entry)}")
     console.print(f"imported {len(ws.branches())} branch(es) into workspace {escape(namespace)}")

@@ -8,18 +8,25 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, console, emit_json
+from got_core.cli.plugin import JsonOption, console, emit_json
 from got_core.memory import BACKENDS, get_backend
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Cross-problem memory: list, search, add, stats — for any of the five backends. "
-                       "Reads never create a store: a path with none is an error (exit 2).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Cross-problem memory: list, search, add, stats — for any of the five backends. "
+    "Reads never create a store: a path with none is an error (exit 2).",
+    no_args_is_help=True,
+)
 
 BackendOption = typer.Option("git", "--backend", "-b", help=f"One of: {', '.join(BACKENDS)}.")
-PathOption = typer.Option(Path("got-memory"), "--path", "-p", envvar="GOT_MEMORY_PATH",
-                          help="Where the backend keeps its data (the git backend: a repository).")
+PathOption = typer.Option(
+    Path("got-memory"),
+    "--path",
+    "-p",
+    envvar="GOT_MEMORY_PATH",
+    help="Where the backend keeps its data (the git backend: a repository).",
+)
 
 
 def _open_for_reading(backend: str, path: Path):
@@ -34,8 +41,13 @@ def _table(lessons, with_relevance: bool = False) -> Table:
         table.add_column(col, overflow="fold")
     for lesson in lessons:
         row = [f"{lesson.relevance:.3f}"] if with_relevance else []
-        row += [lesson.outcome, f"{lesson.score:.2f}", escape(lesson.topic_key), escape(lesson.source_problem),
-                escape(lesson.text)]
+        row += [
+            lesson.outcome,
+            f"{lesson.score:.2f}",
+            escape(lesson.topic_key),
+            escape(lesson.source_problem),
+            escape(lesson.text),
+        ]
         table.add_row(*row)
     return table
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json, open_repo, when
+from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo, when
 from got_core.signing import TrustStore
 
 __all__: list[str] = []
@@ -35,18 +34,29 @@ def _score(value: float | None) -> str:
 
 @app.command()
 def log(
-    rev: Optional[str] = typer.Argument(None, help="Start here (default: the session branch)."),
+    rev: str | None = typer.Argument(None, help="Start here (default: the session branch)."),
     limit: int = typer.Option(20, "--limit", "-n", help="At most this many commits."),
     all_refs: bool = typer.Option(False, "--all", help="Every branch, not just one."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """History with scores and tags, newest first."""
     r = open_repo(repo)
     infos = r.log(rev, limit=limit, all_refs=all_refs)
     if json:
-        emit_json([{"oid": i.oid, "summary": i.summary, "time": i.time, "parents": list(i.parents),
-                    "tags": list(i.tags), "score": i.score} for i in infos])
+        emit_json(
+            [
+                {
+                    "oid": i.oid,
+                    "summary": i.summary,
+                    "time": i.time,
+                    "parents": list(i.parents),
+                    "tags": list(i.tags),
+                    "score": i.score,
+                }
+                for i in infos
+            ]
+        )
         return
     table = Table(title=f"{r.gitdir}", show_lines=False)
     for col in ("commit", "time", "score", "tags", "summary"):
@@ -59,7 +69,7 @@ def log(
 @app.command()
 def show(
     rev: str = typer.Argument(..., help="SHA, tag, branch or node id."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """One node in full: thought, scores, trace, metadata, note and tags."""
@@ -81,8 +91,10 @@ def show(
     console.print(f"[bold]commit {node.oid}[/]  ({when(info.time)})")
     if node.parents:
         console.print(f"parents: {', '.join(p[:10] for p in node.parents)}")
-    console.print(f"node {_safe(node.node_id)}  problem {_safe(node.problem_id)}  depth {node.depth}  "
-                  f"outcome {node.outcome or '-'}  score {_score(node.score)}")
+    console.print(
+        f"node {_safe(node.node_id)}  problem {_safe(node.problem_id)}  depth {node.depth}  "
+        f"outcome {node.outcome or '-'}  score {_score(node.score)}"
+    )
     if node.tags:
         console.print(f"tags: {_safe(', '.join(node.tags))}")
     console.rule("thought.md")
@@ -99,9 +111,9 @@ def show(
 def diff(
     a: str = typer.Argument(..., help="Old side (e.g. failed_X)."),
     b: str = typer.Argument(..., help="New side (e.g. success_Y)."),
-    path: Optional[str] = typer.Option(None, "--path", "-p", help="Only this file, e.g. thought.md."),
+    path: str | None = typer.Option(None, "--path", "-p", help="Only this file, e.g. thought.md."),
     context: int = typer.Option(3, "--context", "-U", help="Context lines."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
 ) -> None:
     """Line-level unified diff between two nodes (git's patch format)."""
     r = open_repo(repo)
@@ -109,17 +121,19 @@ def diff(
     if not text:
         console.print("(no differences)")
         return
-    console.print(Syntax(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text), "diff", theme="ansi_dark",
-                         word_wrap=True))
+    console.print(
+        Syntax(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text), "diff", theme="ansi_dark", word_wrap=True)
+    )
 
 
 @app.command()
 def replay(
     rev: str = typer.Argument(..., help="The node to rebuild."),
     out: Path = typer.Argument(..., help="Directory to write the node's files into."),
-    skip_links: bool = typer.Option(False, "--skip-links",
-                                    help="Leave symbolic-link and gitlink entries out instead of refusing the tree."),
-    repo: Optional[Path] = RepoOption,
+    skip_links: bool = typer.Option(
+        False, "--skip-links", help="Leave symbolic-link and gitlink entries out instead of refusing the tree."
+    ),
+    repo: Path | None = RepoOption,
 ) -> None:
     """Materialise a node's files into a directory (the full reasoning state at that SHA).
 
@@ -145,20 +159,22 @@ def grep(
     ignore_case: bool = typer.Option(False, "--ignore-case", "-i"),
     pickaxe: bool = typer.Option(False, "--pickaxe", "-S", help="Search file contents like `git log -S`."),
     branch: list[str] = typer.Option([], "--branch", "-b", help="Only history of these branches."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Search commit messages (`git log --grep`) or contents (`git log -S`)."""
     r = open_repo(repo)
     refs = branch or None
-    infos = r.pickaxe(pattern, refs=refs) if pickaxe else r.grep(pattern, refs=refs, fixed=fixed,
-                                                                  ignore_case=ignore_case)
+    infos = (
+        r.pickaxe(pattern, refs=refs) if pickaxe else r.grep(pattern, refs=refs, fixed=fixed, ignore_case=ignore_case)
+    )
     if json:
         emit_json([{"oid": i.oid, "summary": i.summary, "tags": list(i.tags), "score": i.score} for i in infos])
         return
     for i in infos:
-        console.print(f"[yellow]{i.oid[:10]}[/] {_score(i.score):>6} {_safe(i.summary)} "
-                      f"[cyan]{_safe(' '.join(i.tags))}[/]")
+        console.print(
+            f"[yellow]{i.oid[:10]}[/] {_score(i.score):>6} {_safe(i.summary)} [cyan]{_safe(' '.join(i.tags))}[/]"
+        )
     console.print(f"{len(infos)} match(es)")
 
 
@@ -167,7 +183,7 @@ def search(
     query: str = typer.Argument(..., help="Free text."),
     k: int = typer.Option(5, "-k", help="How many hits."),
     branch: list[str] = typer.Option([], "--branch", "-b", help="Only history of these branches."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Ranked retrieval: ρ = 0.7·score + 0.2·tag + 0.1·recency over keyword and pickaxe hits."""
@@ -187,7 +203,7 @@ def search(
 @app.command()
 def tags(
     prefix: str = typer.Argument("", help="Only tags starting with this (e.g. success_)."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Outcome tags (success_*, failed_*, best) and the commits they mark."""
@@ -203,10 +219,10 @@ def tags(
 
 @app.command()
 def verify(
-    rev: Optional[str] = typer.Argument(None, help="Start here (default: every ref)."),
-    allowed_signers: Optional[Path] = typer.Option(None, help="SSH allowed-signers file of trusted keys."),
-    gnupghome: Optional[Path] = typer.Option(None, help="GnuPG home of trusted OpenPGP keys."),
-    repo: Optional[Path] = RepoOption,
+    rev: str | None = typer.Argument(None, help="Start here (default: every ref)."),
+    allowed_signers: Path | None = typer.Option(None, help="SSH allowed-signers file of trusted keys."),
+    gnupghome: Path | None = typer.Option(None, help="GnuPG home of trusted OpenPGP keys."),
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Check commit signatures and the objects they vouch for: good, bad (tampered or damaged),
@@ -231,7 +247,7 @@ def verify(
 
 
 @app.command()
-def fsck(repo: Optional[Path] = RepoOption) -> None:
+def fsck(repo: Path | None = RepoOption) -> None:
     """Run `git fsck --strict` on the repository; exit 1 when it finds problems."""
     r = open_repo(repo)
     ok, output = r.fsck()
@@ -243,7 +259,7 @@ def fsck(repo: Optional[Path] = RepoOption) -> None:
 
 
 @app.command()
-def gc(repo: Optional[Path] = RepoOption) -> None:
+def gc(repo: Path | None = RepoOption) -> None:
     """Pack loose objects and refs (libgit2 never does), and rebuild the search index."""
     r = open_repo(repo)
     stats = r.maintenance()

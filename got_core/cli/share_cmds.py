@@ -3,47 +3,66 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from got_core import collab, sharing
-from got_core.cli._common import JsonOption, RepoOption, app, console, emit_json, open_repo
+from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo
+from got_core.collab import agents as collab
 from got_core.errors import InvalidInputError, RepositoryNotFoundError
-from got_core.inbound import DEFAULT_LIMITS, InboundLimits
 from got_core.names import encode_component
-from got_core.repo import ReasoningRepo
-from got_core.sharing import verify_bundle
+from got_core.repo import ReasoningRepo, sharing
+from got_core.repo.sharing import verify_bundle
+from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits
 from got_core.types import Conflict
 
 __all__: list[str] = []
 
 # Inbound limits (got_core.inbound.InboundLimits): one flag per knob, on every command that takes
 # objects in (fetch, merge PEER, unbundle) and on bundle, which verifies what it wrote under them.
-MaxBlobOption = typer.Option(DEFAULT_LIMITS.max_blob_bytes, "--max-blob-bytes", min=1,
-                             help="Refuse any incoming object (a file's blob, a tree...) larger than this.")
-MaxDepthOption = typer.Option(DEFAULT_LIMITS.max_tree_depth, "--max-tree-depth", min=1,
-                              help="Refuse incoming paths with more components than this.")
-MaxPathOption = typer.Option(DEFAULT_LIMITS.max_path_bytes, "--max-path-bytes", min=1,
-                             help="Refuse incoming paths longer than this many bytes.")
-MaxObjectsOption = typer.Option(DEFAULT_LIMITS.max_objects, "--max-objects", min=1,
-                                help="Refuse a transfer of more objects than this.")
-MaxTotalOption = typer.Option(DEFAULT_LIMITS.max_total_bytes, "--max-total-bytes", min=1,
-                              help="Refuse a transfer (pack) larger than this many bytes.")
+MaxBlobOption = typer.Option(
+    DEFAULT_LIMITS.max_blob_bytes,
+    "--max-blob-bytes",
+    min=1,
+    help="Refuse any incoming object (a file's blob, a tree...) larger than this.",
+)
+MaxDepthOption = typer.Option(
+    DEFAULT_LIMITS.max_tree_depth,
+    "--max-tree-depth",
+    min=1,
+    help="Refuse incoming paths with more components than this.",
+)
+MaxPathOption = typer.Option(
+    DEFAULT_LIMITS.max_path_bytes, "--max-path-bytes", min=1, help="Refuse incoming paths longer than this many bytes."
+)
+MaxObjectsOption = typer.Option(
+    DEFAULT_LIMITS.max_objects, "--max-objects", min=1, help="Refuse a transfer of more objects than this."
+)
+MaxTotalOption = typer.Option(
+    DEFAULT_LIMITS.max_total_bytes,
+    "--max-total-bytes",
+    min=1,
+    help="Refuse a transfer (pack) larger than this many bytes.",
+)
 
 
-def _limits(max_blob_bytes: int, max_tree_depth: int, max_path_bytes: int, max_objects: int,
-            max_total_bytes: int) -> InboundLimits:
-    return InboundLimits(max_blob_bytes=max_blob_bytes, max_tree_depth=max_tree_depth,
-                         max_path_bytes=max_path_bytes, max_objects=max_objects, max_total_bytes=max_total_bytes)
+def _limits(
+    max_blob_bytes: int, max_tree_depth: int, max_path_bytes: int, max_objects: int, max_total_bytes: int
+) -> InboundLimits:
+    return InboundLimits(
+        max_blob_bytes=max_blob_bytes,
+        max_tree_depth=max_tree_depth,
+        max_path_bytes=max_path_bytes,
+        max_objects=max_objects,
+        max_total_bytes=max_total_bytes,
+    )
 
 
 @app.command()
 def fetch(
     peer: str = typer.Argument(..., help="Path or URL of the peer repository."),
-    name: Optional[str] = typer.Option(None, help="Local name for the peer (default: from its path)."),
-    repo: Optional[Path] = RepoOption,
+    name: str | None = typer.Option(None, help="Local name for the peer (default: from its path)."),
+    repo: Path | None = RepoOption,
     max_blob_bytes: int = MaxBlobOption,
     max_tree_depth: int = MaxDepthOption,
     max_path_bytes: int = MaxPathOption,
@@ -69,18 +88,29 @@ def _show_conflict(c: Conflict) -> None:
     console.print(f"  theirs: {escape((c.theirs or '(deleted)').strip()[:200])}")
 
 
-def _merge_status(r: ReasoningRepo, into: Optional[str], json: bool) -> None:
+def _merge_status(r: ReasoningRepo, into: str | None, json: bool) -> None:
     pending = collab.merge_status(r, into)
     if json:
-        emit_json([{"name": p.name, "into": p.into, "commit": p.commit, "conflicts": p.conflicts,
-                    "topics": [lc.topic_key for lc in p.lesson_conflicts]} for p in pending])
+        emit_json(
+            [
+                {
+                    "name": p.name,
+                    "into": p.into,
+                    "commit": p.commit,
+                    "conflicts": p.conflicts,
+                    "topics": [lc.topic_key for lc in p.lesson_conflicts],
+                }
+                for p in pending
+            ]
+        )
         return
     if not pending:
         console.print("no merges left for review")
         return
     for p in pending:
-        console.print(f"[bold]{escape(p.name)}[/] -> {escape(p.into)} ({p.commit[:10]}): "
-                      f"{len(p.conflicts)} conflict(s)")
+        console.print(
+            f"[bold]{escape(p.name)}[/] -> {escape(p.into)} ({p.commit[:10]}): {len(p.conflicts)} conflict(s)"
+        )
         for c in p.conflicts:
             _show_conflict(c)
     console.print("decide with: got merge --resolve ours|theirs NAME [--into BRANCH]")
@@ -88,17 +118,22 @@ def _merge_status(r: ReasoningRepo, into: Optional[str], json: bool) -> None:
 
 @app.command()
 def merge(
-    peer: Optional[str] = typer.Argument(None, help="A peer repository (path/URL) or a local revision to merge; "
-                                                    "with --resolve, the name of the pending merge."),
+    peer: str | None = typer.Argument(
+        None,
+        help="A peer repository (path/URL) or a local revision to merge; "
+        "with --resolve, the name of the pending merge.",
+    ),
     branch: str = typer.Option("memory", "--branch", "-b", help="The peer's branch to merge."),
     into: str = typer.Option("memory", "--into", help="Our branch to merge into."),
-    strategy: str = typer.Option("review", "--strategy", "-s",
-                                 help="review (default: stop on conflicts), ours or theirs."),
+    strategy: str = typer.Option(
+        "review", "--strategy", "-s", help="review (default: stop on conflicts), ours or theirs."
+    ),
     status: bool = typer.Option(False, "--status", help="List merges left for review and their conflicts."),
-    resolve: Optional[str] = typer.Option(None, "--resolve", help="Decide the pending merge PEER: ours or theirs."),
-    workers: bool = typer.Option(False, "--workers",
-                                 help="Merge every agents/<id>/memory branch of this (central) repository."),
-    repo: Optional[Path] = RepoOption,
+    resolve: str | None = typer.Option(None, "--resolve", help="Decide the pending merge PEER: ours or theirs."),
+    workers: bool = typer.Option(
+        False, "--workers", help="Merge every agents/<id>/memory branch of this (central) repository."
+    ),
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
     max_blob_bytes: int = MaxBlobOption,
     max_tree_depth: int = MaxDepthOption,
@@ -156,7 +191,7 @@ def push(
     branch: list[str] = typer.Option(["memory"], "--branch", "-b", help="Branches to share."),
     tag_prefix: list[str] = typer.Option(["success_"], "--tag-prefix", help="Share tags with these prefixes."),
     notes: list[str] = typer.Option([], "--notes", help="Notes refs to share (e.g. got)."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
 ) -> None:
     """Selective sharing: push only the memory branch and success tags (traces stay private)."""
     r = open_repo(repo)
@@ -168,7 +203,7 @@ def push(
 def bundle(
     out: Path = typer.Argument(..., help="Bundle file to write."),
     ref: list[str] = typer.Option([], "--ref", help="Only these branches/tags/refs (default: all)."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     max_blob_bytes: int = MaxBlobOption,
     max_tree_depth: int = MaxDepthOption,
     max_path_bytes: int = MaxPathOption,
@@ -181,15 +216,16 @@ def bundle(
     """
     r = open_repo(repo)
     path = r.bundle(out, ref or None)
-    heads = verify_bundle(path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects,
-                                               max_total_bytes))
+    heads = verify_bundle(
+        path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+    )
     console.print(f"wrote {escape(str(path))} ({path.stat().st_size:,} bytes, {len(heads)} refs, verified)")
 
 
 @app.command()
 def unbundle(
     src: Path = typer.Argument(..., help="Bundle file to import."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     max_blob_bytes: int = MaxBlobOption,
     max_tree_depth: int = MaxDepthOption,
     max_path_bytes: int = MaxPathOption,

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from got_core.cli._common import console, emit_json, err_console
+from got_core.cli.plugin import console, emit_json, err_console
 from got_core.errors import InvalidInputError
 from got_core.names import short_ref
 
-__all__ = ["register", "solve_command", "load_script", "render_tree"]
+__all__ = ["load_script", "register", "render_tree", "solve_command"]
 
 
 def load_script(path: Path) -> Any:
-    """A :class:`~got_core.testing.ScriptedChatModel` from a JSON file.
+    """A :class:`~got_core.solver.scripted.ScriptedChatModel` from a JSON file.
 
     The file holds a list of replies (used in order), or an object
     ``{"replies": [...], "rules": [[regex, reply], ...], "default": reply}``.
@@ -35,7 +35,7 @@ def load_script(path: Path) -> Any:
     Raises:
         InvalidInputError: the file is missing, not JSON, or not of that shape.
     """
-    from got_core.testing import ScriptedChatModel
+    from got_core.solver.scripted import ScriptedChatModel
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -44,16 +44,20 @@ def load_script(path: Path) -> Any:
     if isinstance(data, list):
         data = {"replies": data}
     if not isinstance(data, dict) or not all(isinstance(r, str) for r in data.get("replies", [])):
-        raise InvalidInputError(f"{path} must hold a JSON list of reply strings, or "
-                                '{"replies": [...], "rules": [[regex, reply], ...], "default": "..."}')
+        raise InvalidInputError(
+            f"{path} must hold a JSON list of reply strings, or "
+            '{"replies": [...], "rules": [[regex, reply], ...], "default": "..."}'
+        )
     rules = [tuple(rule) for rule in data.get("rules", [])]
     return ScriptedChatModel(data.get("replies", []), rules=rules, default=data.get("default"))
 
 
 def render_tree(result: Any) -> Tree:
-    """A rich tree of a :class:`~got_core.solver.tot.SolveResult`: scores, answers, outcomes, tags."""
-    head = (f"[bold]{escape(result.problem_id)}[/] · arm [cyan]{escape(result.arm)}[/] · "
-            f"outcome [bold]{escape(result.outcome)}[/]")
+    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags."""
+    head = (
+        f"[bold]{escape(result.problem_id)}[/] · arm [cyan]{escape(result.arm)}[/] · "
+        f"outcome [bold]{escape(result.outcome)}[/]"
+    )
     tree = Tree(head)
     branches: dict[str, Tree] = {}
     winner = result.winner.oid if result.winner else None
@@ -62,8 +66,7 @@ def render_tree(result: Any) -> Tree:
         if entry.depth == 0:
             label = f"[dim]{entry.oid[:10]}[/] [bold]root[/] (the problem)"
         else:
-            score = (f"s={s.get('s_comb', 0):.3f} (local {s.get('s_local', 0):.2f}, "
-                     f"cross {s.get('s_cross', 0):.2f})")
+            score = f"s={s.get('s_comb', 0):.3f} (local {s.get('s_local', 0):.2f}, cross {s.get('s_cross', 0):.2f})"
             answer = entry.answer if entry.answer is not None else "—"
             label = f"[dim]{entry.oid[:10]}[/] [bold]{escape(entry.label)}[/] answer {escape(str(answer))}  {score}"
             if entry.outcome:
@@ -78,18 +81,20 @@ def render_tree(result: Any) -> Tree:
     return tree
 
 
-def _model(base_url: str, model: Optional[str], api_key: str, scripted: Optional[Path], timeout: float) -> Any:
+def _model(base_url: str, model: str | None, api_key: str, scripted: Path | None, timeout: float) -> Any:
     if scripted is not None:
         return load_script(scripted)
     from got_core.errors import ModelError
-    from got_core.solver.models import OpenAICompatibleModel, check_endpoint
+    from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint
 
     try:
         served = check_endpoint(base_url, api_key=api_key if api_key != "EMPTY" else None)
     except ModelError as exc:
         err_console.print(f"[bold red]no model server:[/] {escape(str(exc))}")
-        err_console.print("Start one with [bold]vllm serve <model>[/] (or any OpenAI-compatible server) and "
-                          "pass --base-url/--model, or try it offline with --scripted replies.json.")
+        err_console.print(
+            "Start one with [bold]vllm serve <model>[/] (or any OpenAI-compatible server) and "
+            "pass --base-url/--model, or try it offline with --scripted replies.json."
+        )
         raise typer.Exit(2) from None
     name = model or (served[0] if served else None)
     if not name:
@@ -100,38 +105,51 @@ def _model(base_url: str, model: Optional[str], api_key: str, scripted: Optional
 
 def solve_command(
     question: str = typer.Argument(..., help="The question (for multiple choice, without the options)."),
-    choice: Optional[List[str]] = typer.Option(None, "--choice", "-c",
-                                               help="An option; repeat it for each (A, B, C, D...)."),
-    base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", envvar="GOT_BASE_URL",
-                                 help="An OpenAI-compatible endpoint (vLLM: `vllm serve <model>`)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="GOT_MODEL",
-                                        help="Served model name (default: the first the server lists)."),
+    choice: list[str] | None = typer.Option(
+        None, "--choice", "-c", help="An option; repeat it for each (A, B, C, D...)."
+    ),
+    base_url: str = typer.Option(
+        "http://127.0.0.1:8000/v1",
+        "--base-url",
+        envvar="GOT_BASE_URL",
+        help="An OpenAI-compatible endpoint (vLLM: `vllm serve <model>`).",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", envvar="GOT_MODEL", help="Served model name (default: the first the server lists)."
+    ),
     api_key: str = typer.Option("EMPTY", "--api-key", envvar="GOT_API_KEY", help="API key, if the server wants one."),
     memory: str = typer.Option("none", "--memory", help="Memory backend: none, markdown, vector, graph or git."),
-    memory_path: Optional[Path] = typer.Option(None, "--memory-path",
-                                               help="Where the memory lives (default: <repo-root>/memory-<backend>)."),
+    memory_path: Path | None = typer.Option(
+        None, "--memory-path", help="Where the memory lives (default: <repo-root>/memory-<backend>)."
+    ),
     read_only_memory: bool = typer.Option(False, "--read-only-memory", help="Read lessons, write none."),
-    repo_root: Path = typer.Option(Path("got-solve"), "--repo-root", envvar="GOT_SOLVE_ROOT",
-                                   help="One repository per problem is created under it."),
+    repo_root: Path = typer.Option(
+        Path("got-solve"),
+        "--repo-root",
+        envvar="GOT_SOLVE_ROOT",
+        help="One repository per problem is created under it.",
+    ),
     arm: str = typer.Option("tot", "--arm", help="greedy, self_consistency, argue, revision, verifier_bon or tot."),
-    n: Optional[int] = typer.Option(None, "--n", help="Samples for self_consistency / verifier_bon."),
-    problem_id: Optional[str] = typer.Option(None, "--problem-id", help="Default: a hash of the question."),
+    n: int | None = typer.Option(None, "--n", help="Samples for self_consistency / verifier_bon."),
+    problem_id: str | None = typer.Option(None, "--problem-id", help="Default: a hash of the question."),
     tools: str = typer.Option("calculator,sympy,lp", "--tools", help="Comma-separated tool names ('' for none)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Wall-clock budget for the question, in seconds."),
     token_cap: int = typer.Option(200_000, "--token-cap", help="Token budget for the question (all calls)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Completion limit per model call."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the arm's temperature."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (node i uses seed + i)."),
-    parallel: Optional[bool] = typer.Option(None, "--parallel/--sequential",
-                                            help="Run sibling nodes at once (default: parallel with a server)."),
-    scripted: Optional[Path] = typer.Option(None, "--scripted",
-                                            help="Replies from a JSON file instead of a server (demos, tests)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Completion limit per model call."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Override the arm's temperature."),
+    seed: int | None = typer.Option(None, "--seed", help="Base seed (node i uses seed + i)."),
+    parallel: bool | None = typer.Option(
+        None, "--parallel/--sequential", help="Run sibling nodes at once (default: parallel with a server)."
+    ),
+    scripted: Path | None = typer.Option(
+        None, "--scripted", help="Replies from a JSON file instead of a server (demos, tests)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a tree."),
 ) -> None:
     """Answer a question with a tree of thoughts (or another arm); every node is a commit."""
     from got_core.memory import get_backend
     from got_core.solver.budget import Budget
-    from got_core.solver.tot import solve
+    from got_core.solver.run import solve
 
     chat = _model(base_url, model, api_key, scripted, timeout)
     mem = None
@@ -141,10 +159,22 @@ def solve_command(
     names = [t.strip() for t in tools.split(",") if t.strip()]
     options = {"n": n} if n is not None and arm in ("self_consistency", "verifier_bon") else {}
     try:
-        result = solve(question, choice or None, model=chat, memory=mem, repo_root=repo_root, problem_id=problem_id,
-                       tools=names, budget=Budget(wall_clock_s=timeout, max_tokens=token_cap), arm=arm, seed=seed,
-                       temperature=temperature, max_tokens=max_tokens, arm_options=options,
-                       parallel=(scripted is None) if parallel is None else parallel)
+        result = solve(
+            question,
+            choice or None,
+            model=chat,
+            memory=mem,
+            repo_root=repo_root,
+            problem_id=problem_id,
+            tools=names,
+            budget=Budget(wall_clock_s=timeout, max_tokens=token_cap),
+            arm=arm,
+            seed=seed,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            arm_options=options,
+            parallel=(scripted is None) if parallel is None else parallel,
+        )
     finally:
         if mem is not None:
             mem.close()
@@ -154,15 +184,21 @@ def solve_command(
         shown = result.answer if result.answer is not None else "(no answer)"
         if result.letter and choice:
             shown = f"{result.letter}) {choice['ABCDEFGHIJKLMNOPQRSTUVWXYZ'.index(result.letter)]}"
-        console.print(f"[bold]answer:[/] {escape(shown)}   [dim]outcome {escape(result.outcome)}, "
-                      f"{result.n_calls} model calls, {result.usage.total_tokens} tokens, {result.elapsed_s:.2f} s[/]")
+        console.print(
+            f"[bold]answer:[/] {escape(shown)}   [dim]outcome {escape(result.outcome)}, "
+            f"{result.n_calls} model calls, {result.usage.total_tokens} tokens, {result.elapsed_s:.2f} s[/]"
+        )
         console.print(render_tree(result), soft_wrap=False)  # wrap long labels instead of cropping them
-        console.print(f"[bold]repository:[/] {escape(str(result.repo_path))}  (winning path on "
-                      f"{escape(short_ref(result.session_ref))})")
+        console.print(
+            f"[bold]repository:[/] {escape(str(result.repo_path))}  (winning path on "
+            f"{escape(short_ref(result.session_ref))})"
+        )
         if result.lesson:
             console.print(f"[bold]lesson written[/] ({escape(result.lesson_source)}): {escape(result.lesson)}")
-        console.print(f"[dim]try: git --git-dir={escape(str(result.repo_path))} log --all --graph --oneline; "
-                      f"git --git-dir={escape(str(result.repo_path))} notes --ref=got show best[/]")
+        console.print(
+            f"[dim]try: git --git-dir={escape(str(result.repo_path))} log --all --graph --oneline; "
+            f"git --git-dir={escape(str(result.repo_path))} notes --ref=got show best[/]"
+        )
     if result.answer is None:
         raise typer.Exit(1)
 

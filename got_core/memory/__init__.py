@@ -26,10 +26,10 @@ from got_core.memory.base import (
 
 __all__ = [
     "BACKENDS",
+    "MAX_LESSON_BYTES",
     "BaseMemory",
     "CostMeter",
     "Lesson",
-    "MAX_LESSON_BYTES",
     "MemoryBackend",
     "Outcome",
     "get_backend",
@@ -63,9 +63,7 @@ def get_backend(name: str, path: str | Path | None = None, **options: Any) -> Ba
         RepositoryNotFoundError: ``create=False`` and nothing is stored at ``path``.
     """
     if not isinstance(name, str) or name.strip().lower() not in BACKENDS:
-        raise UnknownBackendError(
-            f"unknown memory backend {name!r}; choose one of {', '.join(BACKENDS)}"
-        )
+        raise UnknownBackendError(f"unknown memory backend {name!r}; choose one of {', '.join(BACKENDS)}")
     module_name, _, cls_name = BACKENDS[name.strip().lower()].partition(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
     return cls(path, **options)

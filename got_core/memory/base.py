@@ -17,22 +17,23 @@ import hashlib
 import re
 import time
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from got_core.errors import InvalidInputError, PayloadTooLargeError
 
 __all__ = [
-    "Lesson",
-    "Outcome",
-    "CostMeter",
-    "MemoryBackend",
-    "BaseMemory",
     "MAX_LESSON_BYTES",
+    "BaseMemory",
+    "CostMeter",
+    "Lesson",
+    "MemoryBackend",
+    "Outcome",
+    "stored_lesson",
     "topic_key_for",
     "validate_text",
-    "stored_lesson",
 ]
 
 Outcome = Literal["insight", "success", "failure"]
@@ -119,16 +120,21 @@ class Lesson:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Lesson":
+    def from_dict(cls, data: dict[str, Any]) -> Lesson:
         """Build a lesson from :meth:`to_dict` output, ignoring unknown keys."""
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
 
 
-
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "text": (str,), "topic_key": (str,), "source_problem": (str,), "outcome": (str,),
-    "score": (int, float), "created": (int, float), "meta": (dict,), "relevance": (int, float),
+    "text": (str,),
+    "topic_key": (str,),
+    "source_problem": (str,),
+    "outcome": (str,),
+    "score": (int, float),
+    "created": (int, float),
+    "meta": (dict,),
+    "relevance": (int, float),
 }
 
 
@@ -145,7 +151,7 @@ def stored_lesson(data: Any) -> Lesson:
     """
     if not isinstance(data, dict):
         raise ValueError(f"a lesson record must be an object, not {type(data).__name__}")
-    fields = {}
+    fields: dict[str, Any] = {}  # each value checked against _FIELD_TYPES below
     for name, kinds in _FIELD_TYPES.items():
         if name not in data:
             if name == "text":
@@ -153,14 +159,16 @@ def stored_lesson(data: Any) -> Lesson:
             continue
         value = data[name]
         if not isinstance(value, kinds) or isinstance(value, bool):
-            raise ValueError(f"lesson field {name!r} is a {type(value).__name__}, "
-                             f"not a {' or '.join(k.__name__ for k in kinds)}")
-        fields[name] = float(value) if kinds == (int, float) else value
+            raise ValueError(
+                f"lesson field {name!r} is a {type(value).__name__}, not a {' or '.join(k.__name__ for k in kinds)}"
+            )
+        fields[name] = float(value) if kinds == (int, float) and isinstance(value, (int, float)) else value
     if fields.get("outcome", "insight") not in ("insight", "success", "failure"):
         raise ValueError(f"unknown lesson outcome {str(fields['outcome'])[:40]!r}")
     if not fields["text"].strip():
         raise ValueError("the lesson text is empty")
     return Lesson(**fields)
+
 
 @dataclass
 class CostMeter:
@@ -198,18 +206,39 @@ class MemoryBackend(Protocol):
     supports_associative_search: bool
     read_only: bool
 
-    def add_insight(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_insight(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store an answer-free insight; returns the stored lesson (None when read-only)."""
         ...
 
-    def add_failure(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_failure(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store a lesson learned from a failed attempt."""
         ...
 
-    def add_success(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_success(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store a lesson learned from a validated attempt."""
         ...
 
@@ -239,18 +268,39 @@ class BaseMemory:
         self.meter = CostMeter()
 
     # -- the five verbs ------------------------------------------------------------------
-    def add_insight(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_insight(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store an answer-free insight; see :class:`MemoryBackend`."""
         return self._add(text, "insight", topic_key, source_problem, score, meta)
 
-    def add_failure(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_failure(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store a lesson from a failed attempt; see :class:`MemoryBackend`."""
         return self._add(text, "failure", topic_key, source_problem, score, meta)
 
-    def add_success(self, text: str, *, topic_key: str = "", source_problem: str = "",
-                    score: float = 0.5, meta: dict[str, Any] | None = None) -> Lesson | None:
+    def add_success(
+        self,
+        text: str,
+        *,
+        topic_key: str = "",
+        source_problem: str = "",
+        score: float = 0.5,
+        meta: dict[str, Any] | None = None,
+    ) -> Lesson | None:
         """Store a lesson from a validated attempt; see :class:`MemoryBackend`."""
         return self._add(text, "success", topic_key, source_problem, score, meta)
 
@@ -260,8 +310,7 @@ class BaseMemory:
         All are validated before any is stored; backends may batch the write
         (the vector backend embeds and upserts them in one call).
         """
-        prepared = [self._prepare(l.text, l.outcome, l.topic_key, l.source_problem, l.score, l.meta)
-                    for l in lessons]
+        prepared = [self._prepare(l.text, l.outcome, l.topic_key, l.source_problem, l.score, l.meta) for l in lessons]
         if self.read_only or not prepared:
             return []
         t0 = time.perf_counter()
@@ -334,7 +383,7 @@ class BaseMemory:
     def close(self) -> None:
         """Release handles; the default has none."""
 
-    def __enter__(self) -> "BaseMemory":
+    def __enter__(self) -> BaseMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -357,8 +406,15 @@ class BaseMemory:
         """Every stored lesson."""
         return []
 
-    def _prepare(self, text: str, outcome: Outcome, topic_key: str, source_problem: str,
-                 score: float, meta: dict[str, Any] | None) -> Lesson:
+    def _prepare(
+        self,
+        text: str,
+        outcome: Outcome,
+        topic_key: str,
+        source_problem: str,
+        score: float,
+        meta: dict[str, Any] | None,
+    ) -> Lesson:
         """Validate the fields of a new lesson and build it (raises typed errors)."""
         text = validate_text(text)
         if outcome not in ("insight", "success", "failure"):
@@ -378,8 +434,15 @@ class BaseMemory:
         )
         return lesson
 
-    def _add(self, text: str, outcome: Outcome, topic_key: str, source_problem: str,
-             score: float, meta: dict[str, Any] | None) -> Lesson | None:
+    def _add(
+        self,
+        text: str,
+        outcome: Outcome,
+        topic_key: str,
+        source_problem: str,
+        score: float,
+        meta: dict[str, Any] | None,
+    ) -> Lesson | None:
         lesson = self._prepare(text, outcome, topic_key, source_problem, score, meta)
         if self.read_only:
             return None

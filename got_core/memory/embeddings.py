@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from got_core.errors import InvalidInputError, MissingExtraError
 
@@ -26,14 +27,14 @@ if TYPE_CHECKING:  # numpy is part of the optional 'vector' extra
     import numpy as np
 
 __all__ = [
+    "MINILM_DIMS",
+    "MODEL_NAME",
     "Embedder",
     "MiniLMEmbedder",
-    "MODEL_NAME",
-    "MINILM_DIMS",
-    "get_embedder",
-    "embed",
-    "similarity",
     "cosine_matrix",
+    "embed",
+    "get_embedder",
+    "similarity",
 ]
 
 #: The one sentence-embedding model the project uses (paper §3.4).
@@ -56,7 +57,7 @@ class Embedder(Protocol):
 
     dims: int
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts``; returns a float32 array of shape ``(len(texts), dims)``."""
         ...
 
@@ -71,7 +72,7 @@ def _numpy() -> Any:
 
 def _as_text_list(texts: str | Sequence[str], what: str = "texts") -> list[str]:
     if isinstance(texts, (str, bytes)):
-        texts = [texts]  # type: ignore[list-item]
+        texts = [texts]
     out = []
     for t in texts:
         if isinstance(t, (bytes, bytearray)):
@@ -106,11 +107,10 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
     dims = MINILM_DIMS
 
-    _models: dict[str, Any] = {}
+    _models: ClassVar[dict[str, Any]] = {}
     _lock = threading.Lock()
 
-    def __init__(self, device: str = "cpu", batch_size: int = 32,
-                 threads: int | None = 1) -> None:
+    def __init__(self, device: str = "cpu", batch_size: int = 32, threads: int | None = 1) -> None:
         self.device = device
         self.batch_size = batch_size
         self.threads = threads
@@ -126,7 +126,7 @@ class MiniLMEmbedder:
                 self._models[self.device] = model
         return model
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` into normalised float32 rows.
 
         Args:
@@ -181,7 +181,7 @@ def get_embedder() -> MiniLMEmbedder:
     return _default
 
 
-def embed(texts: str | Sequence[str], embedder: Embedder | None = None) -> "np.ndarray":
+def embed(texts: str | Sequence[str], embedder: Embedder | None = None) -> np.ndarray:
     """Embed texts with MiniLM (or ``embedder``).
 
     Args:
@@ -217,8 +217,9 @@ def similarity(a: str, b: str, embedder: Embedder | None = None) -> float:
     return float(cosine_matrix([a], [b], embedder)[0, 0])
 
 
-def cosine_matrix(queries: str | Sequence[str], docs: str | Sequence[str],
-                  embedder: Embedder | None = None) -> "np.ndarray":
+def cosine_matrix(
+    queries: str | Sequence[str], docs: str | Sequence[str], embedder: Embedder | None = None
+) -> np.ndarray:
     """Cosine similarity of every query against every document, in one batch.
 
     Args:

@@ -11,7 +11,7 @@ A topic file holds the lessons on that topic, oldest first, each behind a one-li
 JSON header (``<!-- got-lesson {...} -->``). Each ``add_*`` is one commit whose
 message carries the lesson text and ``Got-*`` trailers, so retrieval is git's own
 search over the branch (``--grep`` keywords and ``-S`` pickaxe through the derived
-index), ranked by ρ with a keyword-match term (see :mod:`got_core.retrieval`).
+index), ranked by ρ with a keyword-match term (see :mod:`got_core.repo.retrieval`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ import json
 import re
 from pathlib import Path
 
-from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, RepositoryNotFoundError
+from got_core.errors import ConfigError, CorruptRepositoryError, RepositoryNotFoundError
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo import Publish, ReasoningRepo
+from got_core.storage.refnames import branch_ref
 
-__all__ = ["GitMemory", "lesson_path", "parse_topic_file", "render_topic_file", "MEMORY_BRANCH"]
+__all__ = ["MEMORY_BRANCH", "GitMemory", "lesson_path", "parse_topic_file", "render_topic_file"]
 
 MEMORY_BRANCH = "memory"
 #: ρ weights for lessons: the paper's 0.7/0.2/0.1 plus a keyword-match term, so the
@@ -55,9 +56,16 @@ def render_topic_file(lessons: list[Lesson]) -> str:
     """
     blocks = []
     for lesson in lessons:
-        header = {"id": _lesson_id(lesson.text), "topic_key": lesson.topic_key, "lines": lesson.text.count("\n") + 1,
-                  "outcome": lesson.outcome, "score": lesson.score,
-                  "source_problem": lesson.source_problem, "created": lesson.created, "meta": lesson.meta}
+        header = {
+            "id": _lesson_id(lesson.text),
+            "topic_key": lesson.topic_key,
+            "lines": lesson.text.count("\n") + 1,
+            "outcome": lesson.outcome,
+            "score": lesson.score,
+            "source_problem": lesson.source_problem,
+            "created": lesson.created,
+            "meta": lesson.meta,
+        }
         blocks.append(f"<!-- got-lesson {json.dumps(header, sort_keys=True, ensure_ascii=False)} -->\n{lesson.text}\n")
     return "\n".join(blocks)
 
@@ -87,18 +95,24 @@ def parse_topic_file(text: str, where: str = "a topic file") -> list[Lesson]:
                 raise ValueError("the header is not a JSON object")
             n = header.get("lines", 1)
             if not isinstance(n, int) or isinstance(n, bool) or n < 1 or i + n > len(lines):
-                raise ValueError(f"the lesson should have {str(n)[:20]} line(s), the file has "
-                                 f"{len(lines) - i} left")
-            body = "\n".join(lines[i:i + n])
-            lesson = stored_lesson({"text": body, "topic_key": header.get("topic_key", ""),
-                                    "source_problem": header.get("source_problem", ""),
-                                    "outcome": header.get("outcome", "insight"),
-                                    "score": header.get("score", 0.5), "created": header.get("created", 0.0),
-                                    "meta": header.get("meta") or {}})
+                raise ValueError(f"the lesson should have {str(n)[:20]} line(s), the file has {len(lines) - i} left")
+            body = "\n".join(lines[i : i + n])
+            lesson = stored_lesson(
+                {
+                    "text": body,
+                    "topic_key": header.get("topic_key", ""),
+                    "source_problem": header.get("source_problem", ""),
+                    "outcome": header.get("outcome", "insight"),
+                    "score": header.get("score", 0.5),
+                    "created": header.get("created", 0.0),
+                    "meta": header.get("meta") or {},
+                }
+            )
         except (ValueError, TypeError, RecursionError) as exc:
             raise CorruptRepositoryError(
                 f"{where} has a damaged lesson at line {i} ({str(exc)[:120]}); restore the file "
-                "from an earlier commit of the memory branch (`git log memory -- <path>`)") from None
+                "from an earlier commit of the memory branch (`git log memory -- <path>`)"
+            ) from None
         i += n
         lessons.append(lesson)
     return lessons
@@ -108,8 +122,9 @@ def _topic_text(raw: bytes, where: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRepositoryError(f"{where} is not UTF-8 text ({exc}); restore it from an earlier "
-                                     "commit of the memory branch") from None
+        raise CorruptRepositoryError(
+            f"{where} is not UTF-8 text ({exc}); restore it from an earlier commit of the memory branch"
+        ) from None
 
 
 class GitMemory(BaseMemory):
@@ -130,12 +145,25 @@ class GitMemory(BaseMemory):
 
     name = "git"
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 repo: ReasoningRepo | None = None, branch: str = MEMORY_BRANCH,
-                 create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        read_only: bool = False,
+        repo: ReasoningRepo | None = None,
+        branch: str = MEMORY_BRANCH,
+        create: bool = True,
+    ) -> None:
         if repo is None:
             if path is None:
                 raise ConfigError("the git memory backend needs a path (or repo=)")
+            if read_only and create and not Path(path).exists():
+                # read-only creates nothing: a missing store reads as an empty memory
+                super().__init__(Path(path), read_only=True)
+                self.repo: ReasoningRepo | None = None
+                self.branch = branch
+                self.ref = branch_ref(branch)
+                return
             try:
                 repo = ReasoningRepo(path, create=create)
             except RepositoryNotFoundError:
@@ -143,7 +171,8 @@ class GitMemory(BaseMemory):
                     raise
                 raise RepositoryNotFoundError(
                     f"no git memory at {path} (no repository there); check the path, or store a "
-                    "lesson there first to create one") from None
+                    "lesson there first to create one"
+                ) from None
         super().__init__(repo.gitdir, read_only=read_only)
         self.repo = repo
         self.branch = branch
@@ -151,7 +180,7 @@ class GitMemory(BaseMemory):
 
     # -- storage ---------------------------------------------------------------------
     def _topic(self, rev: str | None, key: str) -> list[Lesson]:
-        if rev is None:
+        if rev is None or self.repo is None:
             return []
         path = lesson_path(key)
         try:
@@ -162,36 +191,48 @@ class GitMemory(BaseMemory):
         return parse_topic_file(_topic_text(raw, where), where)
 
     def _store(self, lesson: Lesson) -> Lesson:
+        repo = self.repo
+        if repo is None:  # only a read-only memory has no repository, and it never stores
+            raise ConfigError("this git memory was opened read-only at a missing path; it stores nothing")
         path = lesson_path(lesson.topic_key)
-        for _ in self.repo.attempts(self.ref):
-            tip = self.repo.tip(self.ref)
+
+        def build(tip: str | None) -> Publish:
             current = self._topic(tip, lesson.topic_key)
             same = [i for i, old in enumerate(current) if old.text == lesson.text]
             if same:  # deduplicate: the same advice again raises confidence, not the count
                 old = current[same[0]]
-                stored = Lesson(old.text, old.topic_key, old.source_problem or lesson.source_problem,
-                                lesson.outcome, max(old.score, lesson.score), old.created, old.meta)
+                stored = Lesson(
+                    old.text,
+                    old.topic_key,
+                    old.source_problem or lesson.source_problem,
+                    lesson.outcome,
+                    max(old.score, lesson.score),
+                    old.created,
+                    old.meta,
+                )
                 current[same[0]] = stored
             else:
                 stored = lesson
                 current.append(lesson)
             first = lesson.text.splitlines()[0][:60]
-            message = (f"lesson({lesson.outcome}): {first}\n\n{lesson.text}\n\n"
-                       f"Got-Topic: {encode_component(lesson.topic_key, 'topic key')}\n"
-                       f"Got-Lesson: {_lesson_id(lesson.text)}\n"
-                       f"Got-Outcome: {lesson.outcome}\n"
-                       f"Got-Score: {stored.score:.6f}\n")
+            message = (
+                f"lesson({lesson.outcome}): {first}\n\n{lesson.text}\n\n"
+                f"Got-Topic: {encode_component(lesson.topic_key, 'topic key')}\n"
+                f"Got-Lesson: {_lesson_id(lesson.text)}\n"
+                f"Got-Outcome: {lesson.outcome}\n"
+                f"Got-Score: {stored.score:.6f}\n"
+            )
             if lesson.source_problem:
                 message += f"Got-Problem: {encode_component(lesson.source_problem, 'problem id')}\n"
-            try:
-                self.repo.commit_files(self.ref, {path: render_topic_file(current)}, message,
-                                       parents=[tip] if tip else [], expected=tip)
-                return stored
-            except ConcurrentUpdateError:
-                continue  # another writer moved the branch: re-read the topic and retry
-        raise AssertionError("unreachable")
+            oid = repo.prepare_commit([tip] if tip else [], {path: render_topic_file(current)}, message)
+            return Publish(oid, stored)
+
+        # another writer moving the branch makes the builder re-read the topic on the new tip
+        return repo.update_ref(self.ref, build)
 
     def _query(self, query: str, k: int) -> list[Lesson]:
+        if self.repo is None:
+            return []
         tip = self.repo.tip(self.ref)
         if tip is None:
             return []
@@ -211,14 +252,26 @@ class GitMemory(BaseMemory):
             for lesson in files[key]:
                 if _lesson_id(lesson.text) == lesson_id:
                     seen.add(lesson_id)
-                    out.append(Lesson(lesson.text, lesson.topic_key, lesson.source_problem, lesson.outcome,
-                                      lesson.score, lesson.created, lesson.meta, relevance=round(hit.rho, 6)))
+                    out.append(
+                        Lesson(
+                            lesson.text,
+                            lesson.topic_key,
+                            lesson.source_problem,
+                            lesson.outcome,
+                            lesson.score,
+                            lesson.created,
+                            lesson.meta,
+                            relevance=round(hit.rho, 6),
+                        )
+                    )
                     break
             if len(out) >= k:
                 break
         return out
 
     def _all(self) -> list[Lesson]:
+        if self.repo is None:
+            return []
         tip = self.repo.tip(self.ref)
         if tip is None:
             return []
@@ -231,8 +284,11 @@ class GitMemory(BaseMemory):
 
     def storage_bytes(self) -> int:
         """Bytes of the repository directory (objects, refs and the derived index)."""
+        if self.repo is None:
+            return 0
         return sum(p.stat().st_size for p in Path(self.repo.gitdir).rglob("*") if p.is_file())
 
     def close(self) -> None:
         """Release the repository's index handle."""
-        self.repo.close()
+        if self.repo is not None:
+            self.repo.close()

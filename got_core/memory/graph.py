@@ -28,6 +28,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import heapq
+import itertools
 import json
 import math
 import os
@@ -36,12 +37,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
-from got_core.memory.base import BaseMemory, Lesson, stored_lesson
-from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import tokenize
+from got_core.errors import ConfigError, CorruptRepositoryError, MissingExtraError, StorageError
+from got_core.memory._files import atomic_write_bytes, file_stamp, locked, prepare_store_dir
+from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 
-__all__ = ["GraphMemory", "concepts_of", "GRAPH_FILE"]
+__all__ = ["GRAPH_FILE", "GraphMemory", "concepts_of"]
 
 #: The snapshot file inside the backend directory.
 GRAPH_FILE = "graph.json"
@@ -82,7 +83,7 @@ def concepts_of(text: str) -> tuple[list[str], list[str]]:
         adjacent content tokens.
     """
     toks = tokenize(text)
-    return toks, [f"{a} {b}" for a, b in zip(toks, toks[1:]) if a != b]
+    return toks, [f"{a} {b}" for a, b in itertools.pairwise(toks) if a != b]
 
 
 def _lesson_node(lesson: Lesson) -> str:
@@ -115,10 +116,18 @@ class GraphMemory(BaseMemory):
     """
 
     name = "graph"
+    path: Path  # never None here: __init__ refuses a missing path
     supports_associative_search = True
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 fsync: bool = False, compact_min: int = COMPACT_MIN, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        read_only: bool = False,
+        fsync: bool = False,
+        compact_min: int = COMPACT_MIN,
+        create: bool = True,
+    ) -> None:
         if path is None:
             raise ConfigError("the graph memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(compact_min, int) or isinstance(compact_min, bool) or compact_min < 1:
@@ -133,8 +142,15 @@ class GraphMemory(BaseMemory):
         self._snap_stamp: Any = "unset"  # (inode, mtime, size) of the loaded graph.json
         self._reset(None, 0)
         journals = tuple(Path(p) for p in glob.glob(glob.escape(str(self.path)) + "/graph.journal.*.jsonl"))
-        prepare_store_dir(self.path, self._lock_path, "graph memory", "graph.json", read_only=read_only,
-                          create=create, markers=(self.file, *journals))
+        prepare_store_dir(
+            self.path,
+            self._lock_path,
+            "graph memory",
+            "graph.json",
+            read_only=read_only,
+            create=create,
+            markers=(self.file, *journals),
+        )
         self._refresh()
 
     # -- state -------------------------------------------------------------------------
@@ -206,14 +222,12 @@ class GraphMemory(BaseMemory):
             data = json.loads(self.file.read_bytes().decode("utf-8"))
             if data.get("format") != _FORMAT or data.get("version") != _VERSION:
                 raise ValueError(f"not a {_FORMAT} v{_VERSION} file")
-            graph = self._nxmod.node_link_graph(data["graph"], directed=False,
-                                                multigraph=False, edges="edges")
+            graph = self._nxmod.node_link_graph(data["graph"], directed=False, multigraph=False, edges="edges")
             generation = data["generation"]
             if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
                 raise ValueError(f"bad generation {str(generation)[:40]!r}")
             _check_graph(graph)
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
-                self._nxmod.NetworkXError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, self._nxmod.NetworkXError) as exc:
             raise CorruptRepositoryError(
                 f"{self.file} is not a readable graph memory ({exc}); it was left untouched: "
                 "restore it from a backup or move it away to start an empty memory"
@@ -230,8 +244,7 @@ class GraphMemory(BaseMemory):
             attrs["score"] = max(attrs["score"], lesson.score)
             attrs["seen"] = attrs.get("seen", 1) + 1
             return attrs
-        g.add_node(node, kind="lesson", seen=1, **{
-            k: v for k, v in lesson.to_dict().items() if k != "relevance"})
+        g.add_node(node, kind="lesson", seen=1, **{k: v for k, v in lesson.to_dict().items() if k != "relevance"})
         self._n_lessons += 1
         unigrams, bigrams = concepts_of(lesson.text + " " + lesson.topic_key.replace("-", " "))
         counts: dict[str, int] = defaultdict(int)
@@ -245,7 +258,7 @@ class GraphMemory(BaseMemory):
             self._bump(node, cnode, float(weight))
         pairs = set()
         for i, a in enumerate(unigrams):
-            for b in unigrams[i + 1:i + 1 + WINDOW]:
+            for b in unigrams[i + 1 : i + 1 + WINDOW]:
                 if a != b:
                     pairs.add((min(a, b), max(a, b)))
         for a, b in pairs:
@@ -263,8 +276,9 @@ class GraphMemory(BaseMemory):
 
     # -- BaseMemory hooks --------------------------------------------------------------
     def _store(self, lesson: Lesson) -> Lesson:
-        line = (json.dumps({"op": "add", "lesson": lesson.to_dict()}, ensure_ascii=True,
-                           sort_keys=True, default=str) + "\n").encode("utf-8")
+        line = (
+            json.dumps({"op": "add", "lesson": lesson.to_dict()}, ensure_ascii=True, sort_keys=True, default=str) + "\n"
+        ).encode("utf-8")
         with locked(self._lock_path, self._thread_lock):
             self._refresh()
             journal = self._journal()
@@ -277,8 +291,7 @@ class GraphMemory(BaseMemory):
                     if self.fsync:
                         os.fsync(fh.fileno())
             except OSError as exc:
-                raise StorageError(f"cannot append to {journal}: {exc}; check free space "
-                                   "and permissions") from None
+                raise StorageError(f"cannot append to {journal}: {exc}; check free space and permissions") from None
             self._offset += len(line)
             self._journal_entries += 1
             attrs = self._apply(lesson)
@@ -292,10 +305,15 @@ class GraphMemory(BaseMemory):
     def _compact(self) -> None:
         """Fold the journal into a new snapshot (call with the lock held)."""
         nx = self._nxmod
-        data = {"format": _FORMAT, "version": _VERSION, "generation": self._generation + 1,
-                "graph": nx.node_link_data(self.graph, edges="edges")}
-        atomic_write_bytes(self.file, json.dumps(data, ensure_ascii=True, default=str)
-                           .encode("utf-8"), fsync=self.fsync)
+        data = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "generation": self._generation + 1,
+            "graph": nx.node_link_data(self.graph, edges="edges"),
+        }
+        atomic_write_bytes(
+            self.file, json.dumps(data, ensure_ascii=True, default=str).encode("utf-8"), fsync=self.fsync
+        )
         self._generation += 1
         self._offset = 0
         self._journal_entries = 0

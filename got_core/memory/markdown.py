@@ -20,7 +20,7 @@ comment above it holds its metadata, one JSON line)::
     > Check the discriminant before solving for real roots.
 
 The tokeniser (:mod:`got_core._text`) and the file lock / atomic write
-(:mod:`got_core._fileio`) are shared with the ``graph`` backend.
+(:mod:`got_core.memory._files`) are shared with the ``graph`` backend.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from got_core._fileio import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core._text import normalize_text, tokenize
 from got_core.errors import ConfigError, CorruptRepositoryError, StorageError
+from got_core.memory._files import atomic_write_bytes, file_stamp, locked, prepare_store_dir
 from got_core.memory.base import BaseMemory, Lesson
 
-__all__ = ["MarkdownMemory", "MEMORY_FILE"]
+__all__ = ["MEMORY_FILE", "MarkdownMemory"]
 
 #: The file name inside the backend directory.
 MEMORY_FILE = "memory.md"
@@ -51,6 +51,7 @@ NEAR_DUPLICATE = 0.8
 REINFORCE = 0.5
 _BM25_K1 = 1.2
 _BM25_B = 0.75
+
 
 class MarkdownMemory(BaseMemory):
     """Lessons in a human-readable ``memory.md``, keyword retrieval by BM25 × confidence.
@@ -83,9 +84,11 @@ class MarkdownMemory(BaseMemory):
     """
 
     name = "markdown"
+    path: Path  # never None here: __init__ refuses a missing path
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 fsync: bool = False, create: bool = True) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, read_only: bool = False, fsync: bool = False, create: bool = True
+    ) -> None:
         if path is None:
             raise ConfigError("the markdown memory needs a directory path, e.g. path='runs/memory'")
         super().__init__(path, read_only=read_only)
@@ -95,8 +98,15 @@ class MarkdownMemory(BaseMemory):
         self._thread_lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._reset_index()
-        prepare_store_dir(self.path, self._lock_path, "markdown memory", "memory.md", read_only=read_only,
-                          create=create, markers=(self.file,))
+        prepare_store_dir(
+            self.path,
+            self._lock_path,
+            "markdown memory",
+            "memory.md",
+            read_only=read_only,
+            create=create,
+            markers=(self.file,),
+        )
         self._refresh()
 
     # -- in-memory index ---------------------------------------------------------------
@@ -266,9 +276,7 @@ def _render_lesson(lesson: Lesson, seen: int) -> list[str]:
     payload = json.dumps(record, ensure_ascii=True, sort_keys=True, default=str)
     payload = payload.replace("--", "\\u002d\\u002d")
     head = f"**{lesson.outcome}** · confidence {lesson.score:.2f} · seen {seen}×"
-    return [head, _REC_PREFIX + payload + _REC_SUFFIX] + [
-        ("> " + line) if line else ">" for line in text_lines
-    ]
+    return [head, _REC_PREFIX + payload + _REC_SUFFIX] + [("> " + line) if line else ">" for line in text_lines]
 
 
 def _parse(data: bytes, where: Path) -> list[tuple[Lesson, int]]:
@@ -297,9 +305,9 @@ def _parse(data: bytes, where: Path) -> list[tuple[Lesson, int]]:
         if not line.endswith(_REC_SUFFIX):
             raise corrupt(f"line {i + 1}: unterminated lesson record")
         try:
-            rec = json.loads(line[len(_REC_PREFIX):-len(_REC_SUFFIX)])
+            rec = json.loads(line[len(_REC_PREFIX) : -len(_REC_SUFFIX)])
             n_lines = int(rec["lines"])
-            body = lines[i + 1:i + 1 + n_lines]
+            body = lines[i + 1 : i + 1 + n_lines]
             if n_lines < 1 or len(body) != n_lines or not all(b.startswith(">") for b in body):
                 raise ValueError(f"expected {n_lines} quoted text lines")
             lesson = Lesson(

@@ -48,5 +48,7 @@ class NoMemory(BaseMemory):
 
     def get_summary(self) -> str:
         """Says the memory is off, with the counts of discarded writes and reads."""
-        return (f"none memory: 0 lessons (ablation control; {self.meter.writes} writes "
-                f"discarded, {self.meter.reads} reads answered empty)")
+        return (
+            f"none memory: 0 lessons (ablation control; {self.meter.writes} writes "
+            f"discarded, {self.meter.reads} reads answered empty)"
+        )

@@ -18,9 +18,10 @@ import hashlib
 import json
 import re
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from got_core.errors import (
     ConfigError,
@@ -33,7 +34,7 @@ from got_core.errors import (
 from got_core.memory.base import BaseMemory, Lesson, stored_lesson
 from got_core.memory.embeddings import Embedder, get_embedder
 
-__all__ = ["VectorMemory", "COLLECTION", "lesson_id"]
+__all__ = ["COLLECTION", "VectorMemory", "lesson_id"]
 
 #: The default collection name inside the backend directory.
 COLLECTION = "got_lessons"
@@ -83,15 +84,24 @@ class VectorMemory(BaseMemory):
 
     name = "vector"
     supports_semantic_search = True
+    path: Path  # never None here: __init__ refuses a missing path
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False,
-                 embedder: Embedder | None = None, collection: str = COLLECTION,
-                 create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        read_only: bool = False,
+        embedder: Embedder | None = None,
+        collection: str = COLLECTION,
+        create: bool = True,
+    ) -> None:
         if path is None:
             raise ConfigError("the vector memory needs a directory path, e.g. path='runs/memory'")
         if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
-            raise ConfigError(f"collection name {collection!r} must be 3-512 characters from "
-                              "[A-Za-z0-9._-], starting and ending with a letter or digit")
+            raise ConfigError(
+                f"collection name {collection!r} must be 3-512 characters from "
+                "[A-Za-z0-9._-], starting and ending with a letter or digit"
+            )
         super().__init__(path, read_only=read_only)
         self.embedder: Embedder = embedder if embedder is not None else get_embedder()
         self.embedder_name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
@@ -102,16 +112,21 @@ class VectorMemory(BaseMemory):
         self._closed = False
         try:
             if self.path.exists() and not self.path.is_dir():
-                raise StorageError(f"vector memory path {self.path} is a file, not a directory; "
-                                   "pass the directory that should hold the chromadb store")
+                raise StorageError(
+                    f"vector memory path {self.path} is a file, not a directory; "
+                    "pass the directory that should hold the chromadb store"
+                )
             stored = (self.path / _CHROMA_FILE).exists()
         except PermissionError as exc:
-            raise StorageError(f"permission denied: cannot read the vector memory at {self.path} "
-                               f"({exc}); fix its permissions or choose another path") from None
+            raise StorageError(
+                f"permission denied: cannot read the vector memory at {self.path} "
+                f"({exc}); fix its permissions or choose another path"
+            ) from None
         if not create and not stored:
             raise RepositoryNotFoundError(
                 f"no vector memory at {self.path} (no {_CHROMA_FILE} there); check the path, "
-                "or store a lesson there first to create one")
+                "or store a lesson there first to create one"
+            )
         if read_only and not stored:
             return  # nothing stored yet, and a read-only memory must not create a store
         self._open(create=create and not read_only, required=not create)
@@ -122,8 +137,9 @@ class VectorMemory(BaseMemory):
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StorageError(f"cannot create vector memory at {self.path}: {exc}; "
-                                   "pick a writable directory") from None
+                raise StorageError(
+                    f"cannot create vector memory at {self.path}: {exc}; pick a writable directory"
+                ) from None
         settings = Settings(anonymized_telemetry=False, allow_reset=False)
         try:
             self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
@@ -132,12 +148,10 @@ class VectorMemory(BaseMemory):
                     self.collection_name,
                     embedding_function=None,  # never chromadb's downloading default
                     configuration={"hnsw": {"space": "cosine"}},
-                    metadata={"got_embedder": self.embedder_name,
-                              "got_dims": int(self.embedder.dims)},
+                    metadata={"got_embedder": self.embedder_name, "got_dims": int(self.embedder.dims)},
                 )
             else:
-                self._col = self._client.get_collection(self.collection_name,
-                                                        embedding_function=None)
+                self._col = self._client.get_collection(self.collection_name, embedding_function=None)
         except Exception as exc:  # chromadb raises ValueError/NotFoundError/sqlite errors
             if _damaged(exc):
                 raise self._corrupt(exc) from None
@@ -145,7 +159,8 @@ class VectorMemory(BaseMemory):
                 if required:
                     raise RepositoryNotFoundError(
                         f"the vector memory at {self.path} has no collection {self.collection_name!r}; "
-                        "check the path and the collection name") from None
+                        "check the path and the collection name"
+                    ) from None
                 self._col = None
                 return
             raise StorageError(f"cannot open the chromadb store at {self.path}: {exc}") from None
@@ -161,8 +176,10 @@ class VectorMemory(BaseMemory):
     def _embed(self, texts: list[str]) -> list[list[float]]:
         vecs = self.embedder.embed(texts)
         if len(vecs) != len(texts) or (len(vecs) and len(vecs[0]) != self.embedder.dims):
-            raise ConfigError(f"embedder {self.embedder_name!r} returned vectors of the wrong "
-                              f"shape (expected {len(texts)} x {self.embedder.dims})")
+            raise ConfigError(
+                f"embedder {self.embedder_name!r} returned vectors of the wrong "
+                f"shape (expected {len(texts)} x {self.embedder.dims})"
+            )
         return [[float(x) for x in row] for row in vecs]
 
     # -- BaseMemory hooks --------------------------------------------------------------
@@ -172,14 +189,17 @@ class VectorMemory(BaseMemory):
     def _store_many(self, lessons: list[Lesson]) -> list[Lesson]:
         # One embedding batch and one upsert: chromadb's per-call cost dominates small writes.
         vecs = self._embed([lesson.text for lesson in lessons])
-        metadatas = [{
-            "topic_key": lesson.topic_key,
-            "source_problem": lesson.source_problem,
-            "outcome": lesson.outcome,
-            "score": float(lesson.score),
-            "created": float(lesson.created),
-            "meta_json": json.dumps(lesson.meta, sort_keys=True, default=str),
-        } for lesson in lessons]
+        metadatas = [
+            {
+                "topic_key": lesson.topic_key,
+                "source_problem": lesson.source_problem,
+                "outcome": lesson.outcome,
+                "score": float(lesson.score),
+                "created": float(lesson.created),
+                "meta_json": json.dumps(lesson.meta, sort_keys=True, default=str),
+            }
+            for lesson in lessons
+        ]
         ids = [lesson_id(lesson) for lesson in lessons]
         unique = {i: n for n, i in enumerate(ids)}  # chromadb refuses duplicate ids in one call
         keep = sorted(unique.values())
@@ -188,10 +208,13 @@ class VectorMemory(BaseMemory):
             try:
                 step = max(1, int(self._client.get_max_batch_size()))  # chromadb caps one call's size
                 for start in range(0, len(keep), step):
-                    part = keep[start:start + step]
-                    self._col.upsert(ids=[ids[n] for n in part], embeddings=[vecs[n] for n in part],
-                                     documents=[lessons[n].text for n in part],
-                                     metadatas=[metadatas[n] for n in part])
+                    part = keep[start : start + step]
+                    self._col.upsert(
+                        ids=[ids[n] for n in part],
+                        embeddings=[vecs[n] for n in part],
+                        documents=[lessons[n].text for n in part],
+                        metadatas=[metadatas[n] for n in part],
+                    )
             except Exception as exc:
                 raise StorageError(f"chromadb refused the write at {self.path}: {exc}") from None
         return lessons
@@ -199,7 +222,8 @@ class VectorMemory(BaseMemory):
     def _corrupt(self, exc: BaseException) -> CorruptRepositoryError:
         return CorruptRepositoryError(
             f"the chromadb store at {self.path} is damaged ({str(exc)[:160]}); it was left untouched: "
-            "restore it from a backup, or move it away and rebuild it from its source lessons")
+            "restore it from a backup, or move it away and rebuild it from its source lessons"
+        )
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -228,11 +252,11 @@ class VectorMemory(BaseMemory):
         qvec = self._embed([query])
         with self._lock, self._reading():
             self._check_open()
-            res = self._col.query(query_embeddings=qvec, n_results=min(k, n),
-                                  include=["documents", "metadatas", "distances"])
+            res = self._col.query(
+                query_embeddings=qvec, n_results=min(k, n), include=["documents", "metadatas", "distances"]
+            )
         out = []
-        for ident, doc, meta, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
-                                          res["distances"][0]):
+        for ident, doc, meta, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0]):
             # chromadb's cosine space reports distance = 1 - cosine similarity.
             out.append(_to_lesson(doc, meta, relevance=round(1.0 - float(dist), 6), where=(self.path, ident)))
         return out
@@ -243,8 +267,9 @@ class VectorMemory(BaseMemory):
             return []
         with self._lock, self._reading():
             res = self._col.get(include=["documents", "metadatas"])
-        lessons = [_to_lesson(d, m, where=(self.path, i))
-                   for i, d, m in zip(res["ids"], res["documents"], res["metadatas"])]
+        lessons = [
+            _to_lesson(d, m, where=(self.path, i)) for i, d, m in zip(res["ids"], res["documents"], res["metadatas"])
+        ]
         return sorted(lessons, key=lambda l: l.created)
 
     def __len__(self) -> int:
@@ -274,22 +299,26 @@ def _damaged(exc: BaseException) -> bool:
     return any(marker in text for marker in _DAMAGE)
 
 
-def _to_lesson(doc: str, meta: dict[str, Any] | None, relevance: float = 0.0,
-               where: tuple[Path | None, str] = (None, "?")) -> Lesson:
+def _to_lesson(
+    doc: str, meta: dict[str, Any] | None, relevance: float = 0.0, where: tuple[Path | None, str] = (None, "?")
+) -> Lesson:
     try:
         meta = meta or {}
         extra = json.loads(meta.get("meta_json") or "{}")
-        return stored_lesson({
-            "text": doc,
-            "topic_key": meta.get("topic_key", ""),
-            "source_problem": meta.get("source_problem", ""),
-            "outcome": meta.get("outcome", "insight"),
-            "score": meta.get("score", 0.5),
-            "created": meta.get("created", 0.0),
-            "meta": extra if isinstance(extra, dict) else {},
-            "relevance": relevance,
-        })
+        return stored_lesson(
+            {
+                "text": doc,
+                "topic_key": meta.get("topic_key", ""),
+                "source_problem": meta.get("source_problem", ""),
+                "outcome": meta.get("outcome", "insight"),
+                "score": meta.get("score", 0.5),
+                "created": meta.get("created", 0.0),
+                "meta": extra if isinstance(extra, dict) else {},
+                "relevance": relevance,
+            }
+        )
     except (TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise CorruptRepositoryError(
             f"record {where[1]} of the vector memory at {where[0]} is damaged ({str(exc)[:120]}); "
-            "rebuild the store from its source lessons") from None
+            "rebuild the store from its source lessons"
+        ) from None

@@ -15,33 +15,64 @@ import importlib
 from typing import Any
 
 __all__ = [
-    # models
-    "ChatModel", "BaseChatModel", "ChatResponse", "ToolCall", "Usage", "CallRecord",
-    "OpenAICompatibleModel", "from_env", "check_endpoint", "START_SERVER_HINT",
-    # tools
-    "Tool", "ToolResult", "TOOLS", "get_tools", "calculate", "shutdown_worker",
-    # ReAct
-    "run_react", "arun_react", "ReactResult", "parse_action", "format_tool_instructions",
+    "ARMS",
+    "START_SERVER_HINT",
+    "TOOLS",
+    "BaseChatModel",
     # budgets and the hook
-    "Budget", "BudgetTracker", "BudgetedModel", "BudgetExceededError", "NodeRecorder",
+    "Budget",
+    "BudgetExceededError",
+    "BudgetTracker",
+    "BudgetedModel",
+    "CallRecord",
+    # models
+    "ChatModel",
+    "ChatResponse",
+    "NodeRecorder",
+    "OpenAICompatibleModel",
+    "ReactResult",
+    "SolveResult",
+    # tools
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "TreeEntry",
+    "Usage",
+    "arun_react",
+    "calculate",
+    "check_endpoint",
+    "format_tool_instructions",
+    "from_env",
+    "get_tools",
+    "majority_vote",
+    "parse_action",
+    "problem_id_for",
+    "run_arm",
+    # ReAct
+    "run_react",
+    "shutdown_worker",
     # tree of thoughts and arms
-    "solve", "SolveResult", "TreeEntry", "tot_arm", "problem_id_for",
-    "ARMS", "run_arm", "majority_vote",
+    "solve",
+    "tot_arm",
 ]
 
 _LAZY = {
-    **dict.fromkeys(["ChatModel", "BaseChatModel", "ChatResponse", "ToolCall", "Usage", "CallRecord",
-                     "OpenAICompatibleModel", "from_env", "check_endpoint", "START_SERVER_HINT"],
-                    "got_core.solver.models"),
-    **dict.fromkeys(["Tool", "ToolResult", "TOOLS", "get_tools", "calculate", "shutdown_worker"],
-                    "got_core.solver.tools"),
-    **dict.fromkeys(["run_react", "arun_react", "ReactResult", "parse_action", "format_tool_instructions"],
-                    "got_core.solver.react"),
-    **dict.fromkeys(["Budget", "BudgetTracker", "BudgetedModel", "BudgetExceededError"],
-                    "got_core.solver.budget"),
+    **dict.fromkeys(
+        ["ChatModel", "BaseChatModel", "ChatResponse", "ToolCall", "Usage", "CallRecord", "START_SERVER_HINT"],
+        "got_core.solver.models",
+    ),
+    **dict.fromkeys(["OpenAICompatibleModel", "from_env", "check_endpoint"], "got_core.solver.openai_compat"),
+    **dict.fromkeys(
+        ["Tool", "ToolResult", "TOOLS", "get_tools", "calculate", "shutdown_worker"], "got_core.solver.tools"
+    ),
+    **dict.fromkeys(
+        ["run_react", "arun_react", "ReactResult", "parse_action", "format_tool_instructions"], "got_core.solver.react"
+    ),
+    **dict.fromkeys(["Budget", "BudgetTracker", "BudgetedModel", "BudgetExceededError"], "got_core.solver.budget"),
     "NodeRecorder": "got_core.solver.hook",
-    **dict.fromkeys(["solve", "SolveResult", "TreeEntry", "tot_arm", "problem_id_for"], "got_core.solver.tot"),
-    **dict.fromkeys(["ARMS", "run_arm", "majority_vote"], "got_core.solver.arms"),
+    **dict.fromkeys(["solve", "SolveResult", "TreeEntry", "problem_id_for", "run_arm"], "got_core.solver.run"),
+    "tot_arm": "got_core.solver.tot",
+    **dict.fromkeys(["ARMS", "majority_vote"], "got_core.solver.arms"),
 }
 
 

@@ -22,14 +22,14 @@ from got_core.choices import extract_choice
 
 __all__ = [
     "LETTERS",
+    "WITHHELD",
+    "answer_free",
     "extract_answer",
     "extract_math_answer",
     "normalize_math",
-    "parse_confidence",
     "parse_candidate_scores",
+    "parse_confidence",
     "parse_verdict",
-    "answer_free",
-    "WITHHELD",
 ]
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -50,7 +50,7 @@ def _boxed_contents(text: str) -> list[str]:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         if depth == 0:
-            out.append(text[m.end(): i - 1].strip())
+            out.append(text[m.end() : i - 1].strip())
     return out
 
 
@@ -87,8 +87,9 @@ def extract_math_answer(text: str | None, final: str | None = None) -> str | Non
     return _clean_math(lines[-1]) if lines else None
 
 
-def extract_answer(text: str | None, final: str | None = None,
-                   n_choices: int | None = None) -> tuple[str | None, str | None]:
+def extract_answer(
+    text: str | None, final: str | None = None, n_choices: int | None = None
+) -> tuple[str | None, str | None]:
     """``(answer, letter)`` from model text; for multiple choice ``answer == letter``.
 
     Args:
@@ -244,8 +245,9 @@ def _letter_mentions(letters: str) -> re.Pattern[str]:
     )
 
 
-def answer_free(text: str, answers: list[str], option_texts: list[str] | None = None,
-                n_choices: int | None = None) -> str | None:
+def answer_free(
+    text: str, answers: list[str], option_texts: list[str] | None = None, n_choices: int | None = None
+) -> str | None:
     """Strip answers and option texts from a lesson; ``None`` when it cannot be made answer-free.
 
     Args:

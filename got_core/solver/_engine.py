@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from got_core.errors import ModelError
 from got_core.memory.base import Lesson
@@ -33,7 +34,7 @@ from got_core.solver.react import format_tool_instructions, run_react
 from got_core.solver.tools import TOOLS, Tool
 from got_core.types import Node
 
-__all__ = ["SolveContext", "NodeRun", "ArmOutcome", "Validation", "combine", "W_LOCAL", "W_CROSS"]
+__all__ = ["W_CROSS", "W_LOCAL", "ArmOutcome", "NodeRun", "SolveContext", "Validation", "combine"]
 
 #: §3.2 combined score weights.
 W_LOCAL, W_CROSS = 0.6, 0.4
@@ -87,8 +88,12 @@ class NodeRun:
             if step.get("thought"):
                 lines.append(str(step["thought"]).strip())
             if step.get("action"):
-                lines += [f"Action: {step['action']}", f"Action Input: {step.get('action_input')}",
-                          f"Observation: {step.get('observation')}", ""]
+                lines += [
+                    f"Action: {step['action']}",
+                    f"Action Input: {step.get('action_input')}",
+                    f"Observation: {step.get('observation')}",
+                    "",
+                ]
         if self.stopped:
             lines.append(f"(stopped: {self.stopped}; {self.error})")
         else:
@@ -179,15 +184,19 @@ class SolveContext:
         if self.stopped:
             return None
         try:
-            return self.model.complete([{"role": "system", "content": P.SYSTEM}, {"role": "user", "content": prompt}],
-                                       temperature=temperature, max_tokens=self.max_tokens,
-                                       seed=self._seed(seed_offset)).text
+            return self.model.complete(
+                [{"role": "system", "content": P.SYSTEM}, {"role": "user", "content": prompt}],
+                temperature=temperature,
+                max_tokens=self.max_tokens,
+                seed=self._seed(seed_offset),
+            ).text
         except (BudgetExceededError, ModelError):
             return None
 
     # ------------------------------------------------------------------ nodes
-    def run_node(self, label: str, role: str, prompt: str, *, temperature: float | None = None,
-                 seed_offset: int = 0) -> NodeRun:
+    def run_node(
+        self, label: str, role: str, prompt: str, *, temperature: float | None = None, seed_offset: int = 0
+    ) -> NodeRun:
         """Run one ReAct inner loop (≤ ``max_steps`` tool steps) and read its answer and self-rating."""
         run = NodeRun(label=label, role=role, prompt=prompt)
         if self.stopped:
@@ -195,8 +204,16 @@ class SolveContext:
             return run
         messages = [{"role": "system", "content": self._system}, {"role": "user", "content": prompt}]
         try:
-            result = run_react(self.model, messages, self.tools, self.max_steps, native_tools=self.native_tools,
-                               temperature=temperature, max_tokens=self.max_tokens, seed=self._seed(seed_offset))
+            result = run_react(
+                self.model,
+                messages,
+                self.tools,
+                self.max_steps,
+                native_tools=self.native_tools,
+                temperature=temperature,
+                max_tokens=self.max_tokens,
+                seed=self._seed(seed_offset),
+            )
         except BudgetExceededError as exc:
             run.stopped, run.error = exc.reason, str(exc)
             return run
@@ -220,6 +237,7 @@ class SolveContext:
         Sequentially, siblings after the one that spent the budget are not started (and
         not returned); the returned runs are recorded by the caller.
         """
+
         def one(job: tuple[str, str, str, float | None, int]) -> NodeRun:
             label, role, prompt, temp, offset = job
             return self.run_node(label, role, prompt, temperature=temp, seed_offset=offset)
@@ -227,7 +245,7 @@ class SolveContext:
         if self.parallel and len(jobs) > 1:
             with ThreadPoolExecutor(len(jobs), thread_name_prefix="got-node") as pool:
                 return list(pool.map(one, jobs))
-        runs = []
+        runs: list[NodeRun] = []
         for job in jobs:
             if self.stopped and runs:
                 break  # the node that hit the budget is recorded; siblings never started are not
@@ -237,22 +255,43 @@ class SolveContext:
     def record_root(self, plan: str) -> Node:
         """The root node: the problem and the arm's plan, on the session branch."""
         thought = f"{self.arm}: problem\n\n{P.question_block(self.question, self.choices)}\n\nPlan: {plan}\n"
-        meta = {"kind": "mcq" if self.choices else "math", "role": "root", "choices": list(self.choices or []),
-                "lessons": [lesson.text[:500] for lesson in self.lessons]}
+        meta = {
+            "kind": "mcq" if self.choices else "math",
+            "role": "root",
+            "choices": list(self.choices or []),
+            "lessons": [lesson.text[:500] for lesson in self.lessons],
+        }
         return self.recorder.record(thought, {"s_comb": 0.0}, [], meta, [], 0, label="root")
 
-    def record_run(self, run: NodeRun, scores: dict[str, float], parent: Node, depth: int = 1,
-                   extra: dict[str, Any] | None = None) -> Node:
+    def record_run(
+        self, run: NodeRun, scores: dict[str, float], parent: Node, depth: int = 1, extra: dict[str, Any] | None = None
+    ) -> Node:
         """Commit one node run through the hook (a stopped run gets its budget outcome)."""
         trace = list(run.steps)
         if run.stopped:
-            trace.append({"type": "stopped", "reason": run.stopped, "error": run.error,
-                          "elapsed_s": round(self.tracker.elapsed_s, 3), "tokens": self.tracker.tokens})
-        meta = {"role": run.role, "prompt": run.prompt, "answer": run.answer, "letter": run.letter,
-                "stop_reason": run.stop_reason, "usage": run.usage, "s_local_source": run.s_local_source,
-                **run.extra, **(extra or {})}
-        return self.recorder.record(run.thought(self.arm), scores, trace, meta, [parent], depth,
-                                    outcome=run.stopped, label=run.label)
+            trace.append(
+                {
+                    "type": "stopped",
+                    "reason": run.stopped,
+                    "error": run.error,
+                    "elapsed_s": round(self.tracker.elapsed_s, 3),
+                    "tokens": self.tracker.tokens,
+                }
+            )
+        meta = {
+            "role": run.role,
+            "prompt": run.prompt,
+            "answer": run.answer,
+            "letter": run.letter,
+            "stop_reason": run.stop_reason,
+            "usage": run.usage,
+            "s_local_source": run.s_local_source,
+            **run.extra,
+            **(extra or {}),
+        }
+        return self.recorder.record(
+            run.thought(self.arm), scores, trace, meta, [parent], depth, outcome=run.stopped, label=run.label
+        )
 
     # ------------------------------------------------------------------ scoring
     def agreement(self, runs: Sequence[NodeRun]) -> list[float]:
@@ -265,8 +304,9 @@ class SolveContext:
     def judge(self, runs: Sequence[NodeRun]) -> tuple[dict[str, float], str | None]:
         """s_cross by a one-shot comparison of the siblings; ``({label: score}, raw text)``."""
         labels = [str(i + 1) for i in range(len(runs))]
-        prompt = P.judge_prompt(self.question, self.choices,
-                                [(lab, r.answer or "", r.text) for lab, r in zip(labels, runs)])
+        prompt = P.judge_prompt(
+            self.question, self.choices, [(lab, r.answer or "", r.text) for lab, r in zip(labels, runs)]
+        )
         raw = self.ask(prompt, seed_offset=100)
         parsed = parse_candidate_scores(raw, labels)
         return {runs[int(k) - 1].label: v for k, v in parsed.items()}, raw
@@ -282,8 +322,12 @@ class SolveContext:
         out = []
         for run, a in zip(runs, agree):
             s_cross = judged.get(run.label, a)
-            scores = {"s_local": round(run.s_local, 6), "s_agree": round(a, 6), "s_cross": round(s_cross, 6),
-                      "s_comb": combine(run.s_local, s_cross) if not run.stopped else 0.0}
+            scores = {
+                "s_local": round(run.s_local, 6),
+                "s_agree": round(a, 6),
+                "s_cross": round(s_cross, 6),
+                "s_comb": combine(run.s_local, s_cross) if not run.stopped else 0.0,
+            }
             if run.label in judged:
                 scores["s_judge"] = round(judged[run.label], 6)
             out.append(scores)
@@ -322,8 +366,9 @@ class SolveContext:
         return Validation(True, "", checks)
 
     # ------------------------------------------------------------------ helpers for arms
-    def best(self, runs: Sequence[NodeRun], nodes: Sequence[Node],
-             key: Callable[[NodeRun, Node], Any] | None = None) -> tuple[NodeRun, Node] | None:
+    def best(
+        self, runs: Sequence[NodeRun], nodes: Sequence[Node], key: Callable[[NodeRun, Node], Any] | None = None
+    ) -> tuple[NodeRun, Node] | None:
         """The highest-scoring finished sibling (ties: the first), or ``None`` when none finished."""
         pairs = [(r, n) for r, n in zip(runs, nodes) if not r.stopped]
         if not pairs:
@@ -354,6 +399,10 @@ def _tool_recheck(answer: str) -> dict[str, Any]:
     text = re.sub(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"(\1)/(\2)", text)
     text = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", text).replace("{", "(").replace("}", ")")
     result = TOOLS["calculator"].run(text)
-    return {"tool": "calculator", "input": text[:200], "ok": result.ok,
-            "value": result.output if result.ok else None,
-            "note": None if result.ok else "not a closed numeric form; symbolic answers are not re-checked"}
+    return {
+        "tool": "calculator",
+        "input": text[:200],
+        "ok": result.ok,
+        "value": result.output if result.ok else None,
+        "note": None if result.ok else "not a closed numeric form; symbolic answers are not re-checked",
+    }

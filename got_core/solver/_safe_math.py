@@ -19,23 +19,24 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from got_core.errors import ToolError
 
 __all__ = [
+    "MAX_COMB_N",
+    "MAX_DEPTH",
+    "MAX_FACTORIAL",
+    "MAX_INPUT_CHARS",
+    "MAX_INT_BITS",
+    "MAX_OUTPUT_CHARS",
     "ToolInputError",
-    "UnsafeInputError",
     "ToolLimitError",
     "ToolTimeoutError",
-    "parse_expression",
+    "UnsafeInputError",
     "calculate",
-    "MAX_INPUT_CHARS",
-    "MAX_DEPTH",
-    "MAX_INT_BITS",
-    "MAX_FACTORIAL",
-    "MAX_COMB_N",
-    "MAX_OUTPUT_CHARS",
+    "parse_expression",
 ]
 
 MAX_INPUT_CHARS = 10_000
@@ -66,7 +67,9 @@ class ToolTimeoutError(ToolError):
 # --------------------------------------------------------------------------- safe parsing
 
 # Atomic group: "1e5" is one number, never "1" followed by the name "e5".
-_NUMBER_THEN_WORD = re.compile(r"(?<![\w.])((?>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))(?=[ \t]*[A-Za-z_(])")
+_NUMBER_THEN_WORD = re.compile(
+    r"(?<![\w.])((?>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))(?=[ \t]*[A-Za-z_(])"
+)
 _CLOSE_THEN_WORD = re.compile(r"\)(?=[ \t]*[A-Za-z0-9_(])")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}\Z")
 _REFUSED = {
@@ -151,36 +154,40 @@ def _validate(root: ast.expr, functions: Any, names: Callable[[str], bool], comp
         kind = type(node)
         if kind in _REFUSED:
             raise UnsafeInputError(f"{_REFUSED[kind]} is not allowed; write plain math such as 2*(x + 1)")
-        if kind is ast.Constant:
-            value = node.value  # type: ignore[attr-defined]
+        if isinstance(node, ast.Constant):
+            value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UnsafeInputError(f"only numbers are allowed as literals, not {type(value).__name__} {value!r:.40}")
+                raise UnsafeInputError(
+                    f"only numbers are allowed as literals, not {type(value).__name__} {value!r:.40}"
+                )
             if isinstance(value, float) and not math.isfinite(value):
                 raise ToolLimitError("a number literal is too large for a float (e.g. 1e999); rescale it")
             if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-                raise ToolLimitError(f"a number literal has over {MAX_INT_BITS} bits (~3,900 digits); "
-                                     "use scientific notation or logarithms")
+                raise ToolLimitError(
+                    f"a number literal has over {MAX_INT_BITS} bits (~3,900 digits); "
+                    "use scientific notation or logarithms"
+                )
             continue
-        if kind is ast.Name:
-            _check_name(node.id, names)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Name):
+            _check_name(node.id, names)
             continue
-        if kind is ast.BinOp and isinstance(node.op, _BINOPS):  # type: ignore[attr-defined]
-            stack += [(node.left, depth + 1), (node.right, depth + 1)]  # type: ignore[attr-defined]
-        elif kind is ast.UnaryOp and isinstance(node.op, (ast.UAdd, ast.USub)):  # type: ignore[attr-defined]
-            stack.append((node.operand, depth + 1))  # type: ignore[attr-defined]
-        elif kind is ast.Compare and compare and all(isinstance(op, _CMPOPS) for op in node.ops):  # type: ignore[attr-defined]
-            stack += [(n, depth + 1) for n in [node.left, *node.comparators]]  # type: ignore[attr-defined]
-        elif kind is ast.Call:
-            func = node.func  # type: ignore[attr-defined]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
+            stack += [(node.left, depth + 1), (node.right, depth + 1)]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            stack.append((node.operand, depth + 1))
+        elif isinstance(node, ast.Compare) and compare and all(isinstance(op, _CMPOPS) for op in node.ops):
+            stack += [(n, depth + 1) for n in [node.left, *node.comparators]]
+        elif isinstance(node, ast.Call):
+            func = node.func
             if not isinstance(func, ast.Name):
                 raise UnsafeInputError("only named functions such as sqrt(x) may be called")
             _check_name(func.id, lambda _n: True)
             if func.id not in functions:
                 allowed = ", ".join(sorted(functions)) or "none"
                 raise ToolInputError(f"unknown function {func.id!r}; allowed functions: {allowed}")
-            if node.keywords:  # type: ignore[attr-defined]
+            if node.keywords:
                 raise UnsafeInputError(f"keyword arguments are not allowed in {func.id}(...)")
-            stack += [(a, depth + 1) for a in node.args]  # type: ignore[attr-defined]
+            stack += [(a, depth + 1) for a in node.args]
         else:
             what = type(getattr(node, "op", node)).__name__
             raise UnsafeInputError(f"{what} is not allowed here; use numbers, names, + - * / ** and functions")
@@ -218,19 +225,37 @@ def _round_digits(n: Any) -> int:
 
 
 _FUNCS: dict[str, tuple[tuple[int, int], Callable[..., Any]]] = {
-    "sqrt": ((1, 1), math.sqrt), "cbrt": ((1, 1), lambda x: math.copysign(abs(x) ** (1 / 3), x)),
-    "exp": ((1, 1), math.exp), "ln": ((1, 1), math.log), "log": ((1, 2), math.log),
-    "log10": ((1, 1), math.log10), "log2": ((1, 1), math.log2),
-    "sin": ((1, 1), math.sin), "cos": ((1, 1), math.cos), "tan": ((1, 1), math.tan),
-    "asin": ((1, 1), math.asin), "acos": ((1, 1), math.acos), "atan": ((1, 1), math.atan),
-    "atan2": ((2, 2), math.atan2), "sinh": ((1, 1), math.sinh), "cosh": ((1, 1), math.cosh),
-    "tanh": ((1, 1), math.tanh), "abs": ((1, 1), abs), "round": ((1, 2), lambda x, n=0: round(x, _round_digits(n))),
-    "floor": ((1, 1), math.floor), "ceil": ((1, 1), math.ceil),
+    "sqrt": ((1, 1), math.sqrt),
+    "cbrt": ((1, 1), lambda x: math.copysign(abs(x) ** (1 / 3), x)),
+    "exp": ((1, 1), math.exp),
+    "ln": ((1, 1), math.log),
+    "log": ((1, 2), math.log),
+    "log10": ((1, 1), math.log10),
+    "log2": ((1, 1), math.log2),
+    "sin": ((1, 1), math.sin),
+    "cos": ((1, 1), math.cos),
+    "tan": ((1, 1), math.tan),
+    "asin": ((1, 1), math.asin),
+    "acos": ((1, 1), math.acos),
+    "atan": ((1, 1), math.atan),
+    "atan2": ((2, 2), math.atan2),
+    "sinh": ((1, 1), math.sinh),
+    "cosh": ((1, 1), math.cosh),
+    "tanh": ((1, 1), math.tanh),
+    "abs": ((1, 1), abs),
+    "round": ((1, 2), lambda x, n=0: round(x, _round_digits(n))),
+    "floor": ((1, 1), math.floor),
+    "ceil": ((1, 1), math.ceil),
     "factorial": ((1, 1), lambda n: math.factorial(_int_arg("factorial", n, MAX_FACTORIAL))),
     "comb": ((2, 2), lambda n, k: math.comb(_int_arg("comb", n, MAX_COMB_N), _int_arg("comb", k))),
     "perm": ((2, 2), lambda n, k: math.perm(_int_arg("perm", n, MAX_COMB_N), _int_arg("perm", k))),
-    "gcd": ((1, 64), math.gcd), "lcm": ((1, 64), lambda *a: _lcm(*a)), "min": ((1, 64), min), "max": ((1, 64), max),
-    "hypot": ((1, 64), math.hypot), "degrees": ((1, 1), math.degrees), "radians": ((1, 1), math.radians),
+    "gcd": ((1, 64), math.gcd),
+    "lcm": ((1, 64), lambda *a: _lcm(*a)),
+    "min": ((1, 64), min),
+    "max": ((1, 64), max),
+    "hypot": ((1, 64), math.hypot),
+    "degrees": ((1, 1), math.degrees),
+    "radians": ((1, 1), math.radians),
 }
 
 
@@ -245,8 +270,10 @@ def _lcm(*args: Any) -> int:
 
 def _check_magnitude(v: Any) -> Any:
     if isinstance(v, int) and v.bit_length() > MAX_INT_BITS:
-        raise ToolLimitError(f"an intermediate integer has over {MAX_INT_BITS} bits (~3,900 digits); "
-                             "work with logarithms or smaller numbers")
+        raise ToolLimitError(
+            f"an intermediate integer has over {MAX_INT_BITS} bits (~3,900 digits); "
+            "work with logarithms or smaller numbers"
+        )
     if isinstance(v, float) and not math.isfinite(v):
         raise ToolLimitError("a result overflowed to infinity; rescale the numbers")
     return v
@@ -259,8 +286,10 @@ def _pow(a: Any, b: Any) -> Any:
                 raise ToolInputError("0 cannot be raised to a negative power")
             return a**b  # a float; an int too large for a float raises OverflowError
         if abs(a) > 1 and b * math.log2(abs(a)) > MAX_INT_BITS:
-            raise ToolLimitError(f"{_fmt(a)}**{_fmt(b)} would have about {int(b * math.log10(abs(a))) + 1} digits; "
-                                 f"the limit is ~3,900 (use logarithms: {b}*log10({a}))")
+            raise ToolLimitError(
+                f"{_fmt(a)}**{_fmt(b)} would have about {int(b * math.log10(abs(a))) + 1} digits; "
+                f"the limit is ~3,900 (use logarithms: {b}*log10({a}))"
+            )
         return a**b
     try:
         result = math.pow(a, b)
@@ -300,7 +329,9 @@ def _eval_number(node: ast.expr) -> Any:
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # guaranteed by _validate
     (lo, hi), fn = _FUNCS[node.func.id]
     if not lo <= len(node.args) <= hi:
-        raise ToolInputError(f"{node.func.id}() takes {lo}{'' if lo == hi else f' to {hi}'} argument(s), got {len(node.args)}")
+        raise ToolInputError(
+            f"{node.func.id}() takes {lo}{'' if lo == hi else f' to {hi}'} argument(s), got {len(node.args)}"
+        )
     args = [_eval_number(a) for a in node.args]
     try:
         return _check_magnitude(fn(*args))

@@ -9,7 +9,7 @@ and a fresh one starts on the next call. Inside the child each job also runs und
 swapping) and ``RLIMIT_CPU`` (a second, kernel-enforced stop a little past the
 wall-clock limit). Two workers: one preloads SymPy and PuLP, the calculator's
 starts in a fraction of the time without them. The jobs themselves (``_JOBS``)
-live in :mod:`got_core.solver.tools` and are imported inside the child only.
+live in :mod:`got_core.solver._tool_jobs` and are imported inside the child only.
 """
 
 from __future__ import annotations
@@ -56,20 +56,28 @@ class _Worker:
 
         root = str(Path(__file__).resolve().parents[2])  # so a source checkout works uninstalled
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        code = ("from got_core.solver._tool_worker import _worker_main; "
-                f"_worker_main({','.join(self._preload)!r})")
+        code = f"from got_core.solver._tool_worker import _worker_main; _worker_main({','.join(self._preload)!r})"
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-c", code],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env, text=True, encoding="utf-8", start_new_session=(os.name == "posix"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                text=True,
+                encoding="utf-8",
+                start_new_session=(os.name == "posix"),
             )
         except OSError as exc:
             raise ToolError(f"cannot start the tool worker process ({exc})") from None
+        out = proc.stdout
+        if out is None:  # not with stdout=PIPE
+            proc.kill()
+            raise ToolError("the tool worker process has no output pipe")
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:  # a reader thread lets the caller wait with a timeout on any OS
-            for line in proc.stdout:
+            for line in out:
                 lines.put(line)
             lines.put(None)
 
@@ -117,7 +125,7 @@ class _Worker:
             pass
         try:
             proc.wait(5)
-        except Exception:  # noqa: BLE001 - it was sent SIGKILL; do not hang on a zombie
+        except Exception:
             pass
         for stream in (proc.stdin, proc.stdout):
             try:
@@ -151,22 +159,26 @@ class _Worker:
             except (EOFError, OSError, ValueError):
                 try:
                     self._proc.wait(2)  # it closed its pipe on the way out: collect its status
-                except Exception:  # noqa: BLE001 - still alive: stop() kills it
+                except Exception:
                     pass
                 status = self.stop()
                 if status == -getattr(signal, "SIGXCPU", -1):
-                    raise ToolTimeoutError(f"{kind} used more than its {timeout:g} s of CPU time and "
-                                           "was stopped; simplify the input or split the problem") from None
+                    raise ToolTimeoutError(
+                        f"{kind} used more than its {timeout:g} s of CPU time and "
+                        "was stopped; simplify the input or split the problem"
+                    ) from None
                 raise ToolError(f"the {kind} worker crashed (out of memory?); simplify the input") from None
             if reply is None:
                 self.stop()  # the only sure way to stop a runaway computation
-                raise ToolTimeoutError(f"{kind} did not finish within {timeout:g} s and was stopped; "
-                                       "simplify the input or split the problem")
+                raise ToolTimeoutError(
+                    f"{kind} did not finish within {timeout:g} s and was stopped; "
+                    "simplify the input or split the problem"
+                )
             if reply.get("restart"):
                 self.stop()
         if reply.get("ok"):
             return str(reply["output"])
-        raise _ERRORS.get(reply.get("type"), ToolError)(str(reply.get("message")))
+        raise _ERRORS.get(str(reply.get("type")), ToolError)(str(reply.get("message")))
 
 
 _WORKER = _Worker(("pulp", "sympy"))
@@ -182,7 +194,7 @@ def shutdown_worker() -> None:
 
 
 def _run_job(kind: str, text: str, timeout: float) -> dict[str, Any]:
-    from got_core.solver.tools import _JOBS  # runs in the child only; tools imports this module
+    from got_core.solver._tool_jobs import _JOBS  # runs in the child only
 
     try:
         return {"ok": True, "output": _JOBS[kind](text, timeout)}
@@ -190,13 +202,20 @@ def _run_job(kind: str, text: str, timeout: float) -> dict[str, Any]:
         return {"ok": False, "type": type(exc).__name__, "message": str(exc)}
     except (MemoryError, SystemError):  # SystemError: C code that failed to allocate
         # the worker's heap may stay fragmented (or worse): the parent replaces it
-        return {"ok": False, "type": "ToolLimitError", "restart": True,
-                "message": f"{kind} ran out of its memory limit; simplify the input"}
+        return {
+            "ok": False,
+            "type": "ToolLimitError",
+            "restart": True,
+            "message": f"{kind} ran out of its memory limit; simplify the input",
+        }
     except RecursionError:
         return {"ok": False, "type": "ToolLimitError", "message": f"{kind} recursed too deeply; simplify the input"}
     except Exception as exc:  # report, keep serving
-        return {"ok": False, "type": "ToolError",
-                "message": f"{kind} could not handle the input ({type(exc).__name__}: {exc})"}
+        return {
+            "ok": False,
+            "type": "ToolError",
+            "message": f"{kind} could not handle the input ({type(exc).__name__}: {exc})",
+        }
 
 
 def _limit_job(timeout: float, memory: int | None) -> None:
@@ -213,7 +232,7 @@ def _limit_job(timeout: float, memory: int | None) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
         usage = resource.getrusage(resource.RUSAGE_SELF)
         _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        cpu = int(math.ceil(usage.ru_utime + usage.ru_stime + timeout)) + 2
+        cpu = math.ceil(usage.ru_utime + usage.ru_stime + timeout) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (cpu if hard == resource.RLIM_INFINITY else min(cpu, hard), hard))
     except (ValueError, OSError):
         pass

@@ -16,31 +16,30 @@ arm                 what it does                                                
 Every arm records a root on the session branch and its nodes on exploration
 branches through :class:`~got_core.solver.hook.NodeRecorder`, tags its winner
 after gold-free validation, and returns an :class:`ArmOutcome`; :func:`run_arm`
-(= :func:`~got_core.solver.tot.solve` with ``arm=name``) does the rest.
+(= :func:`~got_core.solver.run.solve` with ``arm=name``) runs them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from got_core.errors import ConfigError
 from got_core.solver import _prompts as P
 from got_core.solver._answers import parse_confidence
 from got_core.solver._engine import ArmOutcome, NodeRun, SolveContext, Validation, combine
-from got_core.solver.tot import SolveResult, _score_and_record, expand, solve, tot_arm
+from got_core.solver.tot import _score_and_record, expand, tot_arm
 from got_core.types import Node
 
 __all__ = [
     "ARMS",
-    "run_arm",
-    "greedy_arm",
-    "self_consistency_arm",
     "argue_arm",
-    "revision_arm",
-    "verifier_bon_arm",
-    "tot_arm",
+    "greedy_arm",
     "majority_vote",
+    "revision_arm",
+    "self_consistency_arm",
+    "tot_arm",
+    "verifier_bon_arm",
 ]
 
 
@@ -51,12 +50,16 @@ def _positive(name: str, value: int) -> int:
 
 
 def _scores(run: NodeRun, s_cross: float) -> dict[str, float]:
-    return {"s_local": round(run.s_local, 6), "s_cross": round(s_cross, 6),
-            "s_comb": combine(run.s_local, s_cross) if not run.stopped else 0.0}
+    return {
+        "s_local": round(run.s_local, 6),
+        "s_cross": round(s_cross, 6),
+        "s_comb": combine(run.s_local, s_cross) if not run.stopped else 0.0,
+    }
 
 
-def _settle(ctx: SolveContext, run: NodeRun | None, node: Node | None, *,
-            verdict: Validation | None = None) -> ArmOutcome:
+def _settle(
+    ctx: SolveContext, run: NodeRun | None, node: Node | None, *, verdict: Validation | None = None
+) -> ArmOutcome:
     """Validate the winner (cheap gold-free checks, or a verdict already reached), tag it."""
     if run is None or node is None or run.stopped:
         return ArmOutcome(None, None, ctx.stopped or "error")
@@ -74,8 +77,7 @@ def greedy_arm(ctx: SolveContext) -> ArmOutcome:
     """A single chain of thought at temperature 0 (s_cross = s_local: no sibling to compare)."""
     root = ctx.record_root("greedy: a single chain of thought")
     temp = 0.0 if ctx.temperature is None else ctx.temperature
-    run = ctx.run_node("chain", "single chain of thought", P.solve_prompt(ctx.question, ctx.choices),
-                       temperature=temp)
+    run = ctx.run_node("chain", "single chain of thought", P.solve_prompt(ctx.question, ctx.choices), temperature=temp)
     node = ctx.record_run(run, _scores(run, run.s_local), root)
     return _settle(ctx, run, node)
 
@@ -105,9 +107,16 @@ def self_consistency_arm(ctx: SolveContext, n: int = 5, temperature: float = 0.7
     runs = _samples(ctx, n, temp)
     winner_key, votes = majority_vote(runs)
     total = sum(votes.values()) or 1
-    tally = {k: v for k, v in votes.most_common()}
-    nodes = [ctx.record_run(r, _scores(r, votes.get(r.key, 0) / total if r.key else 0.0), root,
-                            extra={"votes": tally, "majority": winner_key}) for r in runs]
+    tally = dict(votes.most_common())
+    nodes = [
+        ctx.record_run(
+            r,
+            _scores(r, votes.get(r.key, 0) / total if r.key else 0.0),
+            root,
+            extra={"votes": tally, "majority": winner_key},
+        )
+        for r in runs
+    ]
     pool = [(r, n_) for r, n_ in zip(runs, nodes) if r.key == winner_key and winner_key is not None]
     if not pool:  # nobody answered: keep the best-scored sample as the (failed) winner
         pick = ctx.best(runs, nodes)
@@ -119,8 +128,9 @@ def self_consistency_arm(ctx: SolveContext, n: int = 5, temperature: float = 0.7
 def argue_arm(ctx: SolveContext, branching: int = 4) -> ArmOutcome:
     """Argue-each-option (four strategies for free-form), best by s = 0.6·s_local + 0.4·agreement."""
     n = len(ctx.choices) if ctx.choices else _positive("branching", branching)
-    root = ctx.record_root(f"argue: one child per {'option' if ctx.choices else 'strategy'} ({n}), no judge, "
-                           "no re-expansion")
+    root = ctx.record_root(
+        f"argue: one child per {'option' if ctx.choices else 'strategy'} ({n}), no judge, no re-expansion"
+    )
     runs = expand(ctx, 1, n, temperature=ctx.temperature)
     nodes = _score_and_record(ctx, runs, root, 1, use_judge=False)
     return _settle(ctx, *(ctx.best(runs, nodes) or (None, None)))
@@ -134,11 +144,21 @@ def revision_arm(ctx: SolveContext) -> ArmOutcome:
     draft_node = ctx.record_run(draft, _scores(draft, draft.s_local), root)
     if draft.stopped:
         return _settle(ctx, None, None)
-    revised = ctx.run_node("revised", "single revision of the draft",
-                           P.revision_prompt(ctx.question, ctx.choices, draft.text), temperature=temp, seed_offset=1)
+    revised = ctx.run_node(
+        "revised",
+        "single revision of the draft",
+        P.revision_prompt(ctx.question, ctx.choices, draft.text),
+        temperature=temp,
+        seed_offset=1,
+    )
     kept = 1.0 if revised.key is not None and revised.key == draft.key else 0.0  # agreement with the draft
-    revised_node = ctx.record_run(revised, _scores(revised, kept), draft_node, depth=2,
-                                  extra={"draft_answer": draft.answer, "changed": kept == 0.0})
+    revised_node = ctx.record_run(
+        revised,
+        _scores(revised, kept),
+        draft_node,
+        depth=2,
+        extra={"draft_answer": draft.answer, "changed": kept == 0.0},
+    )
     if revised.stopped or revised.answer is None:
         return _settle(ctx, draft, draft_node)
     return _settle(ctx, revised, revised_node)
@@ -164,8 +184,9 @@ def verifier_bon_arm(ctx: SolveContext, n: int = 4, temperature: float = 0.7) ->
         verdicts.append((agrees, reason))
         scores.append({**_scores(run, s_ver), "s_verifier": round(s_ver, 6)})
     nodes = [ctx.record_run(r, s, root) for r, s in zip(runs, scores)]
-    pick = ctx.best(runs, nodes, key=lambda r, node: (node.scores.get("s_verifier", 0.0),
-                                                      node.scores.get("s_comb", 0.0)))
+    pick = ctx.best(
+        runs, nodes, key=lambda r, node: (node.scores.get("s_verifier", 0.0), node.scores.get("s_comb", 0.0))
+    )
     if pick is None:
         return _settle(ctx, None, None)
     run, node = pick
@@ -186,14 +207,3 @@ ARMS: dict[str, Callable[..., ArmOutcome]] = {
     "verifier_bon": verifier_bon_arm,
     "tot": tot_arm,
 }
-
-
-def run_arm(name: str, question: str, choices: Sequence[str] | None = None, **kwargs: Any) -> SolveResult:
-    """Run the arm called ``name``: :func:`~got_core.solver.tot.solve` with ``arm=name``.
-
-    Raises:
-        ConfigError: an unknown arm (the message lists them); see ``solve`` for the rest.
-    """
-    if name not in ARMS:
-        raise ConfigError(f"unknown arm {name!r}; choose one of {', '.join(ARMS)}")
-    return solve(question, choices, arm=name, **kwargs)

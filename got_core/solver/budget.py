@@ -16,15 +16,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from got_core.errors import ConfigError, GotRuntimeError
 from got_core.solver.models import BaseChatModel, ChatModel, ChatResponse
 
-__all__ = ["Budget", "BudgetTracker", "BudgetExceededError", "BudgetedModel"]
+__all__ = ["Budget", "BudgetExceededError", "BudgetTracker", "BudgetedModel"]
 
 BudgetReason = Literal["timeout", "budget"]
 
@@ -112,11 +113,15 @@ class BudgetTracker:
         b = self.budget
         left = self.remaining_s()
         if left is not None and left <= 0:
-            raise self._fail("timeout", f"the wall-clock budget of {b.wall_clock_s:g} s is spent "
-                                        f"({self.elapsed_s:.2f} s elapsed); raise Budget.wall_clock_s")
+            raise self._fail(
+                "timeout",
+                f"the wall-clock budget of {b.wall_clock_s:g} s is spent "
+                f"({self.elapsed_s:.2f} s elapsed); raise Budget.wall_clock_s",
+            )
         if b.max_tokens is not None and self.tokens >= b.max_tokens:
-            raise self._fail("budget", f"the token cap of {b.max_tokens} is spent ({self.tokens} tokens); "
-                                       "raise Budget.max_tokens")
+            raise self._fail(
+                "budget", f"the token cap of {b.max_tokens} is spent ({self.tokens} tokens); raise Budget.max_tokens"
+            )
         if b.max_calls is not None and self.calls >= b.max_calls:
             raise self._fail("budget", f"the cap of {b.max_calls} model calls is spent; raise Budget.max_calls")
 
@@ -127,14 +132,20 @@ class BudgetTracker:
             self.calls += 1
         cap = self.budget.max_tokens
         if cap is not None and self.tokens > cap:
-            raise self._fail("budget", f"the token cap of {cap} was passed ({self.tokens} tokens after "
-                                       f"call {self.calls}); raise Budget.max_tokens")
+            raise self._fail(
+                "budget",
+                f"the token cap of {cap} was passed ({self.tokens} tokens after "
+                f"call {self.calls}); raise Budget.max_tokens",
+            )
 
     def timed_out(self) -> BudgetExceededError:
         """The error for a call abandoned at the deadline (also marks the tracker)."""
-        return self._fail("timeout", f"a model call was still running at the wall-clock limit of "
-                                     f"{self.budget.wall_clock_s:g} s and was abandoned; "
-                                     "raise Budget.wall_clock_s or use a faster model")
+        return self._fail(
+            "timeout",
+            f"a model call was still running at the wall-clock limit of "
+            f"{self.budget.wall_clock_s:g} s and was abandoned; "
+            "raise Budget.wall_clock_s or use a faster model",
+        )
 
 
 class BudgetedModel(BaseChatModel):

@@ -1,4 +1,4 @@
-"""The one commit-on-score hook (§3.2 of arXiv 2606.14470, DESIGN §2).
+"""The one commit-on-score hook (§3.2 of arXiv 2606.14470, ARCHITECTURE §3).
 
 Every node of every test-time arm is recorded through :class:`NodeRecorder`:
 
@@ -15,7 +15,7 @@ Every node of every test-time arm is recorded through :class:`NodeRecorder`:
 
 Inside ``with recorder.batch():`` the score notes of every node recorded (and
 every verdict marked) are written together, as one commit on the notes ref when
-the block ends: one notes commit per question instead of one per node (DESIGN §5:
+the block ends: one notes commit per question instead of one per node (ARCHITECTURE §6:
 fewer objects and ref updates per step is the main performance lever).
 
 Layouts: a problem's own repository (session branch ``master``, tag ``best``) or
@@ -26,15 +26,16 @@ branches under ``explore/<problem>/…``, tag ``best_<problem>``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from got_core.errors import InvalidInputError
 from got_core.names import encode_component, short_ref
 from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
-__all__ = ["NodeRecorder", "FAILURE_OUTCOMES", "VALIDATION_OUTCOMES"]
+__all__ = ["FAILURE_OUTCOMES", "VALIDATION_OUTCOMES", "NodeRecorder"]
 
 #: Outcomes set by validation; ``commit_node`` tags them ``success_`` / ``failed_``.
 VALIDATION_OUTCOMES = ("success", "failed")
@@ -63,8 +64,15 @@ class NodeRecorder:
         best_tag: ``best`` or ``best_<problem>`` in a shared repository.
     """
 
-    def __init__(self, repo: ReasoningRepo, problem_id: str, session_ref: str | None = None, *,
-                 arm: str = "tot", timings: bool = True) -> None:
+    def __init__(
+        self,
+        repo: ReasoningRepo,
+        problem_id: str,
+        session_ref: str | None = None,
+        *,
+        arm: str = "tot",
+        timings: bool = True,
+    ) -> None:
         if not isinstance(problem_id, str) or not problem_id.strip():
             raise InvalidInputError("problem_id must be a non-empty string")
         self.repo = repo
@@ -81,7 +89,7 @@ class NodeRecorder:
 
     # ------------------------------------------------------------------ notes
     @contextmanager
-    def batch(self) -> Iterator["NodeRecorder"]:
+    def batch(self) -> Iterator[NodeRecorder]:
         """Defer the score notes of this block, then write them in one notes commit.
 
         Nested blocks join the outer one. The notes are written when the block
@@ -121,9 +129,18 @@ class NodeRecorder:
             h.update(b"\x00")
         return h.hexdigest()[:16]
 
-    def record(self, thought: str, scores: Mapping[str, float], trace: Sequence[Mapping[str, Any]],
-               metadata: Mapping[str, Any], parents: Sequence[Node | str], depth: int,
-               outcome: str | None = None, *, label: str | None = None) -> Node:
+    def record(
+        self,
+        thought: str,
+        scores: Mapping[str, float],
+        trace: Sequence[Mapping[str, Any]],
+        metadata: Mapping[str, Any],
+        parents: Sequence[Node | str],
+        depth: int,
+        outcome: str | None = None,
+        *,
+        label: str | None = None,
+    ) -> Node:
         """Commit one node; note its score; tag a known outcome.
 
         Args:
@@ -143,36 +160,47 @@ class NodeRecorder:
         Raises:
             InvalidInputError: scores, trace or metadata that are not JSON-serialisable.
         """
-        parent_oids = [p.oid if isinstance(p, Node) else p for p in parents]
-        if any(not p for p in parent_oids):
-            raise InvalidInputError("every parent must be a committed node (with an oid) or a SHA")
+        parent_oids: list[str] = []
+        for p in parents:
+            oid = p.oid if isinstance(p, Node) else p
+            if not oid:
+                raise InvalidInputError("every parent must be a committed node (with an oid) or a SHA")
+            parent_oids.append(oid)
         label = label or ("root" if not parent_oids else f"n{len(self.nodes)}")
         meta = {**dict(metadata), "arm": self.arm, "label": label}
         steps = [dict(s) for s in trace]
         if not self.timings:  # measured durations differ run to run; seeded re-runs must not
             steps = [{k: v for k, v in step.items() if k not in TIMING_KEYS} for step in steps]
-        node = Node(thought=thought, scores=dict(scores), trace=steps, metadata=meta,
-                    problem_id=self.problem_id, depth=depth, outcome=outcome or "",
-                    node_id=self._node_id(label, thought, parent_oids))
+        node = Node(
+            thought=thought,
+            scores=dict(scores),
+            trace=steps,
+            metadata=meta,
+            problem_id=self.problem_id,
+            depth=depth,
+            outcome=outcome or "",
+            node_id=self._node_id(label, thought, parent_oids),
+        )
         now = self._pending is None  # in a batch, the note waits for the batch's notes commit
         if parent_oids:
             stored = self.repo.commit_node(node, ref=self.branch_for(label), parents=parent_oids, note=now)
         else:  # the root continues the session branch (a second session follows the first)
             stored = self.repo.commit_node(node, ref=self.session_ref, note=now)
         if not now and stored.scores:
-            self._note(stored.oid, stored.scores)
+            self._note(stored.committed_oid(), stored.scores)
             stored.note = dict(stored.scores)
         if outcome in FAILURE_OUTCOMES:
-            stored.tags = [self.repo.tag(f"failed_{outcome}_{stored.node_id}", stored.oid)]
+            stored.tags = [self.repo.tag(f"failed_{outcome}_{stored.node_id}", stored.committed_oid())]
         self.nodes.append(stored)
         return stored
 
-    def mark(self, node: Node, outcome: str, details: Mapping[str, Any] | None = None, *,
-             best: bool = False) -> list[str]:
+    def mark(
+        self, node: Node, outcome: str, details: Mapping[str, Any] | None = None, *, best: bool = False
+    ) -> list[str]:
         """Record a validation verdict on an already committed node.
 
         The node is not rewritten: its note gains ``outcome`` and ``validation``
-        (re-scoring without rewriting, DESIGN §4) and it is tagged.
+        (re-scoring without rewriting, ARCHITECTURE §1) and it is tagged.
 
         Args:
             node: a node returned by :meth:`record`.
@@ -211,8 +239,12 @@ class NodeRecorder:
             source = self.branch_for(label) if label else winner.oid
             if self.repo.tip(source) != winner.oid:
                 source = winner.oid
-            self.repo.merge(source, into=self.session_ref,
-                            message=f"solve {self._pid}: winning path {winner.node_id}\n", strategy="theirs")
+            self.repo.merge(
+                source,
+                into=self.session_ref,
+                message=f"solve {self._pid}: winning path {winner.node_id}\n",
+                strategy="theirs",
+            )
         return self.repo.tip(self.session_ref)
 
     # ------------------------------------------------------------------ reading back

@@ -18,26 +18,29 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from got_core.errors import ConfigError
 from got_core.solver.models import ChatModel, ChatResponse, Usage
 from got_core.solver.tools import Tool, ToolResult, get_tools
 
 __all__ = [
+    "FINAL_PROMPT",
     "ParsedAction",
     "ReactResult",
-    "parse_action",
-    "run_react",
     "arun_react",
     "format_tool_instructions",
-    "FINAL_PROMPT",
+    "parse_action",
+    "run_react",
 ]
 
 #: Sent once when the tool budget is spent.
-FINAL_PROMPT = ("You have used all your tool calls. Do not call any tool. "
-                "Give your final answer now, on a line starting with 'Final Answer:'.")
+FINAL_PROMPT = (
+    "You have used all your tool calls. Do not call any tool. "
+    "Give your final answer now, on a line starting with 'Final Answer:'."
+)
 
 _KEYWORD = re.compile(
     r"^[ \t>#*_`-]*(thought|action[ _]?input|action|final[ _]?answer|observation)[ \t*_`]*:[ \t*_]*",
@@ -114,7 +117,7 @@ def _json_action(text: str, tool_names: Iterable[str] | None) -> ParsedAction | 
     candidates = [m.group(1) for m in _FENCE.finditer(text)]
     start = text.find("{")
     if start >= 0:
-        candidates.append(text[start: text.rfind("}") + 1])
+        candidates.append(text[start : text.rfind("}") + 1])
     for cand in candidates:
         try:
             data = json.loads(cand.strip())
@@ -127,8 +130,13 @@ def _json_action(text: str, tool_names: Iterable[str] | None) -> ParsedAction | 
             thought = re.sub(r"```[\w-]*\s*$", "", thought).strip()
             if re.sub(r"[ _]", "", data["action"].lower()) == "finalanswer":
                 return ParsedAction("final", thought=thought, final_answer=arg.strip(), end=len(text))
-            return ParsedAction("action", thought=thought, tool=_resolve(data["action"], tool_names),
-                                tool_input=_unwrap(arg), end=len(text))
+            return ParsedAction(
+                "action",
+                thought=thought,
+                tool=_resolve(data["action"], tool_names),
+                tool_input=_unwrap(arg),
+                end=len(text),
+            )
     return None
 
 
@@ -155,7 +163,7 @@ def parse_action(text: str, tool_names: Iterable[str] | None = None) -> ParsedAc
         return _json_action(text, tool_names) or ParsedAction("none", thought=text.strip(), end=len(text))
     start, body, kind = first
     thought_marks = [mk for mk in marks if mk[0] < start and mk[2] == "thought"]
-    thought = text[thought_marks[-1][1] if thought_marks else 0: start].strip()
+    thought = text[thought_marks[-1][1] if thought_marks else 0 : start].strip()
     later = [mk for mk in marks if mk[0] > start]
     if kind == "final":
         stop = later[0][0] if later else len(text)
@@ -166,11 +174,12 @@ def parse_action(text: str, tool_names: Iterable[str] | None = None) -> ParsedAc
     tool_text = text[body:line_end].strip()
     # the input normally follows the action; a few models write it first
     inp = next((mk for mk in later if mk[2] == "input"), None) or next(
-        (mk for mk in marks if mk[0] < start and mk[2] == "input"), None)
+        (mk for mk in marks if mk[0] < start and mk[2] == "input"), None
+    )
     stop_kinds = ("observation", "thought", "action", "final")
     if inp is not None:
         end = next((mk[0] for mk in marks if mk[0] > inp[0] and mk[2] in stop_kinds), len(text))
-        tool_input: str | None = _unwrap(text[inp[1]:end])
+        tool_input: str | None = _unwrap(text[inp[1] : end])
         end = max(end, line_end)
     else:
         end = next((mk[0] for mk in later if mk[2] in stop_kinds), len(text))
@@ -180,8 +189,7 @@ def parse_action(text: str, tool_names: Iterable[str] | None = None) -> ParsedAc
         else:
             rest = text[line_end:end].strip()
             tool_input = _unwrap(rest) if rest else None
-    return ParsedAction("action", thought=thought, tool=_resolve(tool_text, tool_names),
-                        tool_input=tool_input, end=end)
+    return ParsedAction("action", thought=thought, tool=_resolve(tool_text, tool_names), tool_input=tool_input, end=end)
 
 
 def format_tool_instructions(tools: Iterable[Tool], max_steps: int = 3) -> str:
@@ -194,8 +202,7 @@ def format_tool_instructions(tools: Iterable[Tool], max_steps: int = 3) -> str:
         "Thought: <your reasoning>",
         "Action: <tool name>",
         "Action Input: <the tool input>",
-        "You will receive 'Observation: <result>'. "
-        f"You may use tools at most {max_steps} times.",
+        f"You will receive 'Observation: <result>'. You may use tools at most {max_steps} times.",
         "When you know the answer, write a line 'Final Answer: <answer>'.",
     ]
     return "\n".join(lines)
@@ -230,9 +237,17 @@ class ReactResult:
 class _Loop:
     """The loop's state; sync and async drivers share it (tools always run synchronously)."""
 
-    def __init__(self, messages: list[dict[str, Any]], tools: Any, max_steps: int, native_tools: bool,
-                 final_prompt: str | None, stop_at_observation: bool, observation_chars: int,
-                 gen_kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Any,
+        max_steps: int,
+        native_tools: bool,
+        final_prompt: str | None,
+        stop_at_observation: bool,
+        observation_chars: int,
+        gen_kwargs: dict[str, Any],
+    ) -> None:
         if max_steps < 0:
             raise ConfigError("max_steps must be >= 0")
         resolved = [t if isinstance(t, Tool) else get_tools([t])[0] for t in (tools or [])]
@@ -257,14 +272,33 @@ class _Loop:
         return {"messages": list(self.messages), **kwargs}
 
     def _step(self, resp: ChatResponse | None, first: bool, **fields: Any) -> None:
-        base = {"step": len(self.result.steps) + 1, "call": self.result.n_calls, "type": "action",
-                "thought": "", "action": None, "action_input": None, "observation": None, "ok": None,
-                "error_type": None, "native": False, "tool_call_id": None, "tool_ms": 0.0,
-                "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 0.0, "model": "",
-                "finish_reason": None}
+        base = {
+            "step": len(self.result.steps) + 1,
+            "call": self.result.n_calls,
+            "type": "action",
+            "thought": "",
+            "action": None,
+            "action_input": None,
+            "observation": None,
+            "ok": None,
+            "error_type": None,
+            "native": False,
+            "tool_call_id": None,
+            "tool_ms": 0.0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "latency_ms": 0.0,
+            "model": "",
+            "finish_reason": None,
+        }
         if resp is not None and first:
-            base.update(prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
-                        latency_ms=resp.latency_ms or 0.0, model=resp.model, finish_reason=resp.finish_reason)
+            base.update(
+                prompt_tokens=resp.usage.prompt_tokens,
+                completion_tokens=resp.usage.completion_tokens,
+                latency_ms=resp.latency_ms or 0.0,
+                model=resp.model,
+                finish_reason=resp.finish_reason,
+            )
         base.update(fields)
         self.result.steps.append(base)
 
@@ -273,11 +307,16 @@ class _Loop:
         tool = self.tools.get((name or "").lower())
         if tool is None:
             avail = ", ".join(self.tools) or "none"
-            res = ToolResult(False, "", f"UnknownToolError: no tool named {name!r}; available tools: {avail}",
-                             "UnknownToolError")
+            res = ToolResult(
+                False, "", f"UnknownToolError: no tool named {name!r}; available tools: {avail}", "UnknownToolError"
+            )
         elif tool_input is None or (isinstance(tool_input, str) and not tool_input.strip()):
-            res = ToolResult(False, "", "ToolInputError: missing input; write 'Action Input: <input>' "
-                             "on the line after 'Action:'", "ToolInputError")
+            res = ToolResult(
+                False,
+                "",
+                "ToolInputError: missing input; write 'Action Input: <input>' on the line after 'Action:'",
+                "ToolInputError",
+            )
         else:
             res = tool.run(tool_input)
         return res, (time.perf_counter() - t0) * 1000.0
@@ -302,16 +341,31 @@ class _Loop:
             self._finish(text, answer, reason)
             return
         if resp.tool_calls:
-            self.messages.append({"role": "assistant", "content": text or None,
-                                  "tool_calls": [c.to_message_dict() for c in resp.tool_calls]})
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": text or None,
+                    "tool_calls": [c.to_message_dict() for c in resp.tool_calls],
+                }
+            )
             for i, call in enumerate(resp.tool_calls):
                 res, ms = self._run_tool(call.name, call.arguments)
                 obs = self._observation(res)
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": obs})
                 shown = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-                self._step(resp, i == 0, thought=text.strip() if i == 0 else "", action=call.name,
-                           action_input=shown, observation=obs, ok=res.ok, error_type=res.error_type or None,
-                           native=True, tool_call_id=call.id, tool_ms=ms)
+                self._step(
+                    resp,
+                    i == 0,
+                    thought=text.strip() if i == 0 else "",
+                    action=call.name,
+                    action_input=shown,
+                    observation=obs,
+                    ok=res.ok,
+                    error_type=res.error_type or None,
+                    native=True,
+                    tool_call_id=call.id,
+                    tool_ms=ms,
+                )
             self._after_action(text)
             return
         parsed = parse_action(text, self.tools)
@@ -320,8 +374,17 @@ class _Loop:
             obs = self._observation(res)
             self.messages.append({"role": "assistant", "content": text[: parsed.end].rstrip()})
             self.messages.append({"role": "user", "content": f"Observation: {obs}"})
-            self._step(resp, True, thought=parsed.thought, action=parsed.tool, action_input=parsed.tool_input,
-                       observation=obs, ok=res.ok, error_type=res.error_type or None, tool_ms=ms)
+            self._step(
+                resp,
+                True,
+                thought=parsed.thought,
+                action=parsed.tool,
+                action_input=parsed.tool_input,
+                observation=obs,
+                ok=res.ok,
+                error_type=res.error_type or None,
+                tool_ms=ms,
+            )
             self._after_action(text)
             return
         final = parsed.kind == "final"
@@ -376,8 +439,9 @@ def run_react(
         ModelError: a model call failed (tools never raise; their errors become observations).
         ConfigError: a negative ``max_steps`` or an unknown tool name.
     """
-    loop = _Loop(messages, tools, max_steps, native_tools, final_prompt, stop_at_observation,
-                 observation_chars, gen_kwargs)
+    loop = _Loop(
+        messages, tools, max_steps, native_tools, final_prompt, stop_at_observation, observation_chars, gen_kwargs
+    )
     while (req := loop.request()) is not None:
         loop.feed(model.complete(req.pop("messages"), **req))
     return loop.result
@@ -396,8 +460,9 @@ async def arun_react(
     **gen_kwargs: Any,
 ) -> ReactResult:
     """Async twin of :func:`run_react` (model calls awaited, tools run in a thread)."""
-    loop = _Loop(messages, tools, max_steps, native_tools, final_prompt, stop_at_observation,
-                 observation_chars, gen_kwargs)
+    loop = _Loop(
+        messages, tools, max_steps, native_tools, final_prompt, stop_at_observation, observation_chars, gen_kwargs
+    )
     while (req := loop.request()) is not None:
         resp = await model.acomplete(req.pop("messages"), **req)
         await asyncio.to_thread(loop.feed, resp)

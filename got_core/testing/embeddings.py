@@ -48,7 +48,7 @@ class HashEmbedder:
         value = int.from_bytes(digest, "little")
         return value % self.dims, (1.0 if (value >> 63) & 1 else -1.0)
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts``.
 
         Args:

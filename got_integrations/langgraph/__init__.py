@@ -21,8 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from got_core.errors import MissingExtraError
 
-__all__ = ["GitCheckpointSaver", "GitStore", "UnsafePayloadError", "DecryptionError", "InvalidStoreNameError",
-           "THREADS_REF", "default_serde"]
+__all__ = [
+    "THREADS_REF",
+    "DecryptionError",
+    "GitCheckpointSaver",
+    "GitStore",
+    "InvalidStoreNameError",
+    "UnsafePayloadError",
+    "default_serde",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from got_integrations.langgraph._serde import DecryptionError, default_serde
@@ -42,7 +49,7 @@ _LAZY = {
 
 def _require_langgraph() -> None:
     try:
-        import langgraph.checkpoint.base  # noqa: F401
+        import langgraph.checkpoint.base
         import langgraph.store.base  # noqa: F401
     except ImportError as exc:
         raise MissingExtraError("LangGraph adapters", "langgraph", exc) from exc

@@ -2,7 +2,7 @@
 delete, copy, fork, prune and delete-for-runs.
 
 In git these are ref operations: copying or forking a thread shares every object;
-deleting makes commits unreachable (``git gc`` removes them). Pruning and deleting
+deleting leaves commits that no ref reaches (``git gc`` removes them). Pruning and deleting
 single runs rewrite a line: survivors are re-parented onto their nearest surviving
 ancestor (their trees, and so their state, are unchanged), and the writes history of
 the namespace is squashed to what remains, so dropped data leaves the history too.
@@ -11,21 +11,58 @@ These are administrative operations: run them while no graph writes the same thr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from got_core.errors import InvalidInputError, UnknownRefError
-from got_integrations.langgraph._layout import THREADS_REF, id_component, text_id, writes_bucket
+from got_integrations.langgraph._layout import THREADS_REF, ThreadRef, id_component, text_id, writes_bucket
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.runnables import RunnableConfig
 
+    from got_core.repo import ReasoningRepo
+    from got_integrations.langgraph._layout import LRU
+
 __all__ = ["HistoryOps"]
+
+
+@dataclass
+class _Ns:
+    """In-process knowledge about one (thread, namespace); git stays the truth."""
+
+    ref: ThreadRef
+    head_lock: threading.RLock = field(default_factory=threading.RLock)
+    writes_lock: threading.RLock = field(default_factory=threading.RLock)
+    head: str | None = None  # head commit as last seen or written
+    ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
+    known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
 
 
 class HistoryOps:
     """Mixin of thread-level operations; relies on the saver's refs, caches and index."""
 
-    repo: Any
+    repo: ReasoningRepo
+    _writes_cache: LRU
+
+    if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
+
+        def threads(self) -> list[str]: ...
+        def namespaces(self, thread_id: str) -> list[str]: ...
+        def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
+        def _forget(self, thread_id: str) -> None: ...
+        def _blob(self, sha: str) -> bytes: ...
+        def _doc(self, commit: str, full: bool = True) -> dict[str, Any]: ...
+        def _id_of(self, ns: _Ns, commit: str) -> str: ...
+        def _leaves(self, ns: _Ns) -> dict[str, str]: ...
+        def _refresh(self, ns: _Ns) -> list[tuple[str, str]]: ...
+        def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None: ...
+        def _keep(self, ns: _Ns, commit: str, checkpoint_id: str) -> None: ...
+        def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str: ...
+        def _message(
+            self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any], summary: str
+        ) -> str: ...
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread (its refs; objects go at the next gc)."""
@@ -55,7 +92,7 @@ class HistoryOps:
                 dst.head, dst.ids = None, {}
         self._writes_cache.clear()
 
-    def _fix_head(self, ns: Any) -> None:
+    def _fix_head(self, ns: _Ns) -> None:
         """Point ``head`` at the leaf with the highest checkpoint id; the others stay forks."""
         leaves = self._leaves(ns)
         if not leaves:
@@ -70,7 +107,7 @@ class HistoryOps:
         self.repo.delete_ref(best)
         ns.head = None
 
-    def _merge_writes(self, src: Any, dst: Any) -> None:
+    def _merge_writes(self, src: _Ns, dst: _Ns) -> None:
         src_tip = self.repo.tip(src.ref.writes)
         if src_tip is None:
             return
@@ -80,11 +117,13 @@ class HistoryOps:
             return
         ours = self.repo.list_files(dst_tip)
         changes = {p: self._blob(s) for p, s in self.repo.list_files(src_tip).items() if ours.get(p) != s}
-        self.repo.commit_files(dst.ref.writes, changes, "writes copied from another thread\n",
-                               parents=[dst_tip, src_tip], expected=dst_tip)
+        self.repo.commit_files(
+            dst.ref.writes, changes, "writes copied from another thread\n", parents=[dst_tip, src_tip], expected=dst_tip
+        )
 
-    def fork_thread(self, source_thread_id: str, checkpoint_id: str, target_thread_id: str,
-                    checkpoint_ns: str = "") -> "RunnableConfig":
+    def fork_thread(
+        self, source_thread_id: str, checkpoint_id: str, target_thread_id: str, checkpoint_ns: str = ""
+    ) -> RunnableConfig:
         """Start a new thread from a past checkpoint of another one (a git branch).
 
         The target's history is the source's up to ``checkpoint_id`` (shared commits);
@@ -100,20 +139,27 @@ class HistoryOps:
         src = self._ns(source_thread_id, checkpoint_ns)
         commit = self._lookup(src, checkpoint_id)
         if commit is None:
-            raise UnknownRefError(f"thread {source_thread_id!r} has no checkpoint {checkpoint_id!r}; "
-                                  "`got threads history` lists them")
+            raise UnknownRefError(
+                f"thread {source_thread_id!r} has no checkpoint {checkpoint_id!r}; `got threads history` lists them"
+            )
         dst = self._ns(target_thread_id, checkpoint_ns)
         with dst.head_lock, dst.writes_lock:
             if self.repo.tip(dst.ref.head) is not None:
-                raise InvalidInputError(f"thread {target_thread_id!r} already has checkpoints; "
-                                        "fork into a new thread id")
+                raise InvalidInputError(
+                    f"thread {target_thread_id!r} already has checkpoints; fork into a new thread id"
+                )
             self.repo.set_ref(dst.ref.head, commit, expected=None)
             tip = self.repo.tip(src.ref.writes)
             if tip is not None:
                 self.repo.set_ref(dst.ref.writes, tip, expected=None)
             dst.head, dst.ids = None, {}
-        return {"configurable": {"thread_id": target_thread_id, "checkpoint_ns": checkpoint_ns,
-                                 "checkpoint_id": checkpoint_id}}
+        return {
+            "configurable": {
+                "thread_id": target_thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: each namespace keeps only its latest checkpoint (now a root
@@ -145,12 +191,15 @@ class HistoryOps:
                 ns = self._ns(thread_id, checkpoint_ns)
                 with ns.head_lock:
                     self._refresh(ns)
-                    doomed = {cid for commit, (_, cid) in list(ns.known.items())
-                              if str(self._doc(commit)["metadata"].get("run_id")) in runs}
+                    doomed = {
+                        cid
+                        for commit, (_, cid) in list(ns.known.items())
+                        if str(self._doc(commit)["metadata"].get("run_id")) in runs
+                    }
                     if doomed:
                         self._rewrite(ns, keep={cid for _, cid in list(ns.known.values())} - doomed)
 
-    def _rewrite(self, ns: Any, keep: set[str]) -> None:
+    def _rewrite(self, ns: _Ns, keep: set[str]) -> None:
         """Rebuild a namespace with only the checkpoints whose id is in ``keep``."""
         repo, ref = self.repo, ns.ref
         with ns.head_lock, ns.writes_lock:
@@ -175,14 +224,21 @@ class HistoryOps:
                     new_parent = mapped[parent] if parent is not None else None
                     old_files = repo.list_files(old)
                     base = repo.list_files(new_parent) if new_parent else {}
-                    changes: dict[str, bytes | None] = {p: self._blob(s) for p, s in old_files.items()
-                                                        if base.get(p) != s}
+                    changes: dict[str, bytes | None] = {
+                        p: self._blob(s) for p, s in old_files.items() if base.get(p) != s
+                    }
                     changes.update({p: None for p in base if p not in old_files})
                     doc = self._doc(old)
                     msg = self._message(ns, doc["checkpoint_id"], doc.get("parent_checkpoint_id"), doc["metadata"], "")
-                    mapped[old] = repo.commit_files(scratch, changes, msg, parents=[new_parent] if new_parent else [],
-                                                    expected=repo.tip(scratch), force=True,
-                                                    fresh_tree=new_parent is None)
+                    mapped[old] = repo.commit_files(
+                        scratch,
+                        changes,
+                        msg,
+                        parents=[new_parent] if new_parent else [],
+                        expected=repo.tip(scratch),
+                        force=True,
+                        fresh_tree=new_parent is None,
+                    )
                 first = survivor(tip)
                 return mapped[first] if first is not None else None
 
@@ -201,7 +257,7 @@ class HistoryOps:
             ns.head, ns.ids, ns.known = None, {}, {}
         self._writes_cache.clear()
 
-    def _rewrite_writes(self, ns: Any, keep: set[str]) -> None:
+    def _rewrite_writes(self, ns: _Ns, keep: set[str]) -> None:
         tip = self.repo.tip(ns.ref.writes)
         if tip is None:
             return
@@ -211,5 +267,12 @@ class HistoryOps:
             self.repo.delete_ref(ns.ref.writes)
             return
         # a fresh root commit: dropped writes leave the history too (it is squashed)
-        self.repo.commit_files(ns.ref.writes, files, "writes kept after a prune or run deletion\n",
-                               parents=[], expected=tip, force=True, fresh_tree=True)
+        self.repo.commit_files(
+            ns.ref.writes,
+            files,
+            "writes kept after a prune or run deletion\n",
+            parents=[],
+            expected=tip,
+            force=True,
+            fresh_tree=True,
+        )

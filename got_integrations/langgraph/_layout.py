@@ -19,11 +19,34 @@ from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNa
 from got_core.names import decode_component, encode_component
 
 __all__ = [
-    "THREADS_REF", "ThreadRef", "id_component", "ns_component", "decode_id", "channel_dir",
-    "blob_sha", "frame", "unframe", "render_json", "jsonable", "elem_path", "writes_bucket",
-    "writes_path", "encode_exact", "decode_exact", "split_msgpack_array", "join_msgpack_array",
-    "one_line", "message_summary", "LRU", "BUCKET", "FORMAT", "text_id", "dump_json",
-    "check_checkpoint_doc", "check_writes_doc", "parse_json",
+    "BUCKET",
+    "FORMAT",
+    "LRU",
+    "THREADS_REF",
+    "ThreadRef",
+    "blob_sha",
+    "channel_dir",
+    "check_checkpoint_doc",
+    "check_writes_doc",
+    "decode_exact",
+    "decode_id",
+    "dump_json",
+    "elem_path",
+    "encode_exact",
+    "frame",
+    "id_component",
+    "join_msgpack_array",
+    "jsonable",
+    "message_summary",
+    "ns_component",
+    "one_line",
+    "parse_json",
+    "render_json",
+    "split_msgpack_array",
+    "text_id",
+    "unframe",
+    "writes_bucket",
+    "writes_path",
 ]
 
 #: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
@@ -168,90 +191,41 @@ def decode_exact(data: Any, what: str = "a stored value") -> tuple[str, bytes]:
 
 
 # ---------------------------------------------------------------------------- msgpack framing
-def _skip(buf: bytes, i: int) -> int:
-    """Offset just past the msgpack object at ``buf[i]`` (headers only; ext payloads are skipped whole)."""
-    pending = 1
-    n = int.from_bytes
-    while pending:
-        pending -= 1
-        b = buf[i]
-        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-            i += 1
-        elif b <= 0x8F:
-            pending += 2 * (b & 0x0F)
-            i += 1
-        elif b <= 0x9F:
-            pending += b & 0x0F
-            i += 1
-        elif b <= 0xBF:
-            i += 1 + (b & 0x1F)
-        elif b in (0xC4, 0xD9):
-            i += 2 + buf[i + 1]
-        elif b in (0xC5, 0xDA):
-            i += 3 + n(buf[i + 1:i + 3], "big")
-        elif b in (0xC6, 0xDB):
-            i += 5 + n(buf[i + 1:i + 5], "big")
-        elif b == 0xC7:
-            i += 3 + buf[i + 1]
-        elif b == 0xC8:
-            i += 4 + n(buf[i + 1:i + 3], "big")
-        elif b == 0xC9:
-            i += 6 + n(buf[i + 1:i + 5], "big")
-        elif b in (0xCA, 0xCE, 0xD2):
-            i += 5
-        elif b in (0xCB, 0xCF, 0xD3):
-            i += 9
-        elif b in (0xCC, 0xD0):
-            i += 2
-        elif b in (0xCD, 0xD1):
-            i += 3
-        elif 0xD4 <= b <= 0xD8:
-            i += 2 + (1, 2, 4, 8, 16)[b - 0xD4]
-        elif b in (0xDC, 0xDE):
-            pending += n(buf[i + 1:i + 3], "big") * (2 if b == 0xDE else 1)
-            i += 3
-        elif b in (0xDD, 0xDF):
-            pending += n(buf[i + 1:i + 5], "big") * (2 if b == 0xDF else 1)
-            i += 5
-        else:
-            raise ValueError(f"byte {b:#x} is not msgpack")
-    return i
-
-
 def split_msgpack_array(buf: bytes) -> list[bytes] | None:
     """The encodings of each element of a msgpack array, or None if ``buf`` is not one array.
 
     ormsgpack encodes elements independently, so each slice equals the element's own
     encoding: one serializer call for a whole list still yields per-element blobs.
+    msgpack's unpacker finds the boundaries: ``skip()`` walks an element without building
+    Python objects (ext payloads, e.g. ormsgpack's pydantic and dataclass values, are
+    passed over unread) and ``tell()`` gives the offset after it.
     """
     if not buf:
         return None
-    b = buf[0]
-    if 0x90 <= b <= 0x9F:
-        count, i = b & 0x0F, 1
-    elif b == 0xDC and len(buf) >= 3:
-        count, i = int.from_bytes(buf[1:3], "big"), 3
-    elif b == 0xDD and len(buf) >= 5:
-        count, i = int.from_bytes(buf[1:5], "big"), 5
-    else:
-        return None
+    import msgpack  # a LangGraph dependency; only this adapter needs it
+
+    # Every limit scales with the input: no valid element can be longer than the buffer.
+    unpacker = msgpack.Unpacker(max_buffer_size=len(buf))
+    unpacker.feed(buf)
     out = []
     try:
+        count = unpacker.read_array_header()  # ValueError when buf is not an array
+        start = unpacker.tell()
         for _ in range(count):
-            j = _skip(buf, i)
-            out.append(buf[i:j])
-            i = j
-    except (IndexError, ValueError):
+            unpacker.skip()
+            end = unpacker.tell()
+            out.append(buf[start:end])
+            start = end
+    except (msgpack.UnpackException, ValueError):  # truncated, not msgpack, nested too deep
         return None
-    return out if i == len(buf) else None
+    return out if start == len(buf) else None
 
 
 def join_msgpack_array(items: list[bytes]) -> bytes:
     """One msgpack array from element encodings (the inverse of :func:`split_msgpack_array`)."""
-    n = len(items)
-    head = bytes([0x90 | n]) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 65536
-                                             else b"\xdd" + n.to_bytes(4, "big"))
-    return head + b"".join(items)
+    import msgpack
+
+    return msgpack.Packer().pack_array_header(len(items)) + b"".join(items)
 
 
 # ---------------------------------------------------------------------------- readable renderings
@@ -277,26 +251,32 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     if callable(dump):  # pydantic models, LangChain messages
         try:
             data = dump(mode="json")
-        except Exception:  # noqa: BLE001 - a rendering must never fail a checkpoint
+        except Exception:
             data = {"repr": repr(value)[:2000]}
         if isinstance(data, dict) and isinstance(getattr(value, "type", None), str):
             # messages: drop empty fields so each file shows what the message says
             data = {k: v for k, v in data.items() if v not in (None, "", [], {}) or k == "content"}
         return jsonable(data, depth + 1)
     if hasattr(value, "__dataclass_fields__"):
-        return {"__type__": type(value).__name__,
-                **{k: jsonable(getattr(value, k, None), depth + 1) for k in value.__dataclass_fields__}}
+        return {
+            "__type__": type(value).__name__,
+            **{k: jsonable(getattr(value, k, None), depth + 1) for k in value.__dataclass_fields__},
+        }
     if hasattr(value, "_asdict"):
         return jsonable(value._asdict(), depth + 1)
     if hasattr(value, "value") and hasattr(type(value), "__members__"):  # Enum
         return jsonable(value.value, depth + 1)
     slots = getattr(type(value), "__slots__", None)
     if isinstance(slots, (tuple, list)) and slots:  # e.g. langgraph's Send, Interrupt
-        return {"__type__": type(value).__name__,
-                **{s: jsonable(getattr(value, s, None), depth + 1) for s in slots if hasattr(value, s)}}
+        return {
+            "__type__": type(value).__name__,
+            **{s: jsonable(getattr(value, s, None), depth + 1) for s in slots if hasattr(value, s)},
+        }
     if hasattr(value, "__dict__"):
-        return {"__type__": type(value).__name__,
-                **{k: jsonable(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")}}
+        return {
+            "__type__": type(value).__name__,
+            **{k: jsonable(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")},
+        }
     return repr(value)[:2000]
 
 
@@ -328,8 +308,10 @@ def writes_bucket(checkpoint_id: str) -> str:
 
 def writes_path(checkpoint_id: str, task_id: str) -> str:
     """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
-    return (f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
-            f"~{id_component(task_id, 'task id')}.json")
+    return (
+        f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
+        f"~{id_component(task_id, 'task id')}.json"
+    )
 
 
 def message_summary(message: Any, limit: int = 60) -> str | None:
@@ -388,7 +370,11 @@ class LRU:
 
 
 # ---------------------------------------------------------------------------- validating what is read
-_KINDS = {"inline": {"exact": dict}, "value": {"dir": str}, "list": {"dir": str, "length": int}}
+_KINDS: dict[str, dict[str, type]] = {
+    "inline": {"exact": dict},
+    "value": {"dir": str},
+    "list": {"dir": str, "length": int},
+}
 
 
 def _need(cond: bool, what: str, problem: str) -> None:
@@ -403,19 +389,31 @@ def check_checkpoint_doc(doc: Any, what: str) -> dict[str, Any]:
         CorruptRepositoryError: naming ``what`` and the first field that is wrong.
     """
     _need(isinstance(doc, dict), what, "is not a JSON object")
-    for key, kind in (("thread_id", str), ("checkpoint_ns", str), ("checkpoint_id", str),
-                      ("checkpoint", dict), ("channels", dict)):
+    for key, kind in (
+        ("thread_id", str),
+        ("checkpoint_ns", str),
+        ("checkpoint_id", str),
+        ("checkpoint", dict),
+        ("channels", dict),
+    ):
         _need(isinstance(doc.get(key), kind), what, f"has no valid {key!r}")
-    _need(doc.get("parent_checkpoint_id") is None or isinstance(doc["parent_checkpoint_id"], str), what,
-          "has no valid 'parent_checkpoint_id'")
+    _need(
+        doc.get("parent_checkpoint_id") is None or isinstance(doc["parent_checkpoint_id"], str),
+        what,
+        "has no valid 'parent_checkpoint_id'",
+    )
     _need(bool(doc.get("exact")) or isinstance(doc.get("metadata"), dict), what, "has no valid 'metadata'")
     for name, info in doc["channels"].items():
         _need(isinstance(info, dict) and info.get("kind") in _KINDS, what, f"has a bad entry for channel {name!r}")
-        for key, kind in _KINDS[info["kind"]].items():
-            _need(isinstance(info.get(key), kind) and not isinstance(info.get(key), bool), what,
-                  f"has a bad {key!r} for channel {name!r}")
-        _need(info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what,
-              f"has a bad length for channel {name!r}")
+        for field_name, field_type in _KINDS[info["kind"]].items():
+            _need(
+                isinstance(info.get(field_name), field_type) and not isinstance(info.get(field_name), bool),
+                what,
+                f"has a bad {field_name!r} for channel {name!r}",
+            )
+        _need(
+            info["kind"] != "list" or 0 <= info["length"] <= 10_000_000, what, f"has a bad length for channel {name!r}"
+        )
     return doc
 
 
@@ -430,9 +428,15 @@ def check_writes_doc(doc: Any, what: str) -> dict[str, Any]:
     _need(isinstance(doc.get("task_path", ""), str), what, "has no valid 'task_path'")
     _need(isinstance(doc.get("writes"), list), what, "has no valid 'writes' list")
     for w in doc["writes"]:
-        _need(isinstance(w, dict) and isinstance(w.get("idx"), int) and not isinstance(w["idx"], bool)
-              and isinstance(w.get("channel"), str) and isinstance(w.get("exact"), dict), what,
-              "has a write without a valid idx, channel and exact value")
+        _need(
+            isinstance(w, dict)
+            and isinstance(w.get("idx"), int)
+            and not isinstance(w["idx"], bool)
+            and isinstance(w.get("channel"), str)
+            and isinstance(w.get("exact"), dict),
+            what,
+            "has a write without a valid idx, channel and exact value",
+        )
     return doc
 
 
@@ -445,5 +449,6 @@ def parse_json(data: bytes, what: str) -> Any:
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise CorruptRepositoryError(f"{what} does not parse as JSON ({str(exc)[:80]}); "
-                                     "it is not what the saver wrote") from None
+        raise CorruptRepositoryError(
+            f"{what} does not parse as JSON ({str(exc)[:80]}); it is not what the saver wrote"
+        ) from None

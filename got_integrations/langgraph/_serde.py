@@ -22,7 +22,8 @@ write no readable rendering of values, messages, writes or metadata.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -30,8 +31,18 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError
 
-__all__ = ["LANGCHAIN_TYPES", "PLAIN_TAGS", "UnsafePayloadError", "DecryptionError", "default_serde",
-           "encrypts", "widen", "request_graph_types", "check_tag", "safe_loads"]
+__all__ = [
+    "LANGCHAIN_TYPES",
+    "PLAIN_TAGS",
+    "DecryptionError",
+    "UnsafePayloadError",
+    "check_tag",
+    "default_serde",
+    "encrypts",
+    "request_graph_types",
+    "safe_loads",
+    "widen",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +56,23 @@ def _langchain_types() -> frozenset[tuple[str, str]]:
     from langchain_core import agents, outputs, prompt_values
     from langchain_core.documents import Document
 
-    classes = [agents.AgentAction, agents.AgentActionMessageLog, agents.AgentFinish, agents.AgentStep,
-               outputs.Generation, outputs.GenerationChunk, outputs.ChatGeneration, outputs.ChatGenerationChunk,
-               outputs.ChatResult, outputs.LLMResult, outputs.RunInfo, prompt_values.StringPromptValue,
-               prompt_values.ChatPromptValue, prompt_values.ChatPromptValueConcrete, Document]
+    classes = [
+        agents.AgentAction,
+        agents.AgentActionMessageLog,
+        agents.AgentFinish,
+        agents.AgentStep,
+        outputs.Generation,
+        outputs.GenerationChunk,
+        outputs.ChatGeneration,
+        outputs.ChatGenerationChunk,
+        outputs.ChatResult,
+        outputs.LLMResult,
+        outputs.RunInfo,
+        prompt_values.StringPromptValue,
+        prompt_values.ChatPromptValue,
+        prompt_values.ChatPromptValueConcrete,
+        Document,
+    ]
     return frozenset((c.__module__, c.__name__) for c in classes)
 
 
@@ -88,7 +112,7 @@ def encrypts(serde: SerializerProtocol) -> bool:
         return True
     try:
         tag = serde.dumps_typed({"got": "probe"})[0]
-    except Exception:  # noqa: BLE001 - a serializer that cannot say is treated as protecting
+    except Exception:
         return True
     return tag not in PLAIN_TAGS | {"json", "pickle"}
 
@@ -144,21 +168,26 @@ def check_tag(tag: Any, *, encrypted: bool, allow_pickle: bool, what: str) -> No
         raise CorruptRepositoryError(f"{what} has no valid type tag; the repository was altered")
     base, plus, cipher = tag.partition("+")
     if base == "pickle" and not allow_pickle:
-        raise UnsafePayloadError(f"refusing to unpickle {what}; pass allow_pickle=True only for a repository "
-                                 "you trust")
+        raise UnsafePayloadError(f"refusing to unpickle {what}; pass allow_pickle=True only for a repository you trust")
     if base not in PLAIN_TAGS and base != "pickle":
-        raise CorruptRepositoryError(f"{what} has type tag {tag[:40]!r}, which this saver never writes; "
-                                     "refusing it (the repository was altered or written by other software)")
+        raise CorruptRepositoryError(
+            f"{what} has type tag {tag[:40]!r}, which this saver never writes; "
+            "refusing it (the repository was altered or written by other software)"
+        )
     if plus and not encrypted:
-        raise DecryptionError(f"{what} is encrypted ({cipher[:20]!r}); open it with the serializer that wrote it, "
-                              "e.g. serde=EncryptedSerializer.from_pycryptodome_aes(key=...)")
+        raise DecryptionError(
+            f"{what} is encrypted ({cipher[:20]!r}); open it with the serializer that wrote it, "
+            "e.g. serde=EncryptedSerializer.from_pycryptodome_aes(key=...)"
+        )
     if encrypted and not plus:
-        raise DecryptionError(f"{what} is not encrypted, but every payload this saver writes is; refusing it "
-                              "(the repository was altered)")
+        raise DecryptionError(
+            f"{what} is not encrypted, but every payload this saver writes is; refusing it (the repository was altered)"
+        )
 
 
-def safe_loads(serde: SerializerProtocol, typed: tuple[str, bytes], *, encrypted: bool, allow_pickle: bool,
-               what: str) -> Any:
+def safe_loads(
+    serde: SerializerProtocol, typed: tuple[str, bytes], *, encrypted: bool, allow_pickle: bool, what: str
+) -> Any:
     """``serde.loads_typed`` on stored bytes, with typed errors naming ``what``.
 
     Raises:
@@ -169,10 +198,20 @@ def safe_loads(serde: SerializerProtocol, typed: tuple[str, bytes], *, encrypted
     check_tag(tag, encrypted=encrypted, allow_pickle=allow_pickle, what=what)
     try:
         return serde.loads_typed(typed)
-    except (ValueError, TypeError, KeyError, IndexError, AssertionError, NotImplementedError,
-            UnicodeDecodeError, OverflowError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AssertionError,
+        NotImplementedError,
+        UnicodeDecodeError,
+        OverflowError,
+    ) as exc:
         if "+" in tag:
-            raise DecryptionError(f"could not decrypt {what}: wrong key, or the data was altered "
-                                  f"({type(exc).__name__})") from None
-        raise CorruptRepositoryError(f"{what} does not decode ({type(exc).__name__}: {str(exc)[:120]}); "
-                                     "it is not what the saver wrote") from None
+            raise DecryptionError(
+                f"could not decrypt {what}: wrong key, or the data was altered ({type(exc).__name__})"
+            ) from None
+        raise CorruptRepositoryError(
+            f"{what} does not decode ({type(exc).__name__}: {str(exc)[:120]}); it is not what the saver wrote"
+        ) from None

@@ -1,4 +1,4 @@
-"""``GitCheckpointSaver``: LangGraph checkpoints as git commits (DESIGN §3, "thread = ref namespace").
+"""``GitCheckpointSaver``: LangGraph checkpoints as git commits (ARCHITECTURE §4).
 
 A drop-in for ``SqliteSaver`` / ``InMemorySaver``::
 
@@ -35,7 +35,7 @@ in ``checkpoint.json`` or the writes files, metadata only inside the encrypted
 names (thread ids, namespaces, fork checkpoint ids), checkpoint and task ids, parent ids,
 timestamps, channel names and versions, node names in task paths, type tags.
 
-Cost per super-step (DESIGN §5: objects and ref moves are what a write costs): ``put`` writes
+Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects) and moves one ref; ``put_writes`` writes one
 commit, two small trees and one file (4 objects) and moves the ``writes`` ref. Unchanged
@@ -60,12 +60,13 @@ damaged or foreign data raises :class:`~got_core.errors.CorruptRepositoryError` 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import random
 import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -83,8 +84,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from got_core.errors import ConcurrentUpdateError, ConfigError, CorruptRepositoryError, UnknownRefError
-from got_core.repo import ReasoningRepo
-from got_integrations.langgraph._history import HistoryOps
+from got_core.repo import Keep, Publish, ReasoningRepo
+from got_integrations.langgraph._history import HistoryOps, _Ns
 from got_integrations.langgraph._layout import (
     FORMAT,
     LRU,
@@ -101,8 +102,8 @@ from got_integrations.langgraph._layout import (
     encode_exact,
     frame,
     id_component,
-    jsonable,
     join_msgpack_array,
+    jsonable,
     message_summary,
     one_line,
     parse_json,
@@ -124,7 +125,7 @@ from got_integrations.langgraph._serde import (
     widen,
 )
 
-__all__ = ["GitCheckpointSaver", "UnsafePayloadError", "DecryptionError", "THREADS_REF"]
+__all__ = ["THREADS_REF", "DecryptionError", "GitCheckpointSaver", "UnsafePayloadError"]
 
 Typed = tuple[str, bytes]
 #: Channel values whose serializer bytes fit in this many bytes are kept inline in checkpoint.json.
@@ -133,16 +134,16 @@ INLINE_BYTES = 96
 READABLE_HEADER = ("v", "id", "ts", "channel_versions", "versions_seen", "updated_channels")
 
 
-@dataclass
-class _Ns:
-    """In-process knowledge about one (thread, namespace); git stays the truth."""
+class _Stored(NamedTuple):
+    """What one ``put`` wrote: the commit, its files and encodings, where it went."""
 
-    ref: ThreadRef
-    head_lock: threading.RLock = field(default_factory=threading.RLock)
-    writes_lock: threading.RLock = field(default_factory=threading.RLock)
-    head: str | None = None  # head commit as last seen or written
-    ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
-    known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+    oid: str
+    files: dict[str, str]
+    doc: bytes
+    lists: dict[str, list[Typed]]
+    parent: str | None
+    on_head: bool
+    fork_of_parent: str | None = None
 
 
 class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
@@ -173,10 +174,17 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
     repository (every ref move is a compare-and-swap, retried on a lost race).
     """
 
-    def __init__(self, repo: ReasoningRepo | str | Any, *, serde: SerializerProtocol | None = None,
-                 allowed_msgpack_modules: Iterable[tuple[str, ...] | type] | None = None,
-                 allow_pickle: bool = False, readable: bool | None = None, graph_types: bool = True,
-                 cache_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        repo: ReasoningRepo | str | Any,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowed_msgpack_modules: Iterable[tuple[str, ...] | type] | None = None,
+        allow_pickle: bool = False,
+        readable: bool | None = None,
+        graph_types: bool = True,
+        cache_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         if serde is None:  # strict: only allow-listed types are rebuilt, nothing is unpickled
             serde = default_serde(allowed_msgpack_modules)
         elif allowed_msgpack_modules:
@@ -184,8 +192,10 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.encrypted = encrypts(self.serde)
         if readable and self.encrypted:
-            raise ConfigError("readable=True would store readable copies of what the serializer encrypts; "
-                              "leave readable unset, or use a serializer that does not encrypt")
+            raise ConfigError(
+                "readable=True would store readable copies of what the serializer encrypts; "
+                "leave readable unset, or use a serializer that does not encrypt"
+            )
         #: Whether readable renderings (``.json`` files, values in JSON documents, summaries) are written.
         self.readable = not self.encrypted if readable is None else bool(readable)
         if graph_types and is_strict(self.serde):
@@ -204,13 +214,13 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_path(cls, path: str | Any, **options: Any) -> "GitCheckpointSaver":
+    def from_path(cls, path: str | Any, **options: Any) -> GitCheckpointSaver:
         """A saver on the repository at ``path`` (a bare repository is created when missing)."""
         return cls(ReasoningRepo.open(path), **options)
 
     @classmethod
     @contextmanager
-    def from_conn_string(cls, path: str, **options: Any) -> Iterator["GitCheckpointSaver"]:
+    def from_conn_string(cls, path: str, **options: Any) -> Iterator[GitCheckpointSaver]:
         """Context-manager form mirroring ``SqliteSaver.from_conn_string`` (takes a repository path)."""
         saver = cls.from_path(path, **options)
         try:
@@ -224,20 +234,20 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             cache.clear()
         self.repo.close()
 
-    def __enter__(self) -> "GitCheckpointSaver":
+    def __enter__(self) -> GitCheckpointSaver:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "GitCheckpointSaver":
+    async def __aenter__(self) -> GitCheckpointSaver:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ helpers
-    def with_allowlist(self, extra_allowlist: Iterable[tuple[str, ...]]) -> "GitCheckpointSaver":
+    def with_allowlist(self, extra_allowlist: Iterable[tuple[str, ...]]) -> GitCheckpointSaver:
         """Let the serializer rebuild ``extra_allowlist`` too (LangGraph passes a compiled
         graph's schema types). Widens this saver in place and returns it, so the saver you
         hold and the one the graph uses read the same values.
@@ -291,7 +301,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 data = self._blob(files["checkpoint.json"]) if files else self.repo.read_file(commit, "checkpoint.json")
             except (KeyError, UnknownRefError):
                 raise CorruptRepositoryError(
-                    f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint") from None
+                    f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint"
+                ) from None
             self._docs.put(commit, data, len(data) + 80)
         what = f"checkpoint.json of commit {commit[:12]}"
         doc = check_checkpoint_doc(parse_json(data, what), what)
@@ -302,8 +313,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             except (KeyError, UnknownRefError):
                 raise CorruptRepositoryError(f"commit {commit[:12]} lacks checkpoint.bin; run `got fsck`") from None
             exact = self._loads(unframe(raw, what), what)
-            if not (isinstance(exact, dict) and isinstance(exact.get("checkpoint"), dict)
-                    and isinstance(exact.get("metadata"), dict)):
+            if not (
+                isinstance(exact, dict)
+                and isinstance(exact.get("checkpoint"), dict)
+                and isinstance(exact.get("metadata"), dict)
+            ):
                 raise CorruptRepositoryError(f"{what} does not hold a checkpoint header and metadata")
             doc["checkpoint"], doc["metadata"] = exact["checkpoint"], exact["metadata"]
         return doc
@@ -317,7 +331,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         if typed[0] == "pickle" and not self.allow_pickle:
             raise UnsafePayloadError(
                 f"a {type(value).__name__} value can only be stored with pickle; make it msgpack-serialisable, "
-                "or pass allow_pickle=True to GitCheckpointSaver (and then load only repositories you trust)")
+                "or pass allow_pickle=True to GitCheckpointSaver (and then load only repositories you trust)"
+            )
         return typed
 
     def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any:
@@ -334,8 +349,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 return value
         return [self._loads(t, name_of(i)) for i, t in enumerate(typed)]
 
-    def _dump_list(self, value: list[Any], prev_objs: list[Any] | None = None,
-                   prev_typed: list[Typed] | None = None) -> list[Typed]:
+    def _dump_list(
+        self, value: list[Any], prev_objs: list[Any] | None = None, prev_typed: list[Typed] | None = None
+    ) -> list[Typed]:
         """Element encodings of a list channel.
 
         Elements that are the very objects the parent checkpoint held (LangGraph's reducers
@@ -349,7 +365,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             while keep < limit and value[keep] is prev_objs[keep]:
                 keep += 1
         rest = value[keep:]
-        head = list(prev_typed[:keep]) if keep else []
+        head = list(prev_typed[:keep]) if keep and prev_typed is not None else []
         if not rest:
             return head
         whole = self._dumps(rest)
@@ -417,8 +433,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             try:
                 if info["kind"] == "value":
                     path = base + "/value.bin"
-                    values[name] = self._loads(unframe(self._blob(self._tree(commit)[path]), f"{path} {at}"),
-                                               f"{path} {at}")
+                    values[name] = self._loads(
+                        unframe(self._blob(self._tree(commit)[path]), f"{path} {at}"), f"{path} {at}"
+                    )
                     continue
                 typed = self._lists.get((commit, name))
                 if typed is None:
@@ -428,7 +445,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                         path = elem_path(base, i) + ".bin"
                         typed.append(unframe(self._blob(files[path]), f"{path} {at}"))
                     self._lists.put((commit, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
-                values[name] = self._loads_list(typed, lambda i: f"{elem_path(base, i)}.bin {at}")
+                values[name] = self._loads_list(typed, lambda i, base=base: f"{elem_path(base, i)}.bin {at}")
             except KeyError as exc:
                 raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks {exc}; run `got fsck`") from None
         return values
@@ -438,12 +455,14 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         cid = doc["checkpoint_id"]
         t, n = ns.ref.thread_id, ns.ref.checkpoint_ns
         parent = doc.get("parent_checkpoint_id")
+        header: Checkpoint = doc["checkpoint"]  # a JSON object (check_checkpoint_doc): the header put() stored
         return CheckpointTuple(
             config=config or {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": cid}},
-            checkpoint={**doc["checkpoint"], "channel_values": self._values(commit, doc)},
+            checkpoint={**header, "channel_values": self._values(commit, doc)},
             metadata=doc["metadata"],
-            parent_config=({"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}}
-                           if parent else None),
+            parent_config=(
+                {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}} if parent else None
+            ),
             pending_writes=self._pending_writes(ns, cid),
         )
 
@@ -465,8 +484,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         return docs
 
     def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> list[PendingWrite]:
-        rows = [(d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"], d["path"])
-                for d in self._writes_docs(ns, checkpoint_id) for w in d["writes"]]
+        rows = [
+            (d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"], d["path"])
+            for d in self._writes_docs(ns, checkpoint_id)
+            for w in d["writes"]
+        ]
         rows.sort(key=lambda r: writes_sort_key(r[0], r[1], r[2]))
         out = []
         for _, task_id, idx, channel, exact, path in rows:
@@ -488,8 +510,14 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         commit = self.repo.tip(ns.ref.head)
         return None if commit is None else self._tuple(ns, commit, None)
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (highest id first): of one thread (and namespace, when the
         config names one), whose metadata has every ``filter`` item, older than ``before``."""
         if config is not None:
@@ -520,23 +548,24 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 remaining -= 1
             yield self._tuple(ns, commit, None)
 
-    def threads(self) -> list[str]:
+    # below `def list`, a bare `list` in an annotation names that method: builtins.list is the type
+    def threads(self) -> builtins.list[str]:
         """Every thread id with checkpoints in the repository."""
         out = set()
         for name, oid in self.repo.refs(THREADS_REF).items():
-            thread = decode_id(name[len(THREADS_REF):].split("/", 1)[0])
+            thread = decode_id(name[len(THREADS_REF) :].split("/", 1)[0])
             if thread is None and name.endswith("/head"):  # a hashed long id: read it from the checkpoint
                 thread = self._doc(oid, full=False)["thread_id"]
             if thread is not None:
                 out.add(thread)
         return sorted(out)
 
-    def namespaces(self, thread_id: str) -> list[str]:
+    def namespaces(self, thread_id: str) -> builtins.list[str]:
         """The checkpoint namespaces of a thread (``""`` is the root graph)."""
         prefix = f"{THREADS_REF}{id_component(text_id(thread_id, 'thread id'), 'thread id')}/"
         out = set()
         for name, oid in self.repo.refs(prefix).items():
-            ns = decode_id(name[len(prefix):].split("/", 1)[0], namespace=True)
+            ns = decode_id(name[len(prefix) :].split("/", 1)[0], namespace=True)
             if ns is None and name.endswith("/head"):
                 ns = self._doc(oid, full=False)["checkpoint_ns"]
             if ns is not None:
@@ -544,8 +573,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         return sorted(out)
 
     # ------------------------------------------------------------------ writing a checkpoint
-    def _plan(self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
-              ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, list[Typed]], str]:
+    def _plan(
+        self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
+    ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, builtins.list[Typed]], str]:
         """What changes from the parent's tree: (changes, channel index, new tree listing,
         element encodings of list channels, a one-line summary)."""
         files = dict(self._tree(parent)) if parent else {}
@@ -565,8 +595,11 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             if info["kind"] == "inline":
                 return
             base = info["dir"]
-            paths = ([base + "/value.bin", base + "/value.json"] if info["kind"] == "value" else
-                     [elem_path(base, i) + ext for i in range(keep, info["length"]) for ext in (".bin", ".json")])
+            paths = (
+                [base + "/value.bin", base + "/value.json"]
+                if info["kind"] == "value"
+                else [elem_path(base, i) + ext for i in range(keep, info["length"]) for ext in (".bin", ".json")]
+            )
             for path in paths:
                 if files.pop(path, None) is not None:
                     changes[path] = None
@@ -584,17 +617,16 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 continue
             value, base = values[name], channel_dir(name)
             typed_value = None if type(value) is list else self._dumps(value)
-            kind = "list" if typed_value is None else (
-                "inline" if len(typed_value[1]) <= INLINE_BYTES else "value")
+            kind = "list" if typed_value is None else ("inline" if len(typed_value[1]) <= INLINE_BYTES else "value")
             if old is not None and (old["kind"] != kind or old.get("dir", base) != base or kind == "inline"):
                 drop(old)  # the channel changed shape (or name encoding): its old files go
-            if kind == "inline":
+            if kind == "inline" and typed_value is not None:  # typed_value is None only for a list
                 # small values (None, flags, counters) live in checkpoint.json, which changes anyway
                 channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value)}
                 if readable:
                     channels[name]["value"] = jsonable(value)
                 continue
-            if kind == "value":
+            if kind == "value" and typed_value is not None:
                 data = frame(typed_value)
                 if files.get(base + "/value.bin") != blob_sha(data):
                     put(base + "/value.bin", data)
@@ -622,7 +654,7 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                         summary = message_summary(value[i]) or summary
                     elif files.pop(stem + ".json", None) is not None:
                         changes[stem + ".json"] = None
-            if same_list:
+            if same_list and old is not None:
                 drop(old, keep=len(value))
             channels[name] = {"dir": base, "kind": "list", "length": len(value), "version": version}
         for name, old in old_channels.items():
@@ -630,14 +662,25 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 drop(old)
         return changes, channels, files, lists, summary
 
-    def _document(self, ns: _Ns, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                  channels: dict[str, Any]) -> tuple[bytes, bytes | None]:
+    def _document(
+        self,
+        ns: _Ns,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        channels: dict[str, Any],
+    ) -> tuple[bytes, bytes | None]:
         head = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         meta = get_checkpoint_metadata(config, metadata)
         doc: dict[str, Any] = {
-            "format": FORMAT, "thread_id": ns.ref.thread_id, "checkpoint_ns": ns.ref.checkpoint_ns,
-            "checkpoint_id": checkpoint["id"], "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
-            "checkpoint": head, "metadata": meta, "channels": channels,
+            "format": FORMAT,
+            "thread_id": ns.ref.thread_id,
+            "checkpoint_ns": ns.ref.checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
+            "checkpoint": head,
+            "metadata": meta,
+            "channels": channels,
         }
         if not self.readable:
             # metadata and the exact header only inside the serializer's (encrypted) bytes
@@ -657,12 +700,15 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         doc["exact"] = True
         return render_json(doc), data
 
-    def _message(self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: dict[str, Any],
-                 summary: str) -> str:
+    def _message(
+        self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any], summary: str
+    ) -> str:
         """A checkpoint's commit message: step, source, a summary and trailers; ids only when
         the saver is not readable (the core's search index holds every commit message)."""
         if self.readable:
-            head = f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})" + (f" {summary}" if summary else "")
+            head = f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})" + (
+                f" {summary}" if summary else ""
+            )
         else:
             head = f"checkpoint {one_line(checkpoint_id, 60)}"
         lines = [head, "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
@@ -675,8 +721,13 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             lines.append(f"Run: {one_line(metadata['run_id'], 200)}")
         return "\n".join(lines) + "\n"
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         """Commit ``checkpoint`` as a child of its parent checkpoint's commit (one commit, one ref move).
 
         Returns:
@@ -692,11 +743,13 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         parent_id = text_id(parent_id, "checkpoint id") if parent_id else None
         new_id = text_id(checkpoint["id"], "checkpoint id")
         with ns.head_lock:
-            for attempt in repo.attempts(ns.ref.head):
-                head = ns.head if attempt == 0 and ns.head else repo.tip(ns.ref.head)
+
+            def build(tip: str | None) -> Publish | Keep:
+                head = tip
                 head_id = self._id_of(ns, head) if head else None
-                parent = head if parent_id and parent_id == head_id else (
-                    self._lookup(ns, parent_id) if parent_id else None)
+                parent = (
+                    head if parent_id and parent_id == head_id else (self._lookup(ns, parent_id) if parent_id else None)
+                )
                 changes, channels, files, lists, summary = self._plan(checkpoint, new_versions, parent)
                 doc_bytes, exact = self._document(ns, config, checkpoint, metadata, channels)
                 changes["checkpoint.json"] = doc_bytes
@@ -707,14 +760,36 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                 elif files.pop("checkpoint.bin", None) is not None:
                     changes["checkpoint.bin"] = None
                 message = self._message(ns, new_id, parent_id, metadata, summary)
-                try:
-                    oid = self._publish(ns, head, head_id, parent, new_id, changes, message)
-                except ConcurrentUpdateError:
-                    ns.head = None  # our view of the refs was stale: re-read and retry
-                    if attempt > 50:
-                        raise
-                    continue
-                break
+                if head is not None and new_id < (head_id or ""):
+                    # An id below the latest (ids that do not grow along a line): it stays off head.
+                    oid = self._publish_fork(ns, parent, new_id, changes, message)
+                    return Keep(_Stored(oid, files, doc_bytes, lists, parent, on_head=False))
+                # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
+                fork_of_parent = None
+                if parent != head:
+                    if parent is not None:
+                        fork_of_parent = next(
+                            (n for n, o in self._leaves(ns).items() if o == parent and n != ns.ref.head), None
+                        )
+                    if head is not None and new_id != head_id:
+                        self._keep(ns, head, head_id or "")
+                oid = repo.prepare_commit([parent] if parent else [], changes, message, fresh_tree=parent is None)
+                return Publish(oid, _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent))
+
+            try:
+                answer = (
+                    repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
+                    if ns.head
+                    else repo.update_ref(ns.ref.head, build)
+                )
+            except ConcurrentUpdateError:
+                ns.head = None  # our view of the refs was stale: the next put re-reads them
+                raise
+            oid, files, doc_bytes, lists, parent = (answer.oid, answer.files, answer.doc, answer.lists, answer.parent)
+            if answer.on_head:
+                ns.head = oid
+                if answer.fork_of_parent is not None:
+                    repo.delete_ref(answer.fork_of_parent)  # now an ancestor of head
             self._files.put(oid, files, len(files) + 1)
             self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
             values = checkpoint["channel_values"]
@@ -724,34 +799,29 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                     self._objs.put((oid, name), list(values[name]), len(values[name]) + 1)
             ns.ids[new_id] = oid
             ns.known[oid] = (parent, new_id)
-        return {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns.ref.checkpoint_ns,
-                                 "checkpoint_id": new_id}}
+        return {
+            "configurable": {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": ns.ref.checkpoint_ns,
+                "checkpoint_id": new_id,
+            }
+        }
 
-    def _publish(self, ns: _Ns, head: str | None, head_id: str | None, parent: str | None, new_id: str,
-                 changes: dict[str, bytes | None], message: str) -> str:
-        repo, ref, parents, fresh = self.repo, ns.ref, [parent] if parent else [], parent is None
-        if head is None or new_id >= (head_id or ""):
-            # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
-            fork_of_parent = None
-            if parent != head:
-                if parent is not None:
-                    fork_of_parent = next((n for n, o in self._leaves(ns).items()
-                                           if o == parent and n != ref.head), None)
-                if head is not None and new_id != head_id:
-                    self._keep(ns, head, head_id or "")
-            oid = repo.commit_files(ref.head, changes, message, parents=parents, expected=head,
-                                    force=True, fresh_tree=fresh)
-            ns.head = oid
-            if fork_of_parent is not None:
-                repo.delete_ref(fork_of_parent)  # now an ancestor of head
-            return oid
-        # An id below the latest (ids that do not grow along a line): it stays off head.
-        fork = next((n for n, o in self._leaves(ns).items() if o == parent and n != ref.head), None) \
-            if parent is not None else None
+    def _publish_fork(
+        self, ns: _Ns, parent: str | None, new_id: str, changes: dict[str, bytes | None], message: str
+    ) -> str:
+        """Commit a checkpoint that is not the latest on a fork ref (the parent's, or a new one)."""
+        repo, parents, fresh = self.repo, [parent] if parent else [], parent is None
+        fork = (
+            next((n for n, o in self._leaves(ns).items() if o == parent and n != ns.ref.head), None)
+            if parent is not None
+            else None
+        )
         if fork is not None:
             return repo.commit_files(fork, changes, message, parents=parents, expected=parent, fresh_tree=fresh)
-        return repo.commit_files(self._free_fork_name(ns, new_id), changes, message, parents=parents,
-                                 expected=None, fresh_tree=fresh)
+        return repo.commit_files(
+            self._free_fork_name(ns, new_id), changes, message, parents=parents, expected=None, fresh_tree=fresh
+        )
 
     def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str:
         name = candidate = ns.ref.fork(checkpoint_id)
@@ -767,8 +837,9 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
             self.repo.set_ref(self._free_fork_name(ns, checkpoint_id), commit, expected=None)
 
     # ------------------------------------------------------------------ pending writes
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         """Store a task's writes for a checkpoint (one commit on the thread's ``writes`` ref).
 
         As in the reference savers, a regular write ``(task_id, idx)`` is stored once (a
@@ -780,8 +851,8 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
         path = writes_path(checkpoint_id, task_id)
         with ns.writes_lock:
-            for _ in self.repo.attempts(ns.ref.writes):
-                tip = self.repo.tip(ns.ref.writes)
+
+            def build(tip: str | None) -> Publish | Keep:
                 entries: dict[int, dict[str, Any]] = {}
                 old_path = ""
                 if tip is not None:
@@ -799,26 +870,33 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
                     key = WRITES_IDX_MAP.get(channel, idx)
                     if key >= 0 and key in entries:
                         continue
-                    entries[key] = {"idx": key, "channel": text_id(channel, "channel name"),
-                                    "exact": encode_exact(self._dumps(value))}
+                    entries[key] = {
+                        "idx": key,
+                        "channel": text_id(channel, "channel name"),
+                        "exact": encode_exact(self._dumps(value)),
+                    }
                     if self.readable:
                         entries[key]["value"] = jsonable(value)
                     changed = True
                 if not changed:
-                    return
-                doc = {"checkpoint_id": checkpoint_id, "task_id": task_id, "task_path": task_path or old_path,
-                       "writes": [entries[i] for i in sorted(entries)]}
+                    return Keep()
+                doc = {
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "task_path": task_path or old_path,
+                    "writes": [entries[i] for i in sorted(entries)],
+                }
                 data = dump_json(doc)
                 node = task_path.rsplit(",", 1)[-1].strip() if task_path else task_id[:8]
                 channels = ", ".join(sorted({str(e["channel"]) for e in entries.values()}))
-                message = (f"writes {one_line(node, 40)} -> {one_line(channels, 60)}\n\n"
-                           f"Checkpoint: {one_line(checkpoint_id, 200)}\nTask: {one_line(task_id, 200)}\n"
-                           + (f"Task-Path: {one_line(task_path, 200)}\n" if task_path else ""))
-                try:
-                    self.repo.commit_files(ns.ref.writes, {path: data}, message, expected=tip)
-                except ConcurrentUpdateError:
-                    continue
-                return
+                message = (
+                    f"writes {one_line(node, 40)} -> {one_line(channels, 60)}\n\n"
+                    f"Checkpoint: {one_line(checkpoint_id, 200)}\nTask: {one_line(task_id, 200)}\n"
+                    + (f"Task-Path: {one_line(task_path, 200)}\n" if task_path else "")
+                )
+                return Publish(self.repo.prepare_commit([tip] if tip else [], {path: data}, message))
+
+            self.repo.update_ref(ns.ref.writes, build)
 
     # ------------------------------------------------------------------ versions
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
@@ -845,28 +923,41 @@ class GitCheckpointSaver(HistoryOps, BaseCheckpointSaver[str]):
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
-        return (self._lookup(ns, text_id(checkpoint_id, "checkpoint id")) if checkpoint_id
-                else self.repo.tip(ns.ref.head))
+        return (
+            self._lookup(ns, text_id(checkpoint_id, "checkpoint id")) if checkpoint_id else self.repo.tip(ns.ref.head)
+        )
 
     # ------------------------------------------------------------------ async twins
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple` (in a worker thread: git I/O never blocks the event loop)."""
         return await asyncio.to_thread(self.get_tuple, config)
 
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
         items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in items:
             yield item
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         """Async :meth:`put`."""
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         """Async :meth:`put_writes`."""
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 

@@ -14,19 +14,24 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo
+from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
 from got_core.errors import ConfigError, MissingExtraError, UnknownRefError
 from got_integrations.langgraph._layout import jsonable, message_summary, one_line
 from got_integrations.langgraph.checkpoint import GitCheckpointSaver
 
-__all__ = ["app", "build_demo_graph", "scripted_agent", "calculator_tool"]
+if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.graph import MessagesState
+
+__all__ = ["app", "build_demo_graph", "calculator_tool", "scripted_agent"]
 
 app = typer.Typer(
     help="LangGraph threads in git: list, history, show, diff, fork, demo.",
@@ -56,7 +61,7 @@ def _saver(repo: Path | None) -> GitCheckpointSaver:
     return GitCheckpointSaver(open_repo(repo), serde=serde)
 
 
-def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
@@ -75,13 +80,43 @@ def _resolve(saver: GitCheckpointSaver, thread: str, ns: str, ref: str) -> str:
         return ids[back]
     matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
     if len(matches) != 1:
-        raise UnknownRefError(f"{ref!r} names {len(matches)} checkpoints of {thread!r}; give more of the id "
-                              "(see `got threads history`)")
+        raise UnknownRefError(
+            f"{ref!r} names {len(matches)} checkpoints of {thread!r}; give more of the id (see `got threads history`)"
+        )
     return matches[0]
 
 
+def _checkpoint(saver: GitCheckpointSaver, thread: str, ns: str, checkpoint_id: str) -> CheckpointTuple:
+    """The checkpoint ``checkpoint_id`` of a thread.
+
+    Raises:
+        UnknownRefError: the thread has no such checkpoint (any more: another process may delete it).
+    """
+    tup = saver.get_tuple(_config(thread, ns, checkpoint_id))
+    if tup is None:
+        raise UnknownRefError(
+            f"thread {thread!r} has no checkpoint {checkpoint_id!r}; `got threads history` lists them"
+        )
+    return tup
+
+
+def _commit(saver: GitCheckpointSaver, config: RunnableConfig) -> str:
+    """The commit of the checkpoint ``config`` names.
+
+    Raises:
+        UnknownRefError: there is no such checkpoint (any more: another process may delete it).
+    """
+    commit = saver.commit_of(config)
+    if commit is None:
+        raise UnknownRefError(
+            f"no checkpoint {config['configurable'].get('checkpoint_id', 'latest')!r} in "
+            f"thread {config['configurable']['thread_id']!r}; `got threads history` lists them"
+        )
+    return commit
+
+
 def _writes_summary(tup: Any) -> str:
-    names = {}
+    names: dict[str, list[str]] = {}
     for task_id, channel, _ in tup.pending_writes or []:
         names.setdefault(task_id[:8], []).append(channel)
     return "; ".join(f"{t}: {', '.join(sorted(set(c)))}" for t, c in names.items())
@@ -94,23 +129,29 @@ def _last_message(values: dict[str, Any]) -> str:
     return ""
 
 
-def history_rows(saver: GitCheckpointSaver, thread: str, ns: str = "",
-                 limit: int | None = None) -> list[dict[str, Any]]:
+def history_rows(
+    saver: GitCheckpointSaver, thread: str, ns: str = "", limit: int | None = None
+) -> list[dict[str, Any]]:
     """One row per checkpoint of a thread, newest first (what ``got threads history`` prints)."""
     rows = []
     for tup in saver.list(_config(thread, ns), limit=limit):
         parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        rows.append({
-            "checkpoint_id": tup.config["configurable"]["checkpoint_id"], "parent_checkpoint_id": parent,
-            "step": tup.metadata.get("step"), "source": tup.metadata.get("source"),
-            "commit": saver.commit_of(tup.config), "last_message": _last_message(tup.checkpoint["channel_values"]),
-            "writes": _writes_summary(tup),
-        })
+        rows.append(
+            {
+                "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+                "parent_checkpoint_id": parent,
+                "step": tup.metadata.get("step"),
+                "source": tup.metadata.get("source"),
+                "commit": saver.commit_of(tup.config),
+                "last_message": _last_message(tup.checkpoint["channel_values"]),
+                "writes": _writes_summary(tup),
+            }
+        )
     return rows
 
 
 @app.command("list")
-def list_threads(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def list_threads(repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
     """Every thread with its namespaces, latest step and checkpoint count."""
     saver = _saver(repo)
     rows = []
@@ -120,10 +161,16 @@ def list_threads(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> 
             if not tuples:
                 continue
             latest = tuples[0]
-            rows.append({"thread_id": thread, "checkpoint_ns": ns, "checkpoints": len(tuples),
-                         "latest_step": latest.metadata.get("step"),
-                         "latest_checkpoint_id": latest.config["configurable"]["checkpoint_id"],
-                         "commit": saver.commit_of(latest.config)})
+            rows.append(
+                {
+                    "thread_id": thread,
+                    "checkpoint_ns": ns,
+                    "checkpoints": len(tuples),
+                    "latest_step": latest.metadata.get("step"),
+                    "latest_checkpoint_id": latest.config["configurable"]["checkpoint_id"],
+                    "commit": saver.commit_of(latest.config),
+                }
+            )
     if json:
         emit_json(rows)
         return
@@ -131,8 +178,14 @@ def list_threads(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> 
     for col in ("thread", "namespace", "checkpoints", "latest step", "latest checkpoint", "commit"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(escape(r["thread_id"]), escape(r["checkpoint_ns"] or "(root)"), str(r["checkpoints"]),
-                      str(r["latest_step"]), r["latest_checkpoint_id"], r["commit"][:10])
+        table.add_row(
+            escape(r["thread_id"]),
+            escape(r["checkpoint_ns"] or "(root)"),
+            str(r["checkpoints"]),
+            str(r["latest_step"]),
+            r["latest_checkpoint_id"],
+            r["commit"][:10],
+        )
     console.print(table)
 
 
@@ -140,8 +193,8 @@ def list_threads(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> 
 def history(
     thread: str = typer.Argument(..., help="Thread id."),
     ns: str = NsOption,
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="At most this many checkpoints."),
-    repo: Optional[Path] = RepoOption,
+    limit: int | None = typer.Option(None, "--limit", "-n", help="At most this many checkpoints."),
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Checkpoints of a thread, newest first: id, step, source, commit, last message, writes."""
@@ -156,8 +209,15 @@ def history(
     for col in ("step", "source", "checkpoint", "commit", "parent", "last message", "pending writes"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(str(r["step"]), str(r["source"]), r["checkpoint_id"], r["commit"][:10],
-                      (r["parent_checkpoint_id"] or "")[-12:], escape(r["last_message"]), escape(r["writes"]))
+        table.add_row(
+            str(r["step"]),
+            str(r["source"]),
+            r["checkpoint_id"],
+            r["commit"][:10],
+            (r["parent_checkpoint_id"] or "")[-12:],
+            escape(r["last_message"]),
+            escape(r["writes"]),
+        )
     console.print(table)
 
 
@@ -166,27 +226,35 @@ def show(
     thread: str = typer.Argument(..., help="Thread id."),
     checkpoint: str = typer.Argument("latest", help="Checkpoint id, unique prefix, latest or latest~N."),
     ns: str = NsOption,
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """The state of one checkpoint (readable rendering of every channel)."""
     saver = _saver(repo)
     cid = _resolve(saver, thread, ns, checkpoint)
-    tup = saver.get_tuple(_config(thread, ns, cid))
-    data = {"checkpoint_id": cid, "commit": saver.commit_of(tup.config), "metadata": jsonable(tup.metadata),
-            "values": jsonable(tup.checkpoint["channel_values"]),
-            "pending_writes": [{"task_id": t, "channel": c, "value": jsonable(v)} for t, c, v in tup.pending_writes]}
+    tup = _checkpoint(saver, thread, ns, cid)
+    data = {
+        "checkpoint_id": cid,
+        "commit": _commit(saver, tup.config),
+        "metadata": jsonable(tup.metadata),
+        "values": jsonable(tup.checkpoint["channel_values"]),
+        "pending_writes": [{"task_id": t, "channel": c, "value": jsonable(v)} for t, c, v in tup.pending_writes or []],
+    }
     if json:
         emit_json(data)
         return
-    console.print(f"[bold]checkpoint {cid}[/]  commit {data['commit'][:10]}  "
-                  f"step {tup.metadata.get('step')} ({tup.metadata.get('source')})")
-    console.print(Syntax(jsonlib.dumps(data["values"], indent=2, ensure_ascii=False), "json", theme="ansi_dark",
-                         word_wrap=True))
+    console.print(
+        f"[bold]checkpoint {cid}[/]  commit {data['commit'][:10]}  "
+        f"step {tup.metadata.get('step')} ({tup.metadata.get('source')})"
+    )
+    console.print(
+        Syntax(jsonlib.dumps(data["values"], indent=2, ensure_ascii=False), "json", theme="ansi_dark", word_wrap=True)
+    )
 
 
-def checkpoint_diff(saver: GitCheckpointSaver, thread: str, old: str, new: str, ns: str = "",
-                    all_files: bool = False) -> str:
+def checkpoint_diff(
+    saver: GitCheckpointSaver, thread: str, old: str, new: str, ns: str = "", all_files: bool = False
+) -> str:
     """Unified diff between two checkpoints of a thread: the readable state files, or every
     file (``checkpoint.json`` and the serializer's ``.bin`` files too) with ``all_files``."""
     a = saver.commit_of(_config(thread, ns, old))
@@ -213,12 +281,13 @@ def diff(
     new: str = typer.Argument("latest", help="Newer checkpoint (default: the latest)."),
     ns: str = NsOption,
     all_files: bool = typer.Option(False, "--all", help="Also checkpoint.json and the serializer's .bin files."),
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
 ) -> None:
     """What changed in the state between two checkpoints (git's patch format)."""
     saver = _saver(repo)
-    text = checkpoint_diff(saver, thread, _resolve(saver, thread, ns, old), _resolve(saver, thread, ns, new),
-                           ns, all_files)
+    text = checkpoint_diff(
+        saver, thread, _resolve(saver, thread, ns, old), _resolve(saver, thread, ns, new), ns, all_files
+    )
     if not text:
         console.print("(no differences)")
         return
@@ -229,22 +298,24 @@ def diff(
 def fork(
     thread: str = typer.Argument(..., help="Thread to fork."),
     checkpoint: str = typer.Argument(..., help="Checkpoint to fork at (id, unique prefix, latest~N)."),
-    to: Optional[str] = typer.Option(None, "--to", help="New thread id (default: <thread>-fork-<id suffix>)."),
+    to: str | None = typer.Option(None, "--to", help="New thread id (default: <thread>-fork-<id suffix>)."),
     ns: str = NsOption,
-    repo: Optional[Path] = RepoOption,
+    repo: Path | None = RepoOption,
     json: bool = JsonOption,
 ) -> None:
     """Start a new thread at a past checkpoint (a git branch sharing the history)."""
     saver = _saver(repo)
     cid = _resolve(saver, thread, ns, checkpoint)
     target = to or f"{thread}-fork-{cid[-8:]}"
-    config = saver.fork_thread(thread, cid, target, ns)
+    commit = _commit(saver, saver.fork_thread(thread, cid, target, ns))
     if json:
-        emit_json({"thread_id": target, "checkpoint_id": cid, "commit": saver.commit_of(config)})
+        emit_json({"thread_id": target, "checkpoint_id": cid, "commit": commit})
         return
-    console.print(f"forked [bold]{escape(thread)}[/] at {cid} into thread [bold]{escape(target)}[/] "
-                  f"(commit {saver.commit_of(config)[:10]}); invoke the graph with "
-                  f"thread_id={escape(target)!r} to continue from there")
+    console.print(
+        f"forked [bold]{escape(thread)}[/] at {cid} into thread [bold]{escape(target)}[/] "
+        f"(commit {commit[:10]}); invoke the graph with "
+        f"thread_id={escape(target)!r} to continue from there"
+    )
 
 
 # ---------------------------------------------------------------------------- the demo
@@ -262,7 +333,7 @@ def calculator_tool() -> Any:
     return calculator
 
 
-def scripted_agent(state: dict[str, Any]) -> dict[str, Any]:
+def scripted_agent(state: MessagesState) -> dict[str, Any]:
     """A scripted stand-in for a chat model (not an LLM): plans one calculator call per
     question, then reports the tool's answer."""
     from langchain_core.messages import AIMessage, HumanMessage
@@ -292,8 +363,12 @@ def build_demo_graph(checkpointer: Any) -> Any:
 
 @app.command()
 def demo(
-    path: Optional[Path] = typer.Option(None, "--repo", "-r", help="Where to write the demo repository "
-                                        "(default ./got-langgraph-demo.git; replaced if present)."),
+    path: Path | None = typer.Option(
+        None,
+        "--repo",
+        "-r",
+        help="Where to write the demo repository (default ./got-langgraph-demo.git; replaced if present).",
+    ),
     keep: bool = typer.Option(True, help="Keep the repository afterwards."),
 ) -> None:
     """An agent with a tool loop (scripted model) checkpointed into git: log, diff, fork."""
@@ -314,29 +389,39 @@ def demo(
 
     console.rule("[bold]2. what the last turn changed in the state (got threads diff demo latest~4)")
     rows = history_rows(saver, "demo")
-    console.print(Syntax(checkpoint_diff(saver, "demo", rows[4]["checkpoint_id"], rows[0]["checkpoint_id"]),
-                         "diff", theme="ansi_dark", word_wrap=True))
+    console.print(
+        Syntax(
+            checkpoint_diff(saver, "demo", rows[4]["checkpoint_id"], rows[0]["checkpoint_id"]),
+            "diff",
+            theme="ansi_dark",
+            word_wrap=True,
+        )
+    )
 
     console.rule("[bold]3. fork: answer a different question from the first turn's end")
     first_turn_end = next(r for r in rows if r["last_message"] == "ai: The answer is 84.")
     # invoking on a past checkpoint's config continues from there: the new line is a fork (a new ref)
-    forked = graph.invoke({"messages": [HumanMessage("What is 6*7?")]},
-                          _config("demo", "", first_turn_end["checkpoint_id"]))["messages"][-1]
+    forked = graph.invoke(
+        {"messages": [HumanMessage("What is 6*7?")]}, _config("demo", "", first_turn_end["checkpoint_id"])
+    )["messages"][-1]
     console.print(f"fork answer: [bold]{escape(str(forked.content))}[/]; the first line keeps its own answers:")
     table = Table()
     table.add_column("ref")
     table.add_column("commit")
     table.add_column("last message", overflow="fold")
     for ref, checkpoint_id in sorted(saver.lines("demo").items()):
-        tip = saver.get_tuple(_config("demo", "", checkpoint_id))
-        table.add_row(escape(ref), saver.commit_of(tip.config)[:10],
-                      escape(_last_message(tip.checkpoint["channel_values"])))
+        tip = _checkpoint(saver, "demo", "", checkpoint_id)
+        table.add_row(
+            escape(ref), _commit(saver, tip.config)[:10], escape(_last_message(tip.checkpoint["channel_values"]))
+        )
     console.print(table)
     new_thread = saver.fork_thread("demo", first_turn_end["checkpoint_id"], "demo-branch")
     console.print(f"and a new thread [bold]demo-branch[/] starts at {new_thread['configurable']['checkpoint_id']}")
     where = escape(str(target))
-    console.print(f"\nrepository: [bold]{where}[/] — try: git --git-dir={where} log --oneline "
-                  f"refs/got/threads/demo/root/head; got threads history demo -r {where}")
+    console.print(
+        f"\nrepository: [bold]{where}[/] — try: git --git-dir={where} log --oneline "
+        f"refs/got/threads/demo/root/head; got threads history demo -r {where}"
+    )
     saver.close()
     if not keep:
         shutil.rmtree(target, ignore_errors=True)

@@ -49,9 +49,11 @@ import sqlite3
 import threading
 import uuid
 from array import array
-from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -71,8 +73,6 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
-
 from got_core.errors import ConfigError, CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._layout import (
@@ -87,7 +87,7 @@ from got_integrations.langgraph._layout import (
 )
 from got_integrations.langgraph._serde import UnsafePayloadError, encrypts, safe_loads
 
-__all__ = ["GitStore", "InvalidStoreNameError", "DEFAULT_STORE_REF"]
+__all__ = ["DEFAULT_STORE_REF", "GitStore", "InvalidStoreNameError"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,9 +99,14 @@ class InvalidStoreNameError(InvalidNameError, InvalidNamespaceError):
     """A namespace label or key the store cannot use (empty, not text, a '.' or NUL in a label)."""
 
 
+#: The embedding calls a batch makes: texts -> vectors, and a query -> its vector.
+_EmbedDocs = Callable[[list[str]], list[list[float]]]
+_EmbedQuery = Callable[[str], list[float]]
+
+
 def _utc(clock: Callable[[], datetime]) -> datetime:
     now = clock()
-    return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
 def _json_default(value: Any) -> Any:
@@ -140,23 +145,32 @@ def _check_item(doc: Any, what: str) -> dict[str, Any]:
     Raises:
         CorruptRepositoryError: naming ``what`` and the first field that is wrong.
     """
+
     def need(cond: bool, problem: str) -> None:
         if not cond:
             raise CorruptRepositoryError(f"{what} {problem}; it is not what the store wrote (run `got fsck`)")
 
     need(isinstance(doc, dict), "is not a JSON object")
-    need(isinstance(doc.get("namespace"), list) and bool(doc["namespace"])
-         and all(isinstance(x, str) for x in doc["namespace"]), "has no valid 'namespace'")
+    need(
+        isinstance(doc.get("namespace"), list)
+        and bool(doc["namespace"])
+        and all(isinstance(x, str) for x in doc["namespace"]),
+        "has no valid 'namespace'",
+    )
     need(isinstance(doc.get("key"), str), "has no valid 'key'")
     need(isinstance(doc.get("value"), dict) or isinstance(doc.get("exact"), dict), "has no valid 'value'")
     need(_iso(doc.get("created_at")) and _iso(doc.get("updated_at")), "has no valid timestamps")
     ttl = doc.get("ttl")
-    need(ttl is None or (isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and math.isfinite(ttl)),
-         "has no valid 'ttl'")
+    need(
+        ttl is None or (isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and math.isfinite(ttl)),
+        "has no valid 'ttl'",
+    )
     need(doc.get("expires_at") is None or _iso(doc["expires_at"]), "has no valid 'expires_at'")
     index = doc.get("index")
-    need(index is None or index is False or (isinstance(index, list) and all(isinstance(i, str) for i in index)),
-         "has no valid 'index'")
+    need(
+        index is None or index is False or (isinstance(index, list) and all(isinstance(i, str) for i in index)),
+        "has no valid 'index'",
+    )
     return doc
 
 
@@ -166,7 +180,8 @@ def _check_namespace(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
     for label in namespace:
         if not isinstance(label, str) or not label:
             raise InvalidStoreNameError(
-                f"namespace labels are non-empty strings; got {label!r:.80} in {namespace!r:.80}")
+                f"namespace labels are non-empty strings; got {label!r:.80} in {namespace!r:.80}"
+            )
         if "." in label or "\x00" in label:
             raise InvalidStoreNameError(f"namespace label {label!r:.80} contains '.' or NUL (LangGraph forbids both)")
     return namespace
@@ -179,8 +194,11 @@ def _compare(item_value: Any, wanted: Any) -> bool:
             return all(_operator(item_value, op, arg) for op, arg in wanted.items())
         return isinstance(item_value, dict) and all(_compare(item_value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
-        return (isinstance(item_value, (list, tuple)) and len(item_value) == len(wanted)
-                and all(_compare(a, b) for a, b in zip(item_value, wanted)))
+        return (
+            isinstance(item_value, (list, tuple))
+            and len(item_value) == len(wanted)
+            and all(_compare(a, b) for a, b in zip(item_value, wanted))
+        )
     return item_value == wanted
 
 
@@ -232,8 +250,10 @@ class _VectorCache:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-                self._db.execute("CREATE TABLE IF NOT EXISTS vectors(model TEXT, text_sha TEXT, vec BLOB, "
-                                 "PRIMARY KEY(model, text_sha))")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors(model TEXT, text_sha TEXT, vec BLOB, "
+                    "PRIMARY KEY(model, text_sha))"
+                )
                 self._db.commit()
             except (sqlite3.Error, OSError):
                 self._db = None  # read-only repository: memory only
@@ -247,8 +267,9 @@ class _VectorCache:
         with self._lock:
             vec = self._memory.get(key)
             if vec is None and self._db is not None:
-                row = self._db.execute("SELECT vec FROM vectors WHERE model=? AND text_sha=?",
-                                       (self.model, key)).fetchone()
+                row = self._db.execute(
+                    "SELECT vec FROM vectors WHERE model=? AND text_sha=?", (self.model, key)
+                ).fetchone()
                 if row is not None:
                     vec = self._memory[key] = array("f", row[0]).tolist()
         return vec
@@ -293,11 +314,19 @@ class GitStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, repo: ReasoningRepo | str | Any, *, ref: str = DEFAULT_STORE_REF,
-                 index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 clock: Callable[[], datetime] | None = None, vector_cache: bool = True,
-                 embedding_model: str | None = None, serde: SerializerProtocol | None = None,
-                 readable: bool | None = None) -> None:
+    def __init__(
+        self,
+        repo: ReasoningRepo | str | Any,
+        *,
+        ref: str = DEFAULT_STORE_REF,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
+        vector_cache: bool = True,
+        embedding_model: str | None = None,
+        serde: SerializerProtocol | None = None,
+        readable: bool | None = None,
+    ) -> None:
         self.serde = serde
         self.encrypted = serde is not None and encrypts(serde)
         if readable and self.encrypted:
@@ -310,7 +339,7 @@ class GitStore(BaseStore):
         self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
         self.ref = self.repo.ref(ref)
         self.ttl_config = ttl
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.index_config: dict[str, Any] | None = None
         self.embeddings = None
         self._vectors: _VectorCache | None = None
@@ -318,14 +347,20 @@ class GitStore(BaseStore):
             self.index_config = dict(index)
             self.embeddings = ensure_embeddings(index.get("embed"))
             self.index_config["__tokenized_fields"] = [
-                (p, tokenize_path(p)) if p != "$" else (p, p) for p in (index.get("fields") or ["$"])]
+                (p, tokenize_path(p)) if p != "$" else (p, p) for p in (index.get("fields") or ["$"])
+            ]
             embed = index.get("embed")
-            model = embedding_model or (embed if isinstance(embed, str) else
-                                        getattr(embed, "model_name", None) or getattr(embed, "model", None)
-                                        or f"{type(embed).__module__}."
-                                           f"{getattr(embed, '__qualname__', type(embed).__qualname__)}")
-            self._vectors = _VectorCache(self.repo.gitdir / "got" / "store-vectors.sqlite3" if vector_cache else None,
-                                         f"{model}|{index.get('dims')}")
+            model = embedding_model or (
+                embed
+                if isinstance(embed, str)
+                else getattr(embed, "model_name", None)
+                or getattr(embed, "model", None)
+                or f"{type(embed).__module__}.{getattr(embed, '__qualname__', type(embed).__qualname__)}"
+            )
+            self._vectors = _VectorCache(
+                self.repo.gitdir / "got" / "store-vectors.sqlite3" if vector_cache else None,
+                f"{model}|{index.get('dims')}",
+            )
         self._docs = LRU(16 << 20)  # blob sha -> parsed item document
         self._listings = LRU(8)  # store tip -> {path: blob sha}
         self._write_lock = threading.Lock()
@@ -333,7 +368,7 @@ class GitStore(BaseStore):
         self._ttl_thread: threading.Thread | None = None
 
     @classmethod
-    def from_path(cls, path: Any, **options: Any) -> "GitStore":
+    def from_path(cls, path: Any, **options: Any) -> GitStore:
         """A store on the repository at ``path`` (created when missing)."""
         return cls(ReasoningRepo.open(path), **options)
 
@@ -373,17 +408,22 @@ class GitStore(BaseStore):
         doc = _check_item(parse_json(data, what), what)
         if "exact" in doc:
             if self.serde is None:
-                raise CorruptRepositoryError(f"{what} holds serializer bytes; open the store with the serde "
-                                             "that wrote it (e.g. serde=EncryptedSerializer...)")
-            value = safe_loads(self.serde, decode_exact(doc["exact"], what), encrypted=self.encrypted,
-                               allow_pickle=False, what=what)
+                raise CorruptRepositoryError(
+                    f"{what} holds serializer bytes; open the store with the serde "
+                    "that wrote it (e.g. serde=EncryptedSerializer...)"
+                )
+            value = safe_loads(
+                self.serde, decode_exact(doc["exact"], what), encrypted=self.encrypted, allow_pickle=False, what=what
+            )
             if not isinstance(value, dict):
                 raise CorruptRepositoryError(f"{what} does not hold a mapping value")
             doc = {k: v for k, v in doc.items() if k != "exact"}
             doc["value"] = value
         elif self.serde is not None and not self.readable:
-            raise CorruptRepositoryError(f"{what} holds a readable value, but every value this store writes is "
-                                         "encrypted; refusing it (the repository was altered)")
+            raise CorruptRepositoryError(
+                f"{what} holds a readable value, but every value this store writes is "
+                "encrypted; refusing it (the repository was altered)"
+            )
         return doc
 
     def _value_fields(self, value: dict[str, Any]) -> dict[str, Any]:
@@ -401,9 +441,14 @@ class GitStore(BaseStore):
 
     @staticmethod
     def _item(doc: dict[str, Any], cls: type = Item, **extra: Any) -> Any:
-        return cls(namespace=tuple(doc["namespace"]), key=doc["key"], value=copy.deepcopy(doc["value"]),
-                   created_at=datetime.fromisoformat(doc["created_at"]),
-                   updated_at=datetime.fromisoformat(doc["updated_at"]), **extra)
+        return cls(
+            namespace=tuple(doc["namespace"]),
+            key=doc["key"],
+            value=copy.deepcopy(doc["value"]),
+            created_at=datetime.fromisoformat(doc["created_at"]),
+            updated_at=datetime.fromisoformat(doc["updated_at"]),
+            **extra,
+        )
 
     def _encode(self, doc: dict[str, Any]) -> bytes:
         """An item file: ``doc`` with its ``value`` written as :meth:`_value_fields` says."""
@@ -451,8 +496,9 @@ class GitStore(BaseStore):
         _check_key(key)
         return await super().aget(namespace, key, **options)
 
-    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], *args: Any,
-                   **options: Any) -> None:
+    async def aput(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], *args: Any, **options: Any
+    ) -> None:
         """Async :meth:`put`."""
         _check_key(key)
         await super().aput(namespace, key, value, *args, **options)
@@ -469,14 +515,18 @@ class GitStore(BaseStore):
         Reads see the store before this batch's writes; all writes become one commit.
         """
         embeddings = self.embeddings
-        return self._batch(list(ops),
-                           (lambda texts: embeddings.embed_documents(texts)) if embeddings else None,
-                           (lambda text: embeddings.embed_query(text)) if embeddings else None)
+        return self._batch(
+            list(ops),
+            (lambda texts: embeddings.embed_documents(texts)) if embeddings else None,
+            (lambda text: embeddings.embed_query(text)) if embeddings else None,
+        )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async :meth:`batch`: git work in a worker thread, embeddings through ``aembed_*``."""
         loop = asyncio.get_running_loop()
         embeddings = self.embeddings
+        if embeddings is None:
+            return await asyncio.to_thread(self._batch, list(ops), None, None)
 
         def embed_docs(texts: list[str]) -> list[list[float]]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_documents(texts), loop).result()
@@ -484,10 +534,9 @@ class GitStore(BaseStore):
         def embed_query(text: str) -> list[float]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_query(text), loop).result()
 
-        return await asyncio.to_thread(self._batch, list(ops), embed_docs if embeddings else None,
-                                       embed_query if embeddings else None)
+        return await asyncio.to_thread(self._batch, list(ops), embed_docs, embed_query)
 
-    def _batch(self, ops: list[Op], embed_docs: Callable | None, embed_query: Callable | None) -> list[Result]:
+    def _batch(self, ops: list[Op], embed_docs: _EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
         for op in ops:
             if isinstance(op, (GetOp, PutOp)):
                 _check_namespace(op.namespace, allow_empty=False)
@@ -517,8 +566,10 @@ class GitStore(BaseStore):
                     puts[path] = (op, path)
             searches = [(i, op) for i, op in enumerate(ops) if isinstance(op, SearchOp)]
             if searches:
-                queries = {op.query for _, op in searches if op.query and embed_query}
-                vectors = {q: list(embed_query(q)) for q in sorted(queries)}
+                vectors: dict[str, list[float]] = {}
+                if embed_query is not None:
+                    queries = {op.query for _, op in searches if op.query}
+                    vectors = {q: list(embed_query(q)) for q in sorted(queries)}
                 for i, op in searches:
                     results[i] = self._search(tip, op, now, vectors, embed_docs, refresh)
             self._write(tip, puts, refresh, now, embed_docs)
@@ -551,7 +602,7 @@ class GitStore(BaseStore):
         for path, sha in self._listing(tip, prefix).items():
             if path.endswith(".json"):
                 doc = self._load(sha, path)
-                if tuple(doc["namespace"][:len(prefix)]) == prefix and self._alive(doc, now):
+                if tuple(doc["namespace"][: len(prefix)]) == prefix and self._alive(doc, now):
                     out.append((path, doc))
         return out
 
@@ -561,21 +612,24 @@ class GitStore(BaseStore):
             namespaces = {ns for ns in namespaces if all(_matches(c, ns) for c in op.match_conditions)}
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
-        return sorted(namespaces)[op.offset: op.offset + op.limit]
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
 
     def _texts(self, doc: dict[str, Any]) -> list[tuple[str, str]]:
         """(field path, text) pairs an item is indexed under (none when indexing is off)."""
         if not self.index_config or doc.get("index") is False:
             return []
-        paths = (self.index_config["__tokenized_fields"] if doc.get("index") is None
-                 else [(p, tokenize_path(p)) for p in doc["index"]])
-        out = []
+        paths = (
+            self.index_config["__tokenized_fields"]
+            if doc.get("index") is None
+            else [(p, tokenize_path(p)) for p in doc["index"]]
+        )
+        out: list[tuple[str, str]] = []
         for path, tokens in paths:
             texts = get_text_at_path(doc["value"], tokens)
             out.extend((f"{path}.{i}" if len(texts) > 1 else path, t) for i, t in enumerate(texts))
         return out
 
-    def _ensure_vectors(self, texts: Iterable[str], embed_docs: Callable | None) -> None:
+    def _ensure_vectors(self, texts: Iterable[str], embed_docs: _EmbedDocs | None) -> None:
         if self._vectors is None or embed_docs is None:
             return
         missing = sorted({t for t in texts if self._vectors.get(t) is None})
@@ -583,20 +637,32 @@ class GitStore(BaseStore):
             vectors = embed_docs(missing)
             if len(vectors) != len(missing):
                 raise InvalidInputError(
-                    f"the embedding function returned {len(vectors)} vectors for {len(missing)} texts")
+                    f"the embedding function returned {len(vectors)} vectors for {len(missing)} texts"
+                )
             self._vectors.put_many(zip(missing, vectors))
 
-    def _search(self, tip: str | None, op: SearchOp, now: datetime, queries: dict[str, list[float]],
-                embed_docs: Callable | None, refresh: dict[str, dict[str, Any]]) -> list[SearchItem]:
-        candidates = [(p, d) for p, d in self._alive_items(tip, tuple(op.namespace_prefix), now)
-                      if not op.filter or all(_compare(d["value"].get(k), v) for k, v in op.filter.items())]
+    def _search(
+        self,
+        tip: str | None,
+        op: SearchOp,
+        now: datetime,
+        queries: dict[str, list[float]],
+        embed_docs: _EmbedDocs | None,
+        refresh: dict[str, dict[str, Any]],
+    ) -> list[SearchItem]:
+        candidates = [
+            (p, d)
+            for p, d in self._alive_items(tip, tuple(op.namespace_prefix), now)
+            if not op.filter or all(_compare(d["value"].get(k), v) for k, v in op.filter.items())
+        ]
         # newest first without a query, as SqliteStore orders by updated_at
         candidates.sort(key=lambda pd: (pd[1]["updated_at"], pd[1]["namespace"], pd[1]["key"]), reverse=True)
         if op.query and op.query in queries and self._vectors is not None:
             texts = {path: self._texts(doc) for path, doc in candidates}
             self._ensure_vectors((t for pairs in texts.values() for _, t in pairs), embed_docs)
             query = queries[op.query]
-            scored, scoreless = [], []
+            scored: list[tuple[float, str, dict[str, Any]]] = []
+            scoreless: list[tuple[float | None, str, dict[str, Any]]] = []
             for path, doc in candidates:
                 scores = [_cosine(query, self._vectors.get(t) or []) for _, t in texts[path]]
                 if scores:
@@ -604,19 +670,25 @@ class GitStore(BaseStore):
                 else:
                     scoreless.append((None, path, doc))
             scored.sort(key=lambda s: s[0], reverse=True)
-            kept = scored[op.offset: op.offset + op.limit]
+            kept: list[tuple[float | None, str, dict[str, Any]]] = list(scored[op.offset : op.offset + op.limit])
             if len(kept) < op.limit:
                 kept += scoreless[: op.limit - len(kept)]  # as InMemoryStore: unscored items fill the page
         else:
-            kept = [(None, p, d) for p, d in candidates[op.offset: op.offset + op.limit]]
+            kept = [(None, p, d) for p, d in candidates[op.offset : op.offset + op.limit]]
         if op.refresh_ttl:
             for _, path, doc in kept:
                 if (new := self._refreshed(doc, now)) is not None:
                     refresh[path] = new
         return [self._item(doc, SearchItem, score=score) for score, _, doc in kept]
 
-    def _write(self, tip: str | None, puts: dict[str, tuple[PutOp, str]], refresh: dict[str, dict[str, Any]],
-               now: datetime, embed_docs: Callable | None) -> None:
+    def _write(
+        self,
+        tip: str | None,
+        puts: dict[str, tuple[PutOp, str]],
+        refresh: dict[str, dict[str, Any]],
+        now: datetime,
+        embed_docs: _EmbedDocs | None,
+    ) -> None:
         changes: dict[str, bytes | None] = {}
         summary: list[str] = []
         embed_texts: list[str] = []
@@ -633,12 +705,18 @@ class GitStore(BaseStore):
             old = self._existing(tip, path)
             created = old["created_at"] if old is not None and self._alive(old, now) else now.isoformat()
             ttl = op.ttl if op.ttl is not None else None
-            doc = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value),
-                   "created_at": created, "updated_at": now.isoformat(), "ttl": ttl,
-                   "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
-                   "index": op.index if op.index is False or op.index is None else list(op.index)}
-            changes[path] = self._encode(doc)
-            self._docs.put(blob_sha(changes[path]), self._decode(changes[path], f"store item {path}"), 512)
+            doc = {
+                "namespace": list(op.namespace),
+                "key": op.key,
+                "value": dict(op.value),
+                "created_at": created,
+                "updated_at": now.isoformat(),
+                "ttl": ttl,
+                "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
+                "index": op.index if op.index is False or op.index is None else list(op.index),
+            }
+            data = changes[path] = self._encode(doc)
+            self._docs.put(blob_sha(data), self._decode(data, f"store item {path}"), 512)
             embed_texts.extend(t for _, t in self._texts(doc))
             refresh.pop(path, None)
             summary.append(f"put {label}")
@@ -658,11 +736,15 @@ class GitStore(BaseStore):
         with self._write_lock:
             tip = self.repo.tip(self.ref)
             now = _utc(self.clock)
-            expired = [path for path, sha in self._listing(tip).items()
-                       if path.endswith(".json") and not self._alive(self._load(sha, path), now)]
+            expired = [
+                path
+                for path, sha in self._listing(tip).items()
+                if path.endswith(".json") and not self._alive(self._load(sha, path), now)
+            ]
             if expired:
-                self.repo.commit_files(self.ref, {p: None for p in expired},
-                                       f"store: sweep {len(expired)} expired item(s)\n")
+                self.repo.commit_files(
+                    self.ref, dict.fromkeys(expired), f"store: sweep {len(expired)} expired item(s)\n"
+                )
             return len(expired)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
@@ -685,10 +767,10 @@ class GitStore(BaseStore):
                         removed = self.sweep_ttl()
                         if removed:
                             logger.info("GitStore swept %d expired items", removed)
-                    except Exception:  # noqa: BLE001 - one failed sweep must not stop the sweeper
+                    except Exception:
                         logger.exception("GitStore TTL sweep failed")
                 future.set_result(None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 future.set_exception(exc)
 
         self._ttl_thread = threading.Thread(target=loop, daemon=True, name="got-store-ttl-sweeper")
@@ -712,7 +794,7 @@ class GitStore(BaseStore):
         self.stop_ttl_sweeper(timeout=1)
         self.repo.close()
 
-    def __enter__(self) -> "GitStore":
+    def __enter__(self) -> GitStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 from got_core.errors import MissingExtraError
 
 __all__ = [
-    "GitMemory",
     "GitChatStore",
+    "GitMemory",
     "LessonMemoryBlock",
     "ScriptedFunctionCallingLLM",
     "ScriptedToolCall",

@@ -31,27 +31,28 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, UnknownRefError
+from got_core.errors import CorruptRepositoryError, UnknownRefError
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo import Keep, Publish, ReasoningRepo
 
 __all__ = [
+    "FORMAT",
+    "MESSAGES_DIR",
     "SESSIONS_PREFIX",
     "SESSION_FILE",
-    "MESSAGES_DIR",
     "SHARD_SIZE",
-    "FORMAT",
-    "session_ref",
-    "message_path",
-    "list_sessions",
+    "Plan",
+    "SessionLog",
     "SessionState",
     "StoredMessage",
-    "Plan",
     "Write",
-    "SessionLog",
+    "list_sessions",
+    "message_path",
+    "session_ref",
 ]
 
 SESSIONS_PREFIX = "refs/got/sessions/"
@@ -59,11 +60,11 @@ SESSION_FILE = "session.json"
 MESSAGES_DIR = "messages"
 FORMAT = "got.llamaindex.session/1"
 #: Messages per directory: a write rewrites one small subtree, not a tree of the whole
-#: conversation (tree bytes written per commit are the main write cost, DESIGN §5).
+#: conversation (tree bytes written per commit are the main write cost, ARCHITECTURE §6).
 SHARD_SIZE = 100
 _SEQ_WIDTH = 8
-_MESSAGE_NAME = re.compile(r"^(\d{%d,})\.json$" % _SEQ_WIDTH)
-_SHARD_NAME = re.compile(r"^\d{%d,}$" % _SEQ_WIDTH)
+_MESSAGE_NAME = re.compile(rf"^(\d{{{_SEQ_WIDTH},}})\.json$")
+_SHARD_NAME = re.compile(rf"^\d{{{_SEQ_WIDTH},}}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -92,7 +93,7 @@ def list_sessions(repo: ReasoningRepo) -> dict[str, str]:
     """Every session in ``repo``: session id -> tip commit."""
     out = {}
     for ref, oid in repo.refs(SESSIONS_PREFIX).items():
-        name = ref[len(SESSIONS_PREFIX):]
+        name = ref[len(SESSIONS_PREFIX) :]
         if "/" in name:
             continue
         out[decode_component(name)] = oid
@@ -211,8 +212,9 @@ class SessionLog:
         InvalidNameError: an unusable session id.
     """
 
-    def __init__(self, repo: ReasoningRepo, session_id: str,
-                 validate: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def __init__(
+        self, repo: ReasoningRepo, session_id: str, validate: Callable[[dict[str, Any]], Any] | None = None
+    ) -> None:
         self.repo = repo
         self.session_id = session_id
         self.ref = session_ref(session_id)
@@ -236,10 +238,11 @@ class SessionLog:
             known = ", ".join(list(list_sessions(self.repo))[:10]) or "none yet"
             raise UnknownRefError(
                 f"no session {self.session_id!r} in {self.repo.gitdir} (known: {known}); "
-                "check the id, or write to it first")
+                "check the id, or write to it first"
+            )
         return tip
 
-    def state(self, tip: str | None | Any = ..., *, full: bool = True) -> SessionState:
+    def state(self, tip: str | Any | None = ..., *, full: bool = True) -> SessionState:
         """The session's state at ``tip`` (default: the current tip).
 
         Args:
@@ -265,11 +268,13 @@ class SessionLog:
             raise CorruptRepositoryError(
                 f"session {self.session_id!r}: commit {tip[:12]} on {self.ref} has no {SESSION_FILE}; "
                 "the ref was moved by another tool — point it back at a session commit "
-                "(`git log` on the ref lists them)") from None
+                "(`git log` on the ref lists them)"
+            ) from None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError) as exc:
             raise CorruptRepositoryError(
                 f"session {self.session_id!r}: {SESSION_FILE} in {tip[:12]} is damaged ({exc}); "
-                f"restore it from an earlier commit (git show {tip[:12]}~1:{SESSION_FILE})") from None
+                f"restore it from an earlier commit (git show {tip[:12]}~1:{SESSION_FILE})"
+            ) from None
         blobs: dict[int, str] = {}
         shards = []
         for name, is_dir in self.repo.list_dir(tip, MESSAGES_DIR):
@@ -279,8 +284,7 @@ class SessionLog:
         shards.sort()
         # The window and the next number live in the newest shards: list only those,
         # unless every message is wanted (a replacement, a full read).
-        keep = [s for i, s in enumerate(shards)
-                if full or i == len(shards) - 1 or s + SHARD_SIZE > window_start]
+        keep = [s for i, s in enumerate(shards) if full or i == len(shards) - 1 or s + SHARD_SIZE > window_start]
         for shard in keep:
             for path, blob in self.repo.list_files(tip, f"{MESSAGES_DIR}/{shard:0{_SEQ_WIDTH}d}").items():
                 seq = _seq_of(path)
@@ -292,7 +296,8 @@ class SessionLog:
     def _stray(self, tip: str, path: str) -> CorruptRepositoryError:
         return CorruptRepositoryError(
             f"session {self.session_id!r}: unexpected entry {path!r} in {tip[:12]}; only numbered "
-            f"message files belong under {MESSAGES_DIR}/ (restore the ref to an earlier commit)")
+            f"message files belong under {MESSAGES_DIR}/ (restore the ref to an earlier commit)"
+        )
 
     def load(self, state: SessionState, seqs: Iterable[int]) -> list[StoredMessage]:
         """The stored messages ``seqs`` of ``state``, oldest first (payloads cached by blob).
@@ -319,12 +324,13 @@ class SessionLog:
                 raise ValueError("not an object with a 'role'")
             if self._validate is not None:
                 self._validate(data)
-        except Exception as exc:  # noqa: BLE001 - json's errors, RecursionError, the validator's own
+        except Exception as exc:
             where = state.tip[:12] if state.tip else "?"
             raise CorruptRepositoryError(
                 f"session {self.session_id!r}: {message_path(seq)} in {where} is not a stored chat "
                 f"message ({type(exc).__name__}: {str(exc)[:160]}); restore it from the commit that wrote it "
-                f"(`got session log {self.session_id}`)") from None
+                f"(`got session log {self.session_id}`)"
+            ) from None
         return data
 
     def messages(self, state: SessionState | None = None, *, archived: bool | None = None) -> list[StoredMessage]:
@@ -348,20 +354,19 @@ class SessionLog:
             ConcurrentUpdateError: the ref kept moving beyond the repository's retry budget.
             CorruptRepositoryError: the session's files are damaged (nothing is written).
         """
-        for _ in self.repo.attempts(self.ref):
-            state = self.state(full=full)
+
+        def build(tip: str | None) -> Publish | Keep:
+            state = self.state(tip, full=full)
             plan = planner(state)
             if plan is None:
-                return None, None
+                return Keep((None, None))
             changes, message = self._changes(state, plan)
             if not changes:
-                return None, plan.result
-            try:
-                oid = self.repo.commit_files(self.ref, changes, message, expected=state.tip)
-            except ConcurrentUpdateError:
-                continue
-            return oid, plan.result
-        raise AssertionError("unreachable")  # attempts() raises when it gives up
+                return Keep((None, plan.result))
+            oid = self.repo.prepare_commit([tip] if tip else [], changes, message)
+            return Publish(oid, (oid, plan.result))
+
+        return self.repo.update_ref(self.ref, build)
 
     def _changes(self, state: SessionState, plan: Plan) -> tuple[dict[str, str | None], str]:
         changes: dict[str, str | None] = {}
@@ -381,16 +386,19 @@ class SessionLog:
         meta = {"format": FORMAT, "session_id": self.session_id, "window_start": window, "seq_floor": floor}
         if extra:
             meta["archived"] = sorted(extra)
-        meta_changed = (state.tip is None or window != state.window_start or floor != state.seq_floor
-                        or extra != state.archived_extra)
+        meta_changed = (
+            state.tip is None
+            or window != state.window_start
+            or floor != state.seq_floor
+            or extra != state.archived_extra
+        )
         if meta_changed:
             changes[SESSION_FILE] = _dump(meta)
         if not changes:
             return {}, ""
         return changes, self._message(plan.op, roles, added, deleted & set(state.blobs), window)
 
-    def _message(self, op: str, roles: Sequence[str], added: Sequence[int], deleted: set[int],
-                 window: int) -> str:
+    def _message(self, op: str, roles: Sequence[str], added: Sequence[int], deleted: set[int], window: int) -> str:
         label = _CONTROL.sub(" ", self.session_id)[:80]
         parts = []
         if added:
@@ -399,8 +407,12 @@ class SessionLog:
             parts.append(f"-{len(deleted)} message{'s' if len(deleted) != 1 else ''}")
         if not parts:
             parts.append(f"window from #{window}")
-        lines = [f"{label}: {'; '.join(parts)}", "", f"Got-Session: {encode_component(self.session_id)}",
-                 f"Got-Op: {op}"]
+        lines = [
+            f"{label}: {'; '.join(parts)}",
+            "",
+            f"Got-Session: {encode_component(self.session_id)}",
+            f"Got-Op: {op}",
+        ]
         if added:
             lines.append(f"Got-Added: {added[0]}-{added[-1]}")
         lines.append(f"Got-Window: {window}")
@@ -417,18 +429,26 @@ class SessionLog:
         infos = self.repo.log(tip, decorate=False)
         writes = []
         for number, info in enumerate(reversed(infos), start=1):
-            trailers = _trailers(info.message)
+            trailers = info.trailers()
             added: tuple[int, ...] = ()
-            if "Got-Added" in trailers:
-                lo, _, hi = trailers["Got-Added"].partition("-")
+            if "Added" in trailers:
+                lo, _, hi = trailers["Added"].partition("-")
                 try:
                     added = tuple(range(int(lo), int(hi or lo) + 1))
                 except ValueError:
                     added = ()
-            window = trailers.get("Got-Window")
-            writes.append(Write(number, info.oid, info.time, trailers.get("Got-Op", "?"), added,
-                                int(window) if window and window.isdigit() else None,
-                                info.message.splitlines()[0] if info.message else ""))
+            window = trailers.get("Window")
+            writes.append(
+                Write(
+                    number,
+                    info.oid,
+                    info.time,
+                    trailers.get("Op", "?"),
+                    added,
+                    int(window) if window and window.isdigit() else None,
+                    info.message.splitlines()[0] if info.message else "",
+                )
+            )
         return writes
 
     def message_ids(self) -> dict[int, str]:
@@ -438,12 +458,3 @@ class SessionLog:
             for seq in write.added:
                 ids[seq] = f"{write.commit}:{message_path(seq)}"
         return ids
-
-
-def _trailers(message: str) -> dict[str, str]:
-    out = {}
-    for line in message.splitlines():
-        if line.startswith("Got-") and ": " in line:
-            key, _, value = line.partition(": ")
-            out[key] = value.strip()
-    return out

@@ -16,10 +16,10 @@ turns together.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Sequence
 
-__all__ = ["TOOL_RESULT_ROLES", "is_safe_start", "choose_window_start", "first_safe_index"]
+__all__ = ["TOOL_RESULT_ROLES", "choose_window_start", "first_safe_index", "is_safe_start"]
 
 #: Roles of messages that answer an earlier tool call (OpenAI's legacy "function" too).
 TOOL_RESULT_ROLES = frozenset({"tool", "function"})
@@ -42,8 +42,7 @@ def first_safe_index(roles: Sequence[str], start: int = 0) -> int:
     return index
 
 
-def choose_window_start(roles: Sequence[str], tokens: Sequence[int], limit: float,
-                        flush_tokens: int = 0) -> int:
+def choose_window_start(roles: Sequence[str], tokens: Sequence[int], limit: float, flush_tokens: int = 0) -> int:
     """Index of the first message to keep in the short-term window.
 
     Messages before it are flushed (archived and handed to the memory blocks).

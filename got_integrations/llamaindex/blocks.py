@@ -22,7 +22,7 @@ to the problem at hand (§5, the copyability threshold), so keep ``k`` small.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from got_core.errors import MissingExtraError
 
@@ -60,18 +60,21 @@ class LessonMemoryBlock(BaseMemoryBlock[str]):
     """
 
     name: str = Field(default="lessons", description="The name of the memory block.")
-    description: Optional[str] = Field(
+    description: str | None = Field(
         default="Lessons learned on earlier problems (answer-free advice).",
-        description="A description of the memory block.")
+        description="A description of the memory block.",
+    )
     priority: int = Field(default=1, description="Truncation priority (0 = never truncate).")
     accept_short_term_memory: bool = Field(
-        default=False, description="Flushed chat messages are not lessons, so they are not accepted.")
+        default=False, description="Flushed chat messages are not lessons, so they are not accepted."
+    )
     backend: str = Field(default="git", description="Memory backend registry name.")
-    path: Optional[str] = Field(default=None, description="Where the backend keeps its data.")
+    path: str | None = Field(default=None, description="Where the backend keeps its data.")
     k: int = Field(default=3, description="Lessons retrieved per call.")
-    backend_options: Dict[str, Any] = Field(default_factory=lambda: {"read_only": True},
-                                            description="Options for got_core.memory.get_backend.")
-    _memory: Optional[MemoryBackend] = PrivateAttr(default=None)
+    backend_options: dict[str, Any] = Field(
+        default_factory=lambda: {"read_only": True}, description="Options for got_core.memory.get_backend."
+    )
+    _memory: MemoryBackend | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -79,7 +82,7 @@ class LessonMemoryBlock(BaseMemoryBlock[str]):
             raise ConfigError(f"k must be a positive int, got {self.k!r}")
 
     @classmethod
-    def from_backend(cls, memory: MemoryBackend, **fields: Any) -> "LessonMemoryBlock":
+    def from_backend(cls, memory: MemoryBackend, **fields: Any) -> LessonMemoryBlock:
         """A block over an already open backend (its name and path are recorded for handles).
 
         A block built this way serializes by name and path; one whose backend has no
@@ -97,7 +100,7 @@ class LessonMemoryBlock(BaseMemoryBlock[str]):
             self._memory = get_backend(self.backend, path=self.path, **self.backend_options)
         return self._memory
 
-    def query_for(self, messages: Optional[List[ChatMessage]]) -> str:
+    def query_for(self, messages: list[ChatMessage] | None) -> str:
         """The retrieval query: the latest user message's text (empty when there is none)."""
         for message in reversed(messages or []):
             if message.role == "user":
@@ -113,15 +116,15 @@ class LessonMemoryBlock(BaseMemoryBlock[str]):
         lessons = self.memory.get_relevant(query, self.k)
         return "\n".join(f"- [{lesson.topic_key}] {lesson.text}" for lesson in lessons)
 
-    async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         # Backends may embed or scan files: keep the event loop free.
         return await asyncio.to_thread(self.render, self.query_for(messages))
 
-    async def _aput(self, messages: List[ChatMessage]) -> None:
+    async def _aput(self, messages: list[ChatMessage]) -> None:
         """Chat messages are not lessons: nothing is stored (see the module docstring)."""
         return None
 
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop the least relevant lessons (last lines) until about ``tokens_to_truncate`` are saved."""
         lines = content.splitlines()
         saved = 0

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, List, Optional
+from typing import Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, MissingExtraError
 
@@ -31,7 +32,7 @@ from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, list_sessions
 from got_integrations.llamaindex._window import first_safe_index
 
-__all__ = ["GitChatStore", "to_payload", "to_message"]
+__all__ = ["GitChatStore", "to_message", "to_payload"]
 
 
 def to_payload(message: Any, what: str = "message") -> dict[str, Any]:
@@ -52,7 +53,8 @@ def to_payload(message: Any, what: str = "message") -> dict[str, Any]:
         return message.model_dump(mode="json")
     except Exception as exc:  # pydantic raises its own serialization errors
         raise InvalidInputError(
-            f"{what} holds a value JSON cannot store ({exc}); keep additional_kwargs to plain data") from None
+            f"{what} holds a value JSON cannot store ({exc}); keep additional_kwargs to plain data"
+        ) from None
 
 
 def to_message(payload: dict[str, Any], where: str = "a stored chat message") -> ChatMessage:
@@ -92,8 +94,14 @@ class GitChatStore(AsyncDBChatStore):
     _logs: dict = PrivateAttr(default_factory=dict)
     _logs_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, repo: ReasoningRepo | None = None,
-                 create: bool = True, **data: Any) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        repo: ReasoningRepo | None = None,
+        create: bool = True,
+        **data: Any,
+    ) -> None:
         if repo is None:
             if path is None:
                 raise InvalidInputError("GitChatStore needs a repository path (or repo=ReasoningRepo)")
@@ -130,13 +138,12 @@ class GitChatStore(AsyncDBChatStore):
         skip = first_safe_index([m.role for m in stored])
         return stored[skip:]
 
-    def read(self, key: str, status: Optional[MessageStatus] = MessageStatus.ACTIVE) -> list[StoredMessage]:
+    def read(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> list[StoredMessage]:
         """Stored messages of ``key`` with ``status`` (None: all), oldest first; [] for a new key."""
         log = self.session(key)
         return self._select(log, log.state(full=status != MessageStatus.ACTIVE), status)
 
-    def _select(self, log: SessionLog, state: SessionState,
-                status: Optional[MessageStatus]) -> list[StoredMessage]:
+    def _select(self, log: SessionLog, state: SessionState, status: MessageStatus | None) -> list[StoredMessage]:
         if status is None:
             return log.messages(state)
         active = self.active(log, state)
@@ -145,15 +152,20 @@ class GitChatStore(AsyncDBChatStore):
         keep = {m.seq for m in active}
         return [m for m in log.messages(state) if m.seq not in keep]
 
-    def read_messages(self, key: str, status: Optional[MessageStatus] = MessageStatus.ACTIVE,
-                      limit: Optional[int] = None, offset: Optional[int] = None) -> List[ChatMessage]:
+    def read_messages(
+        self,
+        key: str,
+        status: MessageStatus | None = MessageStatus.ACTIVE,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[ChatMessage]:
         """Synchronous :meth:`get_messages`."""
         stored = self.read(key, status)
         start = offset or 0
-        stored = stored[start:start + limit] if limit is not None else stored[start:]
+        stored = stored[start : start + limit] if limit is not None else stored[start:]
         return [to_message(m.data) for m in stored]
 
-    def append(self, key: str, messages: Any, status: MessageStatus = MessageStatus.ACTIVE) -> Optional[str]:
+    def append(self, key: str, messages: Any, status: MessageStatus = MessageStatus.ACTIVE) -> str | None:
         """Add messages in one commit; returns it (None for an empty list: nothing is written)."""
         payloads = [to_payload(m, f"message {i}") for i, m in enumerate(_as_list(messages))]
         if not payloads:
@@ -168,22 +180,22 @@ class GitChatStore(AsyncDBChatStore):
 
         return self.session(key).write(plan, full=False)[0]
 
-    def replace(self, key: str, messages: Any, status: MessageStatus = MessageStatus.ACTIVE) -> Optional[str]:
+    def replace(self, key: str, messages: Any, status: MessageStatus = MessageStatus.ACTIVE) -> str | None:
         """Replace every message of ``key`` in one commit (numbers are never reused)."""
         payloads = [to_payload(m, f"message {i}") for i, m in enumerate(_as_list(messages))]
 
-        def plan(state: SessionState) -> Optional[Plan]:
+        def plan(state: SessionState) -> Plan | None:
             if not payloads and not state.blobs:
                 return None
             floor = state.next_seq
             window = floor if status == MessageStatus.ACTIVE else floor + len(payloads)
-            return Plan("set", add=payloads, delete=state.seqs, window_start=window,
-                        seq_floor=floor, archived_extra=())
+            return Plan("set", add=payloads, delete=state.seqs, window_start=window, seq_floor=floor, archived_extra=())
 
         return self.session(key).write(plan)[0]
 
-    def remove(self, key: str, which: str, n: int | None = None, seq: int | None = None,
-               status: Optional[MessageStatus] = None) -> list[ChatMessage]:
+    def remove(
+        self, key: str, which: str, n: int | None = None, seq: int | None = None, status: MessageStatus | None = None
+    ) -> list[ChatMessage]:
         """Delete or archive messages in one commit; returns them.
 
         Args:
@@ -193,7 +205,7 @@ class GitChatStore(AsyncDBChatStore):
         """
         log = self.session(key)
 
-        def plan(state: SessionState) -> Optional[Plan]:
+        def plan(state: SessionState) -> Plan | None:
             if which in ("oldest", "archive"):
                 chosen = self.active(log, state)[: max(0, n or 0)]
             elif which == "one":
@@ -206,55 +218,66 @@ class GitChatStore(AsyncDBChatStore):
             seqs = [m.seq for m in chosen]
             if which == "archive":
                 window = max(seqs) + 1
-                return Plan("archive", window_start=max(window, state.window_start), result=result,
-                            archived_extra={s for s in state.archived_extra if s >= window})
-            return Plan("delete" if which != "status" else "reset", delete=seqs,
-                        seq_floor=state.next_seq, result=result)
+                return Plan(
+                    "archive",
+                    window_start=max(window, state.window_start),
+                    result=result,
+                    archived_extra={s for s in state.archived_extra if s >= window},
+                )
+            return Plan(
+                "delete" if which != "status" else "reset", delete=seqs, seq_floor=state.next_seq, result=result
+            )
 
         return log.write(plan, full=which not in ("oldest", "archive"))[1] or []
 
     # ------------------------------------------------------------------ AsyncDBChatStore
-    async def get_messages(self, key: str, status: Optional[MessageStatus] = MessageStatus.ACTIVE,
-                           limit: Optional[int] = None, offset: Optional[int] = None) -> List[ChatMessage]:
+    async def get_messages(
+        self,
+        key: str,
+        status: MessageStatus | None = MessageStatus.ACTIVE,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[ChatMessage]:
         """Messages of ``key`` with ``status`` (None: all), oldest first; [] for an unknown key."""
         return self.read_messages(key, status, limit, offset)
 
-    async def count_messages(self, key: str, status: Optional[MessageStatus] = MessageStatus.ACTIVE) -> int:
+    async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
         """How many messages ``key`` holds with ``status``."""
         return len(self.read(key, status))
 
-    async def add_message(self, key: str, message: ChatMessage,
-                          status: MessageStatus = MessageStatus.ACTIVE) -> None:
+    async def add_message(self, key: str, message: ChatMessage, status: MessageStatus = MessageStatus.ACTIVE) -> None:
         """Append one message (one commit)."""
         self.append(key, [message], status)
 
-    async def add_messages(self, key: str, messages: List[ChatMessage],
-                           status: MessageStatus = MessageStatus.ACTIVE) -> None:
+    async def add_messages(
+        self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE
+    ) -> None:
         """Append messages (one commit; none for an empty list)."""
         self.append(key, messages, status)
 
-    async def set_messages(self, key: str, messages: List[ChatMessage],
-                           status: MessageStatus = MessageStatus.ACTIVE) -> None:
+    async def set_messages(
+        self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE
+    ) -> None:
         """Replace all messages of ``key`` (one commit)."""
         self.replace(key, messages, status)
 
-    async def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
+    async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Delete message number ``idx`` (its file number); returns it, or None when absent."""
         removed = self.remove(key, "one", seq=idx)
         return removed[0] if removed else None
 
-    async def delete_messages(self, key: str, status: Optional[MessageStatus] = None) -> None:
+    async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
         """Delete every message of ``key`` with ``status`` (None: all), in one commit."""
         self.remove(key, "status", status=status)
 
-    async def delete_oldest_messages(self, key: str, n: int) -> List[ChatMessage]:
+    async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
         """Delete the ``n`` oldest active messages (one commit) and return them."""
         return self.remove(key, "oldest", n=n)
 
-    async def archive_oldest_messages(self, key: str, n: int) -> List[ChatMessage]:
+    async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
         """Archive the ``n`` oldest active messages (one commit) and return them."""
         return self.remove(key, "archive", n=n)
 
-    async def get_keys(self) -> List[str]:
+    async def get_keys(self) -> list[str]:
         """Every session id in the repository."""
         return list(list_sessions(self._repo))

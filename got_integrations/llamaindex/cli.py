@@ -14,22 +14,25 @@ from __future__ import annotations
 
 import json as _json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from got_core.cli._common import JsonOption, RepoOption, console, emit_json, open_repo, when
+from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo, when
 from got_core.errors import CorruptRepositoryError, InvalidInputError, UnknownRefError
 from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Chat sessions of the LlamaIndex memory (GitMemory): list, log, show, diff.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Chat sessions of the LlamaIndex memory (GitMemory): list, log, show, diff.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 def _preview(data: dict[str, Any], width: int = 70) -> str:
@@ -61,9 +64,16 @@ def _added(repo: ReasoningRepo, write: Write) -> list[dict[str, Any]]:
         except (ValueError, RecursionError) as exc:
             raise CorruptRepositoryError(
                 f"{message_path(seq)} in {write.commit[:12]} is not a stored chat message "
-                f"({str(exc)[:120]}); restore it from an earlier commit of the session") from None
-        out.append({"seq": seq, "id": f"{write.commit}:{message_path(seq)}",
-                    "role": str(data.get("role", "?")), "preview": _preview(data)})
+                f"({str(exc)[:120]}); restore it from an earlier commit of the session"
+            ) from None
+        out.append(
+            {
+                "seq": seq,
+                "id": f"{write.commit}:{message_path(seq)}",
+                "role": str(data.get("role", "?")),
+                "preview": _preview(data),
+            }
+        )
     return out
 
 
@@ -71,22 +81,31 @@ def _resolve(log: SessionLog, writes: list[Write], turn: str) -> str:
     if turn.isdigit() and len(turn) < 7:  # a write number from `got session log`
         number = int(turn)
         if not 1 <= number <= len(writes):
-            raise InvalidInputError(f"session {log.session_id!r} has writes 1..{len(writes)}, not {number}; "
-                                    f"see `got session log {log.session_id}`")
+            raise InvalidInputError(
+                f"session {log.session_id!r} has writes 1..{len(writes)}, not {number}; "
+                f"see `got session log {log.session_id}`"
+            )
         return writes[number - 1].commit
     return log.repo.resolve(turn)
 
 
 @app.command("list")
-def list_cmd(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def list_cmd(repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
     """Every session in the repository with its message count and last write."""
     r = open_repo(repo)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for session_id, tip in list_sessions(r).items():
         state = SessionLog(r, session_id).state(tip)
         active = sum(1 for s in state.seqs if not state.is_archived(s))
-        rows.append({"session": session_id, "messages": len(state.blobs), "window": active,
-                     "head": tip, "time": r.commit_info(tip).time})
+        rows.append(
+            {
+                "session": session_id,
+                "messages": len(state.blobs),
+                "window": active,
+                "head": tip,
+                "time": r.commit_info(tip).time,
+            }
+        )
     if json:
         emit_json(rows)
         return
@@ -97,41 +116,60 @@ def list_cmd(repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None
     for col in ("session", "messages", "in window", "head", "updated"):
         table.add_column(col)
     for row in rows:
-        table.add_row(escape(row["session"]), str(row["messages"]), str(row["window"]), row["head"][:10],
-                      when(row["time"]))
+        table.add_row(
+            escape(row["session"]), str(row["messages"]), str(row["window"]), row["head"][:10], when(row["time"])
+        )
     console.print(table)
 
 
 @app.command()
-def log(session_id: str = typer.Argument(..., help="The session id."),
-        repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def log(
+    session_id: str = typer.Argument(..., help="The session id."),
+    repo: Path | None = RepoOption,
+    json: bool = JsonOption,
+) -> None:
     """Every write of a session, oldest first, with commit ids and the messages each added."""
     r = open_repo(repo)
     session = SessionLog(r, session_id)
     writes = session.history()
     if json:
-        emit_json([{"number": w.number, "commit": w.commit, "time": w.time, "op": w.op,
-                    "window_start": w.window_start, "subject": w.subject, "messages": _added(r, w)}
-                   for w in writes])
+        emit_json(
+            [
+                {
+                    "number": w.number,
+                    "commit": w.commit,
+                    "time": w.time,
+                    "op": w.op,
+                    "window_start": w.window_start,
+                    "subject": w.subject,
+                    "messages": _added(r, w),
+                }
+                for w in writes
+            ]
+        )
         return
     console.print(f"[bold]session {escape(session_id)}[/]  ({session.ref})")
     for w in writes:
-        console.print(f"[bold]#{w.number}[/] [yellow]{w.commit[:10]}[/] {when(w.time)}  "
-                      f"{escape(w.subject)}")
+        console.print(f"[bold]#{w.number}[/] [yellow]{w.commit[:10]}[/] {when(w.time)}  {escape(w.subject)}")
         for m in _added(r, w):
             console.print(f"    {m['seq']:>4} {m['role']:<9} {escape(m['preview'])}")
 
 
 @app.command()
-def show(session_id: str = typer.Argument(..., help="The session id."),
-         repo: Optional[Path] = RepoOption, json: bool = JsonOption) -> None:
+def show(
+    session_id: str = typer.Argument(..., help="The session id."),
+    repo: Path | None = RepoOption,
+    json: bool = JsonOption,
+) -> None:
     """The stored conversation (archived messages marked) with each message's id."""
     r = open_repo(repo)
     session = SessionLog(r, session_id)
     session.require()
     ids = session.message_ids()
-    rows = [{"seq": m.seq, "id": ids.get(m.seq, ""), "role": m.role, "archived": m.archived,
-             "message": m.data} for m in session.messages()]
+    rows: list[dict[str, Any]] = [
+        {"seq": m.seq, "id": ids.get(m.seq, ""), "role": m.role, "archived": m.archived, "message": m.data}
+        for m in session.messages()
+    ]
     if json:
         emit_json(rows)
         return
@@ -142,10 +180,12 @@ def show(session_id: str = typer.Argument(..., help="The session id."),
 
 
 @app.command()
-def diff(session_id: str = typer.Argument(..., help="The session id."),
-         turn_a: str = typer.Argument(..., help="Old side: a write number from `got session log`, or a commit."),
-         turn_b: str = typer.Argument(..., help="New side: a write number, or a commit."),
-         repo: Optional[Path] = RepoOption) -> None:
+def diff(
+    session_id: str = typer.Argument(..., help="The session id."),
+    turn_a: str = typer.Argument(..., help="Old side: a write number from `got session log`, or a commit."),
+    turn_b: str = typer.Argument(..., help="New side: a write number, or a commit."),
+    repo: Path | None = RepoOption,
+) -> None:
     """``git diff`` between two writes of a session (new message files, window moves)."""
     r = open_repo(repo)
     session = SessionLog(r, session_id)

@@ -7,7 +7,7 @@ A drop-in for ``llama_index.core.memory.Memory`` (it *is* one: the same token
     memory = GitMemory.from_defaults(path="agent.git", session_id="alice")
     await agent.run("What is 2 + 3?", memory=memory)
 
-What differs, and why (DESIGN §1: memory buffers cannot be diffed or audited):
+What differs, and why (ARCHITECTURE §1: memory buffers cannot be diffed or audited):
 
 * **one commit per write** on ``refs/got/sessions/<encoded session id>`` — a
   batch of messages plus any window move is a single commit, made with a
@@ -32,7 +32,8 @@ import sys
 import uuid
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from got_core.errors import MissingExtraError
 
@@ -60,14 +61,21 @@ from got_integrations.llamaindex._session import Plan, SessionLog, SessionState,
 from got_integrations.llamaindex._window import choose_window_start
 from got_integrations.llamaindex.chat_store import GitChatStore, _as_list, to_message, to_payload
 
-__all__ = ["GitMemory", "HANDLE_FORMAT"]
+__all__ = ["HANDLE_FORMAT", "GitMemory"]
 
 HANDLE_FORMAT = "got.llamaindex.memory/1"
-_SETTINGS = ("token_limit", "token_flush_size", "chat_history_token_ratio", "image_token_size_estimate",
-             "audio_token_size_estimate", "video_token_size_estimate", "document_token_size_estimate")
+_SETTINGS = (
+    "token_limit",
+    "token_flush_size",
+    "chat_history_token_ratio",
+    "image_token_size_estimate",
+    "audio_token_size_estimate",
+    "video_token_size_estimate",
+    "document_token_size_estimate",
+)
 # Live memories by instance token: a Context round trip inside one process gets back
 # memory blocks that cannot be rebuilt from JSON (an LLM-backed fact extractor, say).
-_LIVE: "weakref.WeakValueDictionary[str, GitMemory]" = weakref.WeakValueDictionary()
+_LIVE: weakref.WeakValueDictionary[str, GitMemory] = weakref.WeakValueDictionary()
 _IMPORTABLE = ("llama_index.core.memory.", "got_integrations.llamaindex.")
 
 
@@ -88,7 +96,7 @@ class GitMemory(Memory):
 
     path: str = Field(description="The git repository holding the session.")
     _log: SessionLog = PrivateAttr()
-    _tokens: Dict[str, int] = PrivateAttr(default_factory=dict)
+    _tokens: dict[str, int] = PrivateAttr(default_factory=dict)
     _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
 
     def __init__(self, **data: Any) -> None:
@@ -99,23 +107,35 @@ class GitMemory(Memory):
         self._log = store.session(self.session_id)
         _LIVE[self._token] = self
 
+    @property
+    def _store(self) -> GitChatStore:
+        """The chat store (``Memory`` types it as any ``AsyncDBChatStore``).
+
+        Raises:
+            ConfigError: ``sql_store`` was replaced by another kind of store.
+        """
+        store = self.sql_store
+        if not isinstance(store, GitChatStore):
+            raise ConfigError("GitMemory needs a GitChatStore; build it with GitMemory.from_defaults(path=...)")
+        return store
+
     @classmethod
     def class_name(cls) -> str:
         """The llama-index component name."""
         return "GitMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(  # type: ignore[override]  # its own arguments, as Memory.from_defaults has BaseMemory's
         cls,
-        path: Union[str, "os.PathLike[str]", None] = None,
-        session_id: Optional[str] = None,
+        path: str | os.PathLike[str] | None = None,
+        session_id: str | None = None,
         *,
-        repo: Optional[ReasoningRepo] = None,
+        repo: ReasoningRepo | None = None,
         create: bool = True,
-        chat_history: Optional[List[ChatMessage]] = None,
+        chat_history: list[ChatMessage] | None = None,
         token_limit: int = DEFAULT_TOKEN_LIMIT,
-        memory_blocks: Optional[List[BaseMemoryBlock[Any]]] = None,
-        tokenizer_fn: Optional[Callable[[str], List]] = None,
+        memory_blocks: list[BaseMemoryBlock[Any]] | None = None,
+        tokenizer_fn: Callable[[str], list] | None = None,
         chat_history_token_ratio: float = 0.7,
         token_flush_size: int = DEFAULT_FLUSH_SIZE,
         memory_blocks_template: RichPromptTemplate = DEFAULT_MEMORY_BLOCKS_TEMPLATE,
@@ -124,7 +144,7 @@ class GitMemory(Memory):
         audio_token_size_estimate: int = 256,
         video_token_size_estimate: int = 256,
         document_token_size_estimate: int = 2048,
-    ) -> "GitMemory":
+    ) -> GitMemory:
         """Open (or start) session ``session_id`` in the repository at ``path``.
 
         Args:
@@ -149,8 +169,9 @@ class GitMemory(Memory):
             raise ConfigError(f"chat_history_token_ratio must be in (0, 1], got {chat_history_token_ratio!r}")
         if token_flush_size > token_limit:
             token_flush_size = int(token_limit * 0.7)  # what Memory.from_defaults does
-        store = GitChatStore(path if path is not None or repo is not None else _default_path(),
-                             repo=repo, create=create)
+        store = GitChatStore(
+            path if path is not None or repo is not None else _default_path(), repo=repo, create=create
+        )
         session_id = "default" if session_id is None else session_id
         memory = cls(
             path=store.path,
@@ -178,7 +199,7 @@ class GitMemory(Memory):
     @property
     def repo(self) -> ReasoningRepo:
         """The repository."""
-        return self.sql_store.repo  # type: ignore[attr-defined]
+        return self._store.repo
 
     @property
     def ref(self) -> str:
@@ -186,7 +207,7 @@ class GitMemory(Memory):
         return self._log.ref
 
     @property
-    def head(self) -> Optional[str]:
+    def head(self) -> str | None:
         """The session's newest commit (None before the first write)."""
         return self._log.tip()
 
@@ -207,8 +228,9 @@ class GitMemory(Memory):
             count = self._tokens[stored.blob] = self._estimate_token_count(to_message(stored.data))
         return count
 
-    def _commit(self, op: str, new: List[Any], *, replace: bool = False,
-                only_window: bool = False) -> List[ChatMessage]:
+    def _commit(
+        self, op: str, new: list[Any], *, replace: bool = False, only_window: bool = False
+    ) -> list[ChatMessage]:
         """One commit: ``new`` appended (or replacing everything), the window moved if over budget.
 
         Returns the messages flushed out of the window, for the memory blocks.
@@ -218,14 +240,14 @@ class GitMemory(Memory):
             return []  # an empty batch writes nothing
         new_tokens = [self._estimate_token_count(to_message(p)) for p in payloads]
         budget = self.token_limit * self.chat_history_token_ratio
-        store: GitChatStore = self.sql_store  # type: ignore[assignment]
+        store = self._store
 
-        def plan(state: SessionState) -> Optional[Plan]:
+        def plan(state: SessionState) -> Plan | None:
             if replace:
                 current = self._log.messages(state)
                 if [m.data for m in current] == payloads:
                     return None  # the same history again: nothing to write
-                window: List[StoredMessage] = []
+                window: list[StoredMessage] = []
                 first = state.next_seq
             else:
                 window = store.active(self._log, state)
@@ -240,22 +262,31 @@ class GitMemory(Memory):
                 return None
             extra = None if start is None else {s for s in state.archived_extra if s >= start}
             if replace:
-                return Plan(op, add=payloads, delete=state.seqs, window_start=start,
-                            seq_floor=first, archived_extra=extra or (), result=flushed)
+                return Plan(
+                    op,
+                    add=payloads,
+                    delete=state.seqs,
+                    window_start=start,
+                    seq_floor=first,
+                    archived_extra=extra or (),
+                    result=flushed,
+                )
             return Plan(op, add=payloads, window_start=start, archived_extra=extra, result=flushed)
 
         _, flushed = self._log.write(plan, full=replace)
         return [to_message(p) for p in flushed or []]
 
-    async def _waterfall(self, flushed: List[ChatMessage]) -> None:
+    async def _waterfall(self, flushed: list[ChatMessage]) -> None:
         # As Memory._manage_queue: every block sees what left the short-term window.
         if flushed and self.memory_blocks:
-            await asyncio.gather(*[
-                block.aput(flushed, from_short_term_memory=True, session_id=self.session_id)
-                for block in self.memory_blocks
-            ])
+            await asyncio.gather(
+                *[
+                    block.aput(flushed, from_short_term_memory=True, session_id=self.session_id)
+                    for block in self.memory_blocks
+                ]
+            )
 
-    def _waterfall_sync(self, flushed: List[ChatMessage]) -> None:
+    def _waterfall_sync(self, flushed: list[ChatMessage]) -> None:
         if flushed and self.memory_blocks:
             asyncio_run(self._waterfall(flushed))
 
@@ -263,20 +294,20 @@ class GitMemory(Memory):
         """Append one message (one commit), flushing older messages to the blocks if over budget."""
         await self._waterfall(self._commit("put", [message]))
 
-    async def aput_messages(self, messages: List[ChatMessage]) -> None:
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Append messages in one commit; an empty list writes nothing."""
         await self._waterfall(self._commit("put", _as_list(messages)))
 
-    async def aset(self, messages: List[ChatMessage]) -> None:
+    async def aset(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages (one commit; none when they are unchanged)."""
         await self._waterfall(self._commit("set", _as_list(messages), replace=True))
 
-    async def areset(self, status: Optional[MessageStatus] = None) -> None:
+    async def areset(self, status: MessageStatus | None = None) -> None:
         """Delete the session's messages (all, or those with ``status``) in one commit.
 
         History keeps them: earlier commits still hold every message.
         """
-        self.sql_store.remove(self.session_id, "status", status=status)  # type: ignore[attr-defined]
+        self._store.remove(self.session_id, "status", status=status)
 
     async def _manage_queue(self) -> None:
         """Move the window if the stored history is over budget (one commit, or none)."""
@@ -286,30 +317,30 @@ class GitMemory(Memory):
         """Synchronous :meth:`aput` (for chat engines)."""
         self._waterfall_sync(self._commit("put", [message]))
 
-    def put_messages(self, messages: List[ChatMessage]) -> None:
+    def put_messages(self, messages: list[ChatMessage]) -> None:
         """Synchronous :meth:`aput_messages`."""
         self._waterfall_sync(self._commit("put", _as_list(messages)))
 
-    def set(self, messages: List[ChatMessage]) -> None:
+    def set(self, messages: list[ChatMessage]) -> None:
         """Synchronous :meth:`aset`."""
         self._waterfall_sync(self._commit("set", _as_list(messages), replace=True))
 
-    def reset(self, status: Optional[MessageStatus] = None) -> None:  # type: ignore[override]
+    def reset(self, status: MessageStatus | None = None) -> None:
         """Synchronous :meth:`areset`."""
-        self.sql_store.remove(self.session_id, "status", status=status)  # type: ignore[attr-defined]
+        self._store.remove(self.session_id, "status", status=status)
 
     # ------------------------------------------------------------------ reading
-    def get(self, input: Optional[Union[str, ChatMessage]] = None, **block_kwargs: Any) -> List[ChatMessage]:  # type: ignore[override]
+    def get(self, input: str | ChatMessage | None = None, **block_kwargs: Any) -> list[ChatMessage]:
         """The short-term window with the memory blocks inserted (as :meth:`aget`)."""
         if not self.memory_blocks:
-            return self.sql_store.read_messages(self.session_id)  # type: ignore[attr-defined]
+            return self._store.read_messages(self.session_id)
         return asyncio_run(self.aget(input=input, **block_kwargs))
 
-    def get_all(self, status: Optional[MessageStatus] = None) -> List[ChatMessage]:
+    def get_all(self, status: MessageStatus | None = None) -> list[ChatMessage]:
         """Every stored message (or those with ``status``), oldest first."""
-        return self.sql_store.read_messages(self.session_id, status)  # type: ignore[attr-defined]
+        return self._store.read_messages(self.session_id, status)
 
-    def history(self) -> List[Write]:
+    def history(self) -> list[Write]:
         """The session's writes (commits), oldest first.
 
         Raises:
@@ -317,24 +348,29 @@ class GitMemory(Memory):
         """
         return self._log.history()
 
-    def message_ids(self, status: Optional[MessageStatus] = None) -> List[str]:
+    def message_ids(self, status: MessageStatus | None = None) -> list[str]:
         """Stable ids (``<commit>:<path>``) of :meth:`get_all`'s messages, in the same order."""
         return [mid for mid, _ in self.get_all_with_ids(status)]
 
-    def get_all_with_ids(self, status: Optional[MessageStatus] = None) -> List[tuple]:
+    def get_all_with_ids(self, status: MessageStatus | None = None) -> list[tuple]:
         """``(id, ChatMessage)`` pairs for the stored messages (or those with ``status``)."""
-        stored = self.sql_store.read(self.session_id, status)  # type: ignore[attr-defined]
+        stored = self._store.read(self.session_id, status)
         if not stored:
             return []
         ids = self._log.message_ids()
         return [(ids.get(m.seq, f"{self.head}:{m.path}"), to_message(m.data)) for m in stored]
 
     # ------------------------------------------------------------------ serialization as a handle
-    def to_dict(self, **kwargs: Any) -> Dict[str, Any]:
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         """A JSON-able handle: repository path, session id, settings, rebuildable memory blocks."""
-        data: Dict[str, Any] = {"class_name": self.class_name(), "format": HANDLE_FORMAT,
-                                "path": self.path, "session_id": self.session_id,
-                                "insert_method": self.insert_method.value, "instance": self._token}
+        data: dict[str, Any] = {
+            "class_name": self.class_name(),
+            "format": HANDLE_FORMAT,
+            "path": self.path,
+            "session_id": self.session_id,
+            "insert_method": self.insert_method.value,
+            "instance": self._token,
+        }
         data.update({name: getattr(self, name) for name in _SETTINGS})
         if self.memory_blocks_template.template_str != DEFAULT_MEMORY_BLOCKS_TEMPLATE.template_str:
             data["memory_blocks_template"] = self.memory_blocks_template.template_str
@@ -342,7 +378,7 @@ class GitMemory(Memory):
         return data
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "GitMemory":  # type: ignore[override]
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> GitMemory:
         """Reconnect to the session a :meth:`to_dict` handle names.
 
         Raises:
@@ -355,16 +391,20 @@ class GitMemory(Memory):
         options = {name: data[name] for name in _SETTINGS if name in data}
         if "memory_blocks_template" in data:
             options["memory_blocks_template"] = RichPromptTemplate(data["memory_blocks_template"])
-        memory = cls.from_defaults(data["path"], data["session_id"],
-                                   insert_method=InsertMethod(data.get("insert_method", "system")),
-                                   memory_blocks=blocks, **options)
+        memory = cls.from_defaults(
+            data["path"],
+            data["session_id"],
+            insert_method=InsertMethod(data.get("insert_method", "system")),
+            memory_blocks=blocks,
+            **options,
+        )
         return memory
 
     def __reduce__(self) -> tuple:
         # Pickling (and PickleSerializer) store the handle too, never the repository.
         return (GitMemory.from_dict, (self.to_dict(),))
 
-    def __deepcopy__(self, memo: Optional[Dict[int, Any]] = None) -> "GitMemory":
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> GitMemory:
         # A handle: even a deep copy shares the session (it lives in git, not in this
         # object) and the open repository; only the list of blocks is its own.
         copied = self.__copy__()
@@ -372,8 +412,8 @@ class GitMemory(Memory):
         return copied
 
 
-def _block_spec(block: BaseMemoryBlock) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {"name": block.name, "class": f"{type(block).__module__}:{type(block).__qualname__}"}
+def _block_spec(block: BaseMemoryBlock) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": block.name, "class": f"{type(block).__module__}:{type(block).__qualname__}"}
     try:
         spec["config"] = block.model_dump(mode="json")
     except Exception:  # an LLM or vector store inside: only the live object can come back
@@ -381,7 +421,7 @@ def _block_spec(block: BaseMemoryBlock) -> Dict[str, Any]:
     return spec
 
 
-def _rebuild_block(spec: Dict[str, Any], live: Optional[GitMemory]) -> Optional[BaseMemoryBlock]:
+def _rebuild_block(spec: dict[str, Any], live: GitMemory | None) -> BaseMemoryBlock | None:
     module, _, qualname = str(spec.get("class", "")).partition(":")
     cls: Any = sys.modules.get(module)
     if cls is None and module.startswith(_IMPORTABLE):
@@ -402,7 +442,9 @@ def _rebuild_block(spec: Dict[str, Any], live: Optional[GitMemory]) -> Optional[
         for block in live.memory_blocks:
             if block.name == spec.get("name"):
                 return block
-    warnings.warn(f"memory block {spec.get('name')!r} ({spec.get('class')}) cannot be rebuilt from its "
-                  "handle; add it again to the restored memory's memory_blocks", stacklevel=3)
+    warnings.warn(
+        f"memory block {spec.get('name')!r} ({spec.get('class')}) cannot be rebuilt from its "
+        "handle; add it again to the restored memory's memory_blocks",
+        stacklevel=3,
+    )
     return None
-

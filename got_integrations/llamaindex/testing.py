@@ -18,8 +18,9 @@ provider-neutral form) with deterministic ids ``call_1``, ``call_2``, … .
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any
 
 from got_core.errors import MissingExtraError, ModelError
 
@@ -42,7 +43,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("LlamaIndex adapter", "llamaindex", _exc) from None
 
-__all__ = ["ScriptedFunctionCallingLLM", "ScriptedToolCall", "ScriptedReply"]
+__all__ = ["ScriptedFunctionCallingLLM", "ScriptedReply", "ScriptedToolCall"]
 
 
 @dataclass(frozen=True)
@@ -57,15 +58,14 @@ class ScriptedToolCall:
     """
 
     name: str
-    kwargs: Dict[str, Any] = field(default_factory=dict)
-    id: Optional[str] = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
     text: str = ""
 
 
 #: One scripted reply: text, one tool call, parallel tool calls, a whole message,
 #: or a function of the input messages returning one of those.
-ScriptedReply = Union[str, ScriptedToolCall, Sequence[ScriptedToolCall], ChatMessage,
-                      Callable[[List[ChatMessage]], Any]]
+ScriptedReply = str | ScriptedToolCall | Sequence[ScriptedToolCall] | ChatMessage | Callable[[list[ChatMessage]], Any]
 
 
 class ScriptedFunctionCallingLLM(FunctionCallingLLM):
@@ -83,15 +83,21 @@ class ScriptedFunctionCallingLLM(FunctionCallingLLM):
         calls: the input messages of every call so far (deep copies), oldest first.
     """
 
-    _queue: List[Any] = PrivateAttr(default_factory=list)
-    _calls: List[List[ChatMessage]] = PrivateAttr(default_factory=list)
+    _queue: list[Any] = PrivateAttr(default_factory=list)
+    _calls: list[list[ChatMessage]] = PrivateAttr(default_factory=list)
     _default: Any = PrivateAttr(default=None)
     _name: str = PrivateAttr(default="scripted")
     _ids: int = PrivateAttr(default=0)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
-    def __init__(self, replies: Sequence[ScriptedReply] = (), *, default: Optional[ScriptedReply] = None,
-                 model_name: str = "scripted-function-calling", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        replies: Sequence[ScriptedReply] = (),
+        *,
+        default: ScriptedReply | None = None,
+        model_name: str = "scripted-function-calling",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._queue = list(replies)
         self._default = default
@@ -105,11 +111,16 @@ class ScriptedFunctionCallingLLM(FunctionCallingLLM):
     @property
     def metadata(self) -> LLMMetadata:
         """A chat, function-calling model with a large context window."""
-        return LLMMetadata(context_window=128_000, num_output=1024, is_chat_model=True,
-                           is_function_calling_model=True, model_name=self._name)
+        return LLMMetadata(
+            context_window=128_000,
+            num_output=1024,
+            is_chat_model=True,
+            is_function_calling_model=True,
+            model_name=self._name,
+        )
 
     @property
-    def calls(self) -> List[List[ChatMessage]]:
+    def calls(self) -> list[list[ChatMessage]]:
         """Inputs of every call so far (deep copies), oldest first."""
         return self._calls
 
@@ -137,8 +148,10 @@ class ScriptedFunctionCallingLLM(FunctionCallingLLM):
             elif self._default is not None:
                 reply = self._default
             else:
-                raise ModelError(f"the scripted LLM ran out of replies after {len(self._calls) - 1} calls; "
-                                 "add more with add_replies() or pass default=")
+                raise ModelError(
+                    f"the scripted LLM ran out of replies after {len(self._calls) - 1} calls; "
+                    "add more with add_replies() or pass default="
+                )
             if callable(reply) and not isinstance(reply, (ChatMessage, ScriptedToolCall)):
                 reply = reply([m.model_copy(deep=True) for m in messages])
             message = self._to_message(reply)
@@ -152,32 +165,47 @@ class ScriptedFunctionCallingLLM(FunctionCallingLLM):
         calls = [reply] if isinstance(reply, ScriptedToolCall) else list(reply)
         if not calls or not all(isinstance(c, ScriptedToolCall) for c in calls):
             raise ModelError(f"a scripted reply must be text, ScriptedToolCall(s) or a ChatMessage, not {reply!r}")
-        blocks: List[Any] = [TextBlock(text=calls[0].text)] if calls[0].text else []
-        blocks += [ToolCallBlock(tool_call_id=c.id or self._next_id(), tool_name=c.name,
-                                 tool_kwargs=dict(c.kwargs)) for c in calls]
+        blocks: list[Any] = [TextBlock(text=calls[0].text)] if calls[0].text else []
+        blocks += [
+            ToolCallBlock(tool_call_id=c.id or self._next_id(), tool_name=c.name, tool_kwargs=dict(c.kwargs))
+            for c in calls
+        ]
         return ChatMessage(role="assistant", blocks=blocks)
 
     # ------------------------------------------------------------------ FunctionCallingLLM
-    def _prepare_chat_with_tools(self, tools: Sequence[Any], user_msg: Optional[Union[str, ChatMessage]] = None,
-                                 chat_history: Optional[List[ChatMessage]] = None, verbose: bool = False,
-                                 allow_parallel_tool_calls: bool = False, tool_required: bool = False,
-                                 **kwargs: Any) -> Dict[str, Any]:
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[Any],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         """The chat arguments: history plus the user message (tools are only recorded)."""
         messages = list(chat_history or [])
         if user_msg is not None:
             messages.append(ChatMessage(role="user", content=user_msg) if isinstance(user_msg, str) else user_msg)
         return {"messages": messages, "tools": [t.metadata.name for t in tools]}
 
-    def get_tool_calls_from_response(self, response: ChatResponse, error_on_no_tool_call: bool = True,
-                                     **kwargs: Any) -> List[ToolSelection]:
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
         """The ``ToolCallBlock`` blocks of the response as tool selections.
 
         Raises:
             ValueError: no tool call and ``error_on_no_tool_call`` (llama-index's contract).
         """
-        selections = [ToolSelection(tool_id=b.tool_call_id or "", tool_name=b.tool_name,
-                                    tool_kwargs=b.tool_kwargs if isinstance(b.tool_kwargs, dict) else {})
-                      for b in response.message.blocks if isinstance(b, ToolCallBlock)]
+        selections = [
+            ToolSelection(
+                tool_id=b.tool_call_id or "",
+                tool_name=b.tool_name,
+                tool_kwargs=b.tool_kwargs if isinstance(b.tool_kwargs, dict) else {},
+            )
+            for b in response.message.blocks
+            if isinstance(b, ToolCallBlock)
+        ]
         if not selections and error_on_no_tool_call:
             raise ValueError("expected at least one tool call in the scripted response")
         return selections
@@ -226,8 +254,7 @@ class ScriptedFunctionCallingLLM(FunctionCallingLLM):
 
         return gen()
 
-    async def astream_complete(self, prompt: str, formatted: bool = False,
-                               **kwargs: Any) -> CompletionResponseAsyncGen:
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
         """The next scripted reply's text as a one-chunk async stream."""
         response = self.complete(prompt, formatted, **kwargs)
 

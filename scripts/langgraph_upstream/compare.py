@@ -67,11 +67,15 @@ def compare(path: Path) -> int:
             shared.append(name)
         else:
             regressions.append(f"{name} (reference: {reference})")
-    print(f"our savers: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-          f"of {len(ours)}; all tests in the run: {len(outcomes)}")
-    for title, rows in (("FAIL where the reference saver passes", regressions),
-                        ("fail with no reference saver in the run", unmatched),
-                        ("fail for the reference saver too (not counted)", shared)):
+    print(
+        f"our savers: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
+        f"of {len(ours)}; all tests in the run: {len(outcomes)}"
+    )
+    for title, rows in (
+        ("FAIL where the reference saver passes", regressions),
+        ("fail with no reference saver in the run", unmatched),
+        ("fail for the reference saver too (not counted)", shared),
+    ):
         if rows:
             print(f"{title}:")
             print("\n".join(f"  {r}" for r in rows))
@@ -85,8 +89,10 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "fixtures":
         missing = fixtures(Path(argv[1])) - fixtures(Path(argv[2]))
         if missing:
-            print(f"LangGraph's conftest defines fixtures ours lacks: {sorted(missing)}; "
-                  "add them to scripts/langgraph_upstream/upstream_conftest.py")
+            print(
+                f"LangGraph's conftest defines fixtures ours lacks: {sorted(missing)}; "
+                "add them to scripts/langgraph_upstream/upstream_conftest.py"
+            )
             return 1
         return 0
     if len(argv) == 2 and argv[0] == "results":

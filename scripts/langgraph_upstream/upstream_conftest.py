@@ -30,10 +30,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
+from langgraph.types import Durability
 from pytest_mock import MockerFixture
 
 from got_integrations.langgraph import GitCheckpointSaver
-from langgraph.types import Durability
 
 pytest.register_assert_rewrite("tests.memory_assert")
 
@@ -43,8 +43,11 @@ NO_DOCKER = True
 AES_KEY = b"1234567890123456"  # LangGraph's own test key
 SYNC = ["memory", "sqlite", "sqlite_aes", "git", "git_aes"]
 ASYNC = ["memory", "sqlite_aio", "git_aio"]
-_chosen = [s.strip() for s in os.getenv("GOT_UPSTREAM_SAVERS", "sqlite,sqlite_aes,git,git_aes,sqlite_aio,git_aio")
-           .split(",") if s.strip()]
+_chosen = [
+    s.strip()
+    for s in os.getenv("GOT_UPSTREAM_SAVERS", "sqlite,sqlite_aes,git,git_aes,sqlite_aio,git_aio").split(",")
+    if s.strip()
+]
 
 
 @pytest.fixture

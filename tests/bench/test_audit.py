@@ -31,11 +31,24 @@ def clean_run(tmp_path_factory):
         mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
         mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
         opts = P.ExperimentOptions(
-            out=tmp_path_factory.mktemp("audit") / "run", math_path=DATA / "math500_sample.jsonl",
-            gpqa_path=DATA / "gpqa_sample.csv", k_study=3, m_test=5, backends=("git",), method="argue",
-            workers=1, progress=False, bootstrap=200,
-            spec=ModelSpec("http://127.0.0.1:0/v1", "got-standin", max_tokens=64, parallel_nodes=False,
-                           standin={"responder": "bench"}))
+            out=tmp_path_factory.mktemp("audit") / "run",
+            math_path=DATA / "math500_sample.jsonl",
+            gpqa_path=DATA / "gpqa_sample.csv",
+            k_study=3,
+            m_test=5,
+            backends=("git",),
+            method="argue",
+            workers=1,
+            progress=False,
+            bootstrap=200,
+            spec=ModelSpec(
+                "http://127.0.0.1:0/v1",
+                "got-standin",
+                max_tokens=64,
+                parallel_nodes=False,
+                standin={"responder": "bench"},
+            ),
+        )
         P.five_substrates(opts)
     return opts.out
 
@@ -60,9 +73,15 @@ def test_a_clean_run_passes_every_check(run):
     status = _status(report)
     assert report.ok, report.to_dict()
     assert status == {
-        "results complete": "PASS", "split disjoint": "PASS", "same gold letters across arms": "PASS",
-        "every node a commit": "PASS", "no expected answer in memory": "PASS",
-        "fresh memory per question": "PASS", "seeded re-run identical": "PASS", "git fsck central.git": "PASS"}
+        "results complete": "PASS",
+        "split disjoint": "PASS",
+        "same gold letters across arms": "PASS",
+        "every node a commit": "PASS",
+        "no expected answer in memory": "PASS",
+        "fresh memory per question": "PASS",
+        "seeded re-run identical": "PASS",
+        "git fsck central.git": "PASS",
+    }
     detail = {c.name: c.detail for c in report.checks}
     assert f"shorter than {MIN_ANSWER_CHARS} characters" in detail["no expected answer in memory"]
     assert "bit-identical (same SHAs)" in detail["seeded re-run identical"]

@@ -53,7 +53,11 @@ def test_load_math500_sample_reads_every_field():
     raw = [json.loads(line) for line in MATH.read_text(encoding="utf-8").splitlines()]
     for p, r in zip(problems, raw):
         assert (p.id, p.question, p.answer, p.subject, p.level) == (
-            r["unique_id"], r["problem"], r["answer"], r["subject"], r["level"],
+            r["unique_id"],
+            r["problem"],
+            r["answer"],
+            r["subject"],
+            r["level"],
         )
         assert p.kind == "math" and p.choices == [] and p.gold_letter is None
         assert p.domain == p.subject and p.meta["solution"] == r["solution"]
@@ -63,8 +67,14 @@ def test_load_math500_sample_reads_every_field():
 
 def test_load_math500_limit_and_level_strings(tmp_path):
     assert [p.id for p in load_math500(MATH, limit=3)] == [p.id for p in load_math500(MATH)[:3]]
-    row = {"problem": "1+1?", "solution": "", "answer": "2", "subject": "Prealgebra",
-           "level": "Level 2", "unique_id": "x/1.json"}
+    row = {
+        "problem": "1+1?",
+        "solution": "",
+        "answer": "2",
+        "subject": "Prealgebra",
+        "level": "Level 2",
+        "unique_id": "x/1.json",
+    }
     path = tmp_path / "m.jsonl"
     path.write_text(json.dumps(row) + "\n\n", encoding="utf-8")
     assert load_math500(path)[0].level == 2
@@ -83,7 +93,7 @@ def test_load_math500_limit_and_level_strings(tmp_path):
 def test_malformed_math_line_names_file_and_line(tmp_path, bad_line, expect):
     good = MATH.read_text(encoding="utf-8").splitlines()[:2]
     path = tmp_path / "broken.jsonl"
-    path.write_text("\n".join(good + [bad_line]) + "\n", encoding="utf-8")
+    path.write_text("\n".join([*good, bad_line]) + "\n", encoding="utf-8")
     with pytest.raises(InvalidInputError, match=expect) as info:
         load_math500(path)
     assert "broken.jsonl" in str(info.value) and "line 3" in str(info.value)
@@ -114,8 +124,7 @@ def test_load_gpqa_sample_shuffles_options_and_keeps_gold():
         assert p.kind == "mcq" and p.id == r["Record ID"] and p.level is None
         assert p.question == r["Question"].strip()
         assert sorted(p.choices) == sorted(
-            r[c].strip()
-            for c in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+            r[c].strip() for c in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
         )
         assert p.choices[LETTERS.index(p.gold_letter)] == r["Correct Answer"].strip() == p.answer
         assert (p.subject, p.domain) == (r["Subdomain"], r["High-level domain"])
@@ -142,9 +151,8 @@ def test_gpqa_shuffle_is_deterministic_per_seed_and_record_not_row_order(tmp_pat
 
 
 def test_gpqa_without_optional_columns_uses_content_hash_and_subdomain(tmp_path):
-    header, rows = _csv_rows()
-    keep = ["Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
-            "Incorrect Answer 3", "Subdomain"]
+    _header, rows = _csv_rows()
+    keep = ["Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3", "Subdomain"]
     path = _write_csv(tmp_path / "bare.csv", keep, [{k: r[k] for k in keep} for r in rows])
     problems = load_gpqa(path, limit=4)
     assert len(problems) == 4
@@ -237,13 +245,13 @@ def test_stratified_split_is_disjoint_stratified_and_deterministic():
 def test_stratified_split_drops_text_duplicates_and_checks_sizes():
     pool = _pool()
     twin = replace(pool[0], id="twin-of-first", question="  " + pool[0].question.upper() + " ")
-    split = stratified_split(pool + [twin], n_study=10, n_test=10, seed=0)
+    split = stratified_split([*pool, twin], n_study=10, n_test=10, seed=0)
     assert split.dropped == [max(pool[0].id, "twin-of-first")]
     assert audit_overlap(split) == 0
     with pytest.raises(InvalidInputError, match="distinct problems"):
-        stratified_split(pool + [twin], n_study=11, n_test=10, seed=0)
+        stratified_split([*pool, twin], n_study=11, n_test=10, seed=0)
     with pytest.raises(InvalidInputError, match="duplicate problem id"):
-        stratified_split(pool + [pool[0]], n_study=1, n_test=1, seed=0)
+        stratified_split([*pool, pool[0]], n_study=1, n_test=1, seed=0)
     with pytest.raises(InvalidInputError):
         stratified_split(pool, n_study=-1, n_test=1, seed=0)
     with pytest.raises(InvalidInputError, match="stratify"):

@@ -10,13 +10,14 @@ import pytest
 from got_core.bench import protocols as P
 from got_core.bench.datasets import load_gpqa, load_math500
 from got_core.bench.runner import INGEST_PREFIX, ModelSpec, open_central
+from got_core.bench.standin import bench_responder
 from got_core.errors import ConfigError, InvalidInputError, UnknownBackendError
 from got_core.memory import Lesson, get_backend
 from got_core.testing.embeddings import HashEmbedder
-from got_core.testing.server import bench_responder
 
-STANDIN = ModelSpec("http://127.0.0.1:0/v1", "got-standin", max_tokens=64, parallel_nodes=False,
-                    standin={"responder": "bench"})
+STANDIN = ModelSpec(
+    "http://127.0.0.1:0/v1", "got-standin", max_tokens=64, parallel_nodes=False, standin={"responder": "bench"}
+)
 
 
 @pytest.fixture
@@ -25,9 +26,16 @@ def pool(data_dir):
 
 
 def _opts(tmp_path, data_dir, **kw):
-    base = {"out": tmp_path / "run", "spec": STANDIN, "math_path": data_dir / "math500_sample.jsonl",
-            "gpqa_path": data_dir / "gpqa_sample.csv", "m_test": 4, "workers": 1, "progress": False,
-            "bootstrap": 500}
+    base = {
+        "out": tmp_path / "run",
+        "spec": STANDIN,
+        "math_path": data_dir / "math500_sample.jsonl",
+        "gpqa_path": data_dir / "gpqa_sample.csv",
+        "m_test": 4,
+        "workers": 1,
+        "progress": False,
+        "bootstrap": 500,
+    }
     return P.ExperimentOptions(**{**base, **kw})
 
 
@@ -37,15 +45,24 @@ def test_paraphrase_is_a_deterministic_rewrite():
     assert para == P.paraphrase(q) != q
     assert para.startswith("Consider the following problem. Determine the remainder")
     assert "$2^{10}$" in para and "$7$" in para
-    assert P.paraphrase("How many  positive\ndivisors?") == "Consider the following problem. Count how many positive divisors?"
+    assert (
+        P.paraphrase("How many  positive\ndivisors?")
+        == "Consider the following problem. Count how many positive divisors?"
+    )
 
 
 def test_worked_example_puts_the_answer_first_and_the_standin_copies_it():
     text = P.worked_example("Find $x$ if $3x + 7 = 22$.", "5", "Subtract 7, divide by 3.")
     assert text.startswith("Worked example. Final answer: 5. Problem: Find $x$")
     system = "Lessons from earlier problems (general advice; they may not apply here):\n- " + text
-    reply = bench_responder({"messages": [{"role": "system", "content": system},
-                                          {"role": "user", "content": "Question:\nFind $x$ if $3x + 7 = 22$.\n\nSolve."}]})
+    reply = bench_responder(
+        {
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "Question:\nFind $x$ if $3x + 7 = 22$.\n\nSolve."},
+            ]
+        }
+    )
     assert reply.endswith("\\boxed{5}")
 
 
@@ -72,22 +89,34 @@ def test_tiers_are_deterministic_and_ordered_by_similarity(pool):
 def test_distilled_lessons_never_name_the_gold_answer(pool):
     by_id = {p.id: p for p in pool}
     study = [
-        {"problem_id": "recSample0000008", "lesson": "Recall the genetic code table before answering.",
-         "outcome": "success", "lesson_source": "model"},
-        {"problem_id": "recSample0000001", "lesson": "Falling bodies: the speed is 29.4 m/s here.",
-         "outcome": "failed", "lesson_source": "model"},
+        {
+            "problem_id": "recSample0000008",
+            "lesson": "Recall the genetic code table before answering.",
+            "outcome": "success",
+            "lesson_source": "model",
+        },
+        {
+            "problem_id": "recSample0000001",
+            "lesson": "Falling bodies: the speed is 29.4 m/s here.",
+            "outcome": "failed",
+            "lesson_source": "model",
+        },
         {"problem_id": "recSample0000002", "lesson": None, "outcome": "failed", "lesson_source": "refused"},
     ]
     lessons, dropped = P.distill_lessons(study, by_id)
     assert [l.source_problem for l in lessons] == ["recSample0000008"]
     assert lessons[0].outcome == "success"
     assert {d["problem_id"]: d["reason"] for d in dropped} == {
-        "recSample0000001": "the lesson names the gold answer", "recSample0000002": "no lesson (refused)"}
+        "recSample0000001": "the lesson names the gold answer",
+        "recSample0000002": "no lesson (refused)",
+    }
 
 
 def test_every_backend_ingests_the_same_lessons_once(tmp_path):
-    lessons = [Lesson("Check units before comparing magnitudes in physics questions.", source_problem="a"),
-               Lesson("Enumerate small cases before guessing a counting formula.", source_problem="b")]
+    lessons = [
+        Lesson("Check units before comparing magnitudes in physics questions.", source_problem="a"),
+        Lesson("Enumerate small cases before guessing a counting formula.", source_problem="b"),
+    ]
     states = {b: P.ingest(tmp_path, b, lessons, []) for b in ("none", "markdown", "git")}
     assert states["none"]["n_stored"] == 0
     assert states["markdown"]["fingerprint"] == states["git"]["fingerprint"]
@@ -105,8 +134,11 @@ def test_every_backend_ingests_the_same_lessons_once(tmp_path):
 def test_test_time_arms_compare_every_arm_with_greedy(tmp_path, data_dir):
     result = P.run_experiment("test_time_arms", _opts(tmp_path, data_dir, arms=("self_consistency", "argue")))
     assert [r.arm for r in result.rows] == ["greedy", "self_consistency", "argue"]
-    assert len(result.records) == 12 and {r["method"] for r in result.records} == {"greedy", "self_consistency",
-                                                                                    "argue"}
+    assert len(result.records) == 12 and {r["method"] for r in result.records} == {
+        "greedy",
+        "self_consistency",
+        "argue",
+    }
     problems = [[r["problem_id"] for r in result.records if r["arm"] == a] for a in ("greedy", "argue")]
     assert problems[0] == problems[1]  # paired: the same problems, in the same order
     md = (tmp_path / "run" / "table.md").read_text()
@@ -143,8 +175,9 @@ def test_five_substrates_runs_study_ingest_and_read_only_test(tmp_path, data_dir
     assert not any(r["lessons_used"] for r in test if r["arm"] == "none")
     # Resuming with the same options solves nothing and writes the same results.
     first = (tmp_path / "run" / "results.jsonl").read_bytes()
-    P.five_substrates(_opts(tmp_path, data_dir, k_study=3, m_test=4, backends=("markdown", "git"),
-                            method="argue", resume=True))
+    P.five_substrates(
+        _opts(tmp_path, data_dir, k_study=3, m_test=4, backends=("markdown", "git"), method="argue", resume=True)
+    )
     assert (tmp_path / "run" / "results.jsonl").read_bytes() == first
 
 

@@ -21,11 +21,23 @@ from got_core.errors import InvalidInputError
 
 
 def _rec(arm, pid, correct, order, **extra):
-    return {"experiment": "x", "phase": "test", "arm": arm, "problem_id": pid, "order": order,
-            "correct": correct, "kind": "math", "n_calls": 2, "tokens": {"prompt": 10, "completion": 5},
-            "elapsed_s": 1.5 + order, "budget_s": 60.0, "winner_sha": "ab" * 20, "result_sha": "cd" * 20,
-            "memory": {"mode": "shared", "before": {"n": 1}, "after": {"n": 1}, "tips": {"before": "x"}},
-            "extra": extra}
+    return {
+        "experiment": "x",
+        "phase": "test",
+        "arm": arm,
+        "problem_id": pid,
+        "order": order,
+        "correct": correct,
+        "kind": "math",
+        "n_calls": 2,
+        "tokens": {"prompt": 10, "completion": 5},
+        "elapsed_s": 1.5 + order,
+        "budget_s": 60.0,
+        "winner_sha": "ab" * 20,
+        "result_sha": "cd" * 20,
+        "memory": {"mode": "shared", "before": {"n": 1}, "after": {"n": 1}, "tips": {"before": "x"}},
+        "extra": extra,
+    }
 
 
 def _records(a, b, arms=("base", "new")):
@@ -47,7 +59,7 @@ def test_identical_arms_give_zero_delta_with_ci_containing_zero():
 
 def test_known_case_matches_a_direct_computation():
     a = [False, False, True, False, True, False, False, False]  # baseline: 2/8
-    b = [True, True, True, False, True, True, False, True]      # new: 6/8
+    b = [True, True, True, False, True, True, False, True]  # new: 6/8
     rows = summarize(_records(a, b), "base", n_resamples=2000, seed=3)
     new = rows[1]
     assert new.correct == 6 and new.n == 8
@@ -61,8 +73,7 @@ def test_known_case_matches_a_direct_computation():
 def test_significant_difference_is_starred_in_the_table():
     n = 40
     rows = summarize(_records([False] * n, [True] * n), "base", n_resamples=2000)
-    md = table_markdown(rows, "Demo", columns=[("calls", lambda r: f"{r.extra['calls_mean']:.0f}")],
-                        notes=["a note"])
+    md = table_markdown(rows, "Demo", columns=[("calls", lambda r: f"{r.extra['calls_mean']:.0f}")], notes=["a note"])
     lines = md.splitlines()
     assert lines[0] == "## Demo"
     assert "| arm | n | accuracy [95% CI] | Δ pp vs base [95% CI] | * | calls |" in lines
@@ -88,8 +99,12 @@ def test_only_the_requested_phase_is_summarised():
 
 def test_cosine_bins_pool_pairs_by_similarity():
     recs = [_rec("none", "p0", False, 0), _rec("none", "p1", False, 1), _rec("none", "p2", True, 2)]
-    recs += [_rec("identical", "p0", True, 0, cosine=0.99), _rec("identical", "p1", True, 1, cosine=0.95),
-             _rec("unrelated", "p2", False, 2, cosine=0.1), _rec("method_band", "p0", False, 0, cosine=0.6)]
+    recs += [
+        _rec("identical", "p0", True, 0, cosine=0.99),
+        _rec("identical", "p1", True, 1, cosine=0.95),
+        _rec("unrelated", "p2", False, 2, cosine=0.1),
+        _rec("method_band", "p0", False, 0, cosine=0.6),
+    ]
     bins = cosine_bins(recs, "none", n_resamples=500)
     by_label = {b.label: b for b in bins}
     assert [b.n for b in bins] == [1, 1, 2]
@@ -130,7 +145,10 @@ def test_plots_are_png_files(tmp_path):
     rows = summarize(recs, "base", n_resamples=500)
     out = plot_deltas(rows, tmp_path / "d.png", "Δ")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    sweep = [_rec("none", "p0", False, 0), _rec("identical", "p0", True, 0, cosine=1.0),
-             _rec("unrelated", "p0", False, 0, cosine=0.05)]
+    sweep = [
+        _rec("none", "p0", False, 0),
+        _rec("identical", "p0", True, 0, cosine=1.0),
+        _rec("unrelated", "p0", False, 0, cosine=0.05),
+    ]
     png = plot_sweep(sweep, "none", cosine_bins(sweep, "none", n_resamples=200), tmp_path / "s.png")
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"

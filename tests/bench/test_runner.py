@@ -26,10 +26,10 @@ from got_core.bench.runner import (
     stable_record,
     task_seed,
 )
+from got_core.bench.standin import StandInOpenAIServer, bench_responder, load_script
 from got_core.errors import ConfigError, InvalidInputError, ModelError
 from got_core.repo import ReasoningRepo
-from got_core.solver.models import OpenAICompatibleModel, check_endpoint
-from got_core.testing.server import StandInOpenAIServer, bench_responder, load_script
+from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint
 
 
 @pytest.fixture
@@ -48,11 +48,14 @@ def _spec(server, **kw):
 
 
 def _tasks(problems, arm="greedy", method="greedy", **kw):
-    return [Task("test_time_arms", "test", arm, asdict(p), method=method, seed=task_seed(0, p.id), order=i, **kw)
-            for i, p in enumerate(problems)]
+    return [
+        Task("test_time_arms", "test", arm, asdict(p), method=method, seed=task_seed(0, p.id), order=i, **kw)
+        for i, p in enumerate(problems)
+    ]
 
 
 # ----------------------------------------------------------------------------- the stand-in server
+
 
 def test_standin_serves_models_and_scripted_completions():
     rules = [(r"capital of France", "Paris.")]
@@ -65,7 +68,8 @@ def test_standin_serves_models_and_scripted_completions():
         cut = model.complete([{"role": "user", "content": "x"}], max_tokens=1)
         assert cut.text == "no" and cut.finish_reason == "length"
         streamed = OpenAICompatibleModel(srv.url, "demo", stream=True).complete(
-            [{"role": "user", "content": "capital of France"}])
+            [{"role": "user", "content": "capital of France"}]
+        )
         assert streamed.text == "Paris." and streamed.finish_reason == "stop"
         with urllib.request.urlopen(srv.url + "/models") as resp:
             assert resp.headers["X-Got-Stand-In"] == "1"
@@ -95,21 +99,26 @@ def test_standin_rejects_bad_configuration(tmp_path):
 
 def test_bench_responder_copies_similar_worked_examples_and_guesses_otherwise():
     question = "Question:\nWhat is the remainder when $2^{10}$ is divided by $7$?\n\nSolve the problem."
-    example = ("Lessons from earlier problems (general advice; they may not apply here):\n- Worked example. "
-               "Final answer: 2. Problem: What is the remainder when $2^{10}$ is divided by $7$? Solution: x")
+    example = (
+        "Lessons from earlier problems (general advice; they may not apply here):\n- Worked example. "
+        "Final answer: 2. Problem: What is the remainder when $2^{10}$ is divided by $7$? Solution: x"
+    )
     unrelated = example.replace("What is the remainder when $2^{10}$ is divided by $7$?", "Name a colour.")
 
     def ask(system, **kw):
-        return bench_responder({"messages": [{"role": "system", "content": system},
-                                             {"role": "user", "content": question}], **kw})
+        return bench_responder(
+            {"messages": [{"role": "system", "content": system}, {"role": "user", "content": question}], **kw}
+        )
 
     assert ask(example).endswith("Final Answer: \\boxed{2}")
     guess = ask(unrelated)
     assert guess == ask(unrelated) and "Final Answer: \\boxed{" in guess  # deterministic
     samples = {ask("", temperature=0.7, seed=s) for s in range(8)}
     assert len(samples) > 1  # sampled calls differ by seed, as self-consistency needs
-    mcq = ("Question:\nWhich gas?\n\nOptions:\nA) Neon\nB) Argon\nC) Xenon\nD) Radon\n\n"
-           "Make the strongest honest case that option B is correct.")
+    mcq = (
+        "Question:\nWhich gas?\n\nOptions:\nA) Neon\nB) Argon\nC) Xenon\nD) Radon\n\n"
+        "Make the strongest honest case that option B is correct."
+    )
     text = bench_responder({"messages": [{"role": "user", "content": mcq}]})
     assert text.startswith("Case for option B") and text.splitlines()[-1][-1] in "ABCD"
     lesson = bench_responder({"messages": [{"role": "user", "content": question + " Write ONE general lesson"}]})
@@ -119,8 +128,11 @@ def test_bench_responder_copies_similar_worked_examples_and_guesses_otherwise():
 def test_standin_command_line_serves_until_terminated(tmp_path):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"rules": [{"pattern": "ping", "reply": "pong"}], "model": "cli-demo"}))
-    proc = subprocess.Popen([sys.executable, "-m", "got_core.testing.server", "--port", "0", "--script", str(script)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "got_core.bench.standin", "--port", "0", "--script", str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert "stand-in" in line and "no model" in line
@@ -134,6 +146,7 @@ def test_standin_command_line_serves_until_terminated(tmp_path):
 
 # ----------------------------------------------------------------------------- tasks and results
 
+
 def test_execute_task_commits_every_node_and_pushes_to_central(tmp_path, server, problems):
     task = _tasks(problems[:1], arm="tot", method="tot")[0]
     record = execute_task(task, _spec(server), tmp_path)
@@ -142,8 +155,10 @@ def test_execute_task_commits_every_node_and_pushes_to_central(tmp_path, server,
     with ReasoningRepo(tmp_path / "central.git", create=False) as central:
         stored = read_result(central, task)
         assert stable_record(stored) == stable_record(record)
-        labels = [json.loads(central.read_file(c.oid, "metadata.json"))["label"]
-                  for c in central.log(stored["result_sha"])[1:]]
+        labels = [
+            json.loads(central.read_file(c.oid, "metadata.json"))["label"]
+            for c in central.log(stored["result_sha"])[1:]
+        ]
         assert sorted(labels) == sorted(record["node_labels"])
         assert central.refs("refs/notes/runs/")  # the scores travel too
     with ReasoningRepo(task.repo_path(tmp_path), create=False) as own:
@@ -197,9 +212,14 @@ def test_task_round_trips_and_seeds_are_stable(problems):
 
 # ----------------------------------------------------------------------------- memory and run dirs
 
+
 def test_injected_memory_holds_exactly_the_injected_lessons(tmp_path, problems):
-    lesson = {"text": "Worked example. Final answer: 5. Problem: p Solution: s", "topic_key": "worked-example",
-              "outcome": "success", "score": 1.0}
+    lesson = {
+        "text": "Worked example. Final answer: 5. Problem: p Solution: s",
+        "topic_key": "worked-example",
+        "outcome": "success",
+        "score": 1.0,
+    }
     for backend in ("git", "markdown"):
         task = _tasks(problems[:1], memory={"mode": "injected", "backend": backend, "lessons": [lesson]})[0]
         with ReasoningRepo.open(tmp_path / backend / "r.git") as repo:

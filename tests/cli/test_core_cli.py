@@ -45,7 +45,7 @@ def test_diff_grep_search_replay(demo_repo, capsys, tmp_path):
     code, out, _ = run(capsys, "grep", "km/h", "-F", "--json", "-r", str(demo_repo))
     assert code == 0 and len(json.loads(out)) == 5  # the problem statement and 4 children
     code, out, _ = run(capsys, "grep", "180 km/h", "-S", "--json", "-r", str(demo_repo))
-    assert [h["summary"] for h in json.loads(out)][0].endswith("= 180 km/h.")
+    assert next(h["summary"] for h in json.loads(out)).endswith("= 180 km/h.")
     code, out, _ = run(capsys, "search", "average speed", "--json", "-r", str(demo_repo))
     assert code == 0 and json.loads(out)[0]["rho"] > 0
     code, out, _ = run(capsys, "replay", "best", str(tmp_path / "out"), "-r", str(demo_repo))

@@ -18,9 +18,11 @@ def run(capsys, *args):
 @pytest.mark.parametrize("backend", ["git", "markdown", "graph"])
 def test_add_search_list_stats(tmp_path, capsys, backend):
     path = str(tmp_path / "mem")
-    for text, outcome in [("Check units before dividing distances by times.", "insight"),
-                          ("Draw the triangle and mark the right angle first.", "success"),
-                          ("Multiplying distance by time gives nonsense units.", "failure")]:
+    for text, outcome in [
+        ("Check units before dividing distances by times.", "insight"),
+        ("Draw the triangle and mark the right angle first.", "success"),
+        ("Multiplying distance by time gives nonsense units.", "failure"),
+    ]:
         code, out, _ = run(capsys, "memory", "add", text, "--outcome", outcome, "-b", backend, "-p", path)
         assert code == 0 and "stored under topic" in out
     code, out, _ = run(capsys, "memory", "search", "triangle angle", "-k", "1", "--json", "-b", backend, "-p", path)

@@ -15,10 +15,11 @@ import sys
 import threading
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import ReasoningRepo, RemoteError
 from got_core.cli import main
-from got_core.collab import (
+from got_core.collab.agents import (
     LessonConflict,
     Orchestrator,
     Worker,
@@ -30,9 +31,8 @@ from got_core.collab import (
 )
 from got_core.errors import InvalidInputError, UnknownRefError
 from got_core.memory.git import lesson_path
-from got_core.testing.models import ScriptedChatModel
+from got_core.solver.scripted import ScriptedChatModel
 from got_core.types import Node
-from gitcli import fsck_clean, git
 
 ALGEBRA = {
     "algebra/isolate": "Isolate the variable before substituting numbers.",
@@ -50,9 +50,9 @@ SHARED = ["units", "rounding", "estimation", "sign-check", "significant-figures"
 ALWAYS = {k: f"Always apply the {k} step before answering." for k in SHARED}
 NEVER = {k: f"Never apply the {k} step; it wastes the budget." for k in SHARED}
 
-WORKER_SCRIPT = r'''
+WORKER_SCRIPT = r"""
 import json, sys
-from got_core.collab import Worker
+from got_core.collab.agents import Worker
 from got_core.types import Node
 spec = json.loads(sys.argv[1])
 w = Worker(spec["path"], spec["central"], spec["agent"])
@@ -65,7 +65,7 @@ private = w.repo.commit_node(Node("raw trace of " + spec["agent"], scores={"s_co
                                   trace=[{"tool": "calc", "secret": spec["agent"]}], outcome="success"))
 pushed = w.push()
 print(json.dumps({"commits": commits, "private": private.oid, "pushed": pushed}))
-'''
+"""
 
 
 def run_workers(tmp_path, central, jobs):
@@ -74,10 +74,21 @@ def run_workers(tmp_path, central, jobs):
     script.write_text(WORKER_SCRIPT)
     procs = []
     for agent, lessons, outcome in jobs:
-        spec = {"path": str(tmp_path / f"{agent}.git"), "central": str(central), "agent": agent,
-                "lessons": lessons, "outcome": outcome}
-        procs.append(subprocess.Popen([sys.executable, str(script), json.dumps(spec)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        spec = {
+            "path": str(tmp_path / f"{agent}.git"),
+            "central": str(central),
+            "agent": agent,
+            "lessons": lessons,
+            "outcome": outcome,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), json.dumps(spec)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     reports = {}
     for (agent, _, _), proc in zip(jobs, procs):
         out, err = proc.communicate(timeout=120)
@@ -130,8 +141,10 @@ def test_worker_processes_disjoint_then_contradictory(tmp_path, capsys):
     # Raw traces stayed private: the success node's commit never reached central.
     for agent in ("alg", "bio"):
         private = reports[agent]["private"]
-        assert subprocess.run(["git", f"--git-dir={orch.path}", "cat-file", "-e", private],
-                              capture_output=True).returncode != 0
+        assert (
+            subprocess.run(["git", f"--git-dir={orch.path}", "cat-file", "-e", private], capture_output=True).returncode
+            != 0
+        )
 
 
 def make_conflict(tmp_path, strategy_keys=SHARED[:2]):
@@ -187,7 +200,7 @@ def test_cli_merges_workers_and_exits_3_on_review(tmp_path, capsys):
 
 
 def test_llm_adjudicator_decides_or_abstains(tmp_path):
-    orch, a, b = make_conflict(tmp_path)
+    orch, _a, b = make_conflict(tmp_path)
     tip = orch.repo.tip("memory")
     abstaining = ScriptedChatModel(["Apply units when the formula mixes systems.", "ABSTAIN"])
     result = orch.resolve("b", adjudicator(abstaining))
@@ -215,7 +228,7 @@ def test_explicit_decisions_and_bad_strategies(tmp_path):
     with pytest.raises(UnknownRefError):
         orch.resolve("nobody", "ours")
     path = lesson_path(SHARED[0])
-    result = orch.resolve("b", decisions={path: "<!-- got-lesson {\"topic_key\": \"units\"} -->\nBoth, by case.\n"})
+    result = orch.resolve("b", decisions={path: '<!-- got-lesson {"topic_key": "units"} -->\nBoth, by case.\n'})
     assert result.status == "resolved"
     assert [l.text for l in orch.lessons() if l.topic_key == "units"] == ["Both, by case."]
 
@@ -233,20 +246,27 @@ def test_selective_push_and_per_agent_notes(tmp_path):
     a = Worker(tmp_path / "a.git", orch.path, "a")
     b = Worker(tmp_path / "b.git", orch.path, "b")
     a.sync(), b.sync()
-    win = a.repo.commit_node(Node("private success", scores={"s_comb": 0.9}, trace=[{"secret": 1}],
-                                  outcome="success"))
+    win = a.repo.commit_node(Node("private success", scores={"s_comb": 0.9}, trace=[{"secret": 1}], outcome="success"))
     lose = a.repo.commit_node(Node("private failure", scores={"s_comb": 0.1}, outcome="failed"))
     _, shared = a.add_lesson("Check units first.", topic_key="units", outcome="success", score=0.8)
     _, insight = a.add_lesson("Estimate before computing.", topic_key="estimation", score=0.4)
     _, theirs = b.add_lesson("Draw the figure.", topic_key="geometry", score=0.6)
     a.push(), b.push()
     refs = set(git(orch.path, "for-each-ref", "--format=%(refname)").split())
-    assert refs == {"refs/heads/memory", "refs/heads/agents/a/memory", "refs/heads/agents/b/memory",
-                    f"refs/tags/success_a-{shared[:12]}", agent_notes_ref("a"), agent_notes_ref("b")}
+    assert refs == {
+        "refs/heads/memory",
+        "refs/heads/agents/a/memory",
+        "refs/heads/agents/b/memory",
+        f"refs/tags/success_a-{shared[:12]}",
+        agent_notes_ref("a"),
+        agent_notes_ref("b"),
+    }
     assert f"refs/tags/success_{win.node_id}" not in refs and f"refs/tags/failed_{lose.node_id}" not in refs
     for private in (win.oid, lose.oid):
-        assert subprocess.run(["git", f"--git-dir={orch.path}", "cat-file", "-e", private],
-                              capture_output=True).returncode != 0
+        assert (
+            subprocess.run(["git", f"--git-dir={orch.path}", "cat-file", "-e", private], capture_output=True).returncode
+            != 0
+        )
     # Each agent's scores travel on its own notes ref; real git reads them.
     assert json.loads(git(orch.path, "notes", "--ref=got-a", "show", insight)) == {"agent": "a", "s_comb": 0.4}
     assert json.loads(git(orch.path, "notes", "--ref=got-b", "show", theirs))["s_comb"] == 0.6
@@ -289,7 +309,7 @@ def test_concurrent_scorers_never_collide(tmp_path):
 class _AsksForCredentials(http.server.BaseHTTPRequestHandler):
     hits = 0
 
-    def do_GET(self):  # noqa: N802 - http.server API
+    def do_GET(self):
         type(self).hits += 1
         self.send_response(401)
         self.send_header("WWW-Authenticate", 'Basic realm="central"')

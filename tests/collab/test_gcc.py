@@ -7,23 +7,36 @@ import json
 from pathlib import Path
 
 import pytest
+from gitcli import fsck_clean, git
 from typer.testing import CliRunner
 
 from got_core import DeterministicClock, ReasoningRepo
 from got_core.cli.gcc_cmds import app as gcc_app
-from got_core.contexa import (
+from got_core.errors import InvalidInputError, InvalidNameError, UnknownRefError
+from got_core.gcc import GCCWorkspace, OTARecord, export_gcc, import_gcc
+from got_core.gcc.contexa import (
     BranchMetadata,
     parse_metadata,
     parse_steps,
     render_metadata,
     render_steps,
 )
-from got_core.errors import InvalidInputError, InvalidNameError, UnknownRefError
-from got_core.gcc import GCCWorkspace, OTARecord, export_gcc, import_gcc
-from gitcli import fsck_clean, git
 
-HOSTILE = ["", "   ", " padded", "../etc", "a/b", "a\\b", "..", ".hidden", "-rf", "x\x00y", "new\nline",
-           "x" * 150, "tab\tname"]
+HOSTILE = [
+    "",
+    "   ",
+    " padded",
+    "../etc",
+    "a/b",
+    "a\\b",
+    "..",
+    ".hidden",
+    "-rf",
+    "x\x00y",
+    "new\nline",
+    "x" * 150,
+    "tab\tname",
+]
 
 
 @pytest.fixture
@@ -37,8 +50,11 @@ def records(ws):
     for name, meta in ws.branches().items():
         commits = ws.commits(name)
         out["branches"][name] = {
-            "meta": meta, "commits": commits, "current": ws.ota(name),
-            "compressed": {c.commit_id: ws.compressed_steps(c.commit_id, name) for c in commits}}
+            "meta": meta,
+            "commits": commits,
+            "current": ws.ota(name),
+            "compressed": {c.commit_id: ws.compressed_steps(c.commit_id, name) for c in commits},
+        }
     return out
 
 
@@ -65,7 +81,7 @@ def test_commit_compresses_steps_and_context_k1_is_the_last_summary(repo):
     # It is all plain git in the shared repository.
     assert git(repo.gitdir, "rev-list", "--count", "gcc/main").strip() == str(1 + 3 * 4 + 1)
     assert "Verified integrality" in git(repo.gitdir, "show", "gcc/main:branches/main/commit.md")
-    assert [c.summary for c in repo.grep("Got-GCC-Commit", fixed=True)][0].startswith("gcc(commit): Verified")
+    assert next(c.summary for c in repo.grep("Got-GCC-Commit", fixed=True)).startswith("gcc(commit): Verified")
     assert fsck_clean(repo.gitdir)[0]
 
 
@@ -177,8 +193,9 @@ def test_export_import_roundtrip_preserves_every_record(repo, tmp_path):
     ws = build_rich_workspace(repo)
     original = records(ws)
     assert original["branches"]["alt-1"]["current"][0].thought == "not committed yet"
-    assert [s.observation for s in original["branches"]["main"]["compressed"][ws.commits("main")[0].commit_id]] \
-        == [o for o, _, _ in TRICKY]
+    assert [s.observation for s in original["branches"]["main"]["compressed"][ws.commits("main")[0].commit_id]] == [
+        o for o, _, _ in TRICKY
+    ]
     root = export_gcc(ws, tmp_path / "one")
     assert sorted(p.name for p in (root / "branches").iterdir()) == ["alt-1", "dead end", "main"]
     assert {p.name for p in (root / "branches" / "main").iterdir()} == {"commit.md", "log.md", "metadata.yaml"}
@@ -204,17 +221,39 @@ def _identical(cmp: filecmp.dircmp) -> bool:
 
 def test_metadata_yaml_matches_pyyaml():
     yaml = pytest.importorskip("yaml")
-    purposes = ["plain", "Explore: JWT vs 'session' auth", 'say "hi" \\ back', "é — ∑ 😀 unicode",
-                "multi\nline\n\nwith blank", "  leading and trailing  ", "x " * 120, "#not a comment",
-                "null", "true", "123", "- dash", "tab\there", "\x7f\x85 controls"]
+    purposes = [
+        "plain",
+        "Explore: JWT vs 'session' auth",
+        'say "hi" \\ back',
+        "é — ∑ 😀 unicode",
+        "multi\nline\n\nwith blank",
+        "  leading and trailing  ",
+        "x " * 120,
+        "#not a comment",
+        "null",
+        "true",
+        "123",
+        "- dash",
+        "tab\there",
+        "\x7f\x85 controls",
+    ]
     for purpose in purposes:
         meta = BranchMetadata("b", purpose, "main", "2025-01-01T00:00:00.123456+00:00", "merged", "main", None)
         ours = render_metadata(meta)
         assert yaml.safe_load(ours)["purpose"] == purpose  # PyYAML (and so Contexa) reads ours
         assert parse_metadata(ours) == meta
-        dumped = yaml.dump({"name": "b", "purpose": purpose, "created_from": "main", "status": "merged",
-                            "created_at": meta.created_at, "merged_into": "main", "merged_at": None},
-                           default_flow_style=False)
+        dumped = yaml.dump(
+            {
+                "name": "b",
+                "purpose": purpose,
+                "created_from": "main",
+                "status": "merged",
+                "created_at": meta.created_at,
+                "merged_into": "main",
+                "merged_at": None,
+            },
+            default_flow_style=False,
+        )
         assert parse_metadata(dumped) == meta, dumped  # we read what PyYAML (Contexa) writes
 
 
@@ -225,41 +264,60 @@ def test_import_a_workspace_in_contexas_format(tmp_path, repo):
     (gcc / "main.md").write_text("# Project Roadmap\n\n**Initialized:** 2025-01-01T00:00:00+00:00\n\nBuild an API\n")
     (gcc / "branches" / "main" / "metadata.yaml").write_text(
         "created_at: '2025-01-01T00:00:00.000001+00:00'\ncreated_from: ''\nmerged_at: null\nmerged_into: null\n"
-        "name: main\npurpose: Primary reasoning trajectory\nstatus: active\n")
+        "name: main\npurpose: Primary reasoning trajectory\nstatus: active\n"
+    )
     (gcc / "branches" / "jwt" / "metadata.yaml").write_text(
         "created_at: '2025-01-01T00:00:05+00:00'\ncreated_from: main\nmerged_at: '2025-01-01T00:00:09+00:00'\n"
-        "merged_into: main\nname: jwt\npurpose: \"Explore JWT \\u2014 versus sessions, a long purpose that PyYAML\\\n"
-        "  \\ folds\"\nstatus: merged\n")
+        'merged_into: main\nname: jwt\npurpose: "Explore JWT \\u2014 versus sessions, a long purpose that PyYAML\\\n'
+        '  \\ folds"\nstatus: merged\n'
+    )
     step = "### Step {n} — {ts}\n**Observation:** {o}\n\n**Thought:** {t}\n\n**Action:** {a}\n\n---\n"
-    commit = ("## Commit `{id}`\n**Timestamp:** {ts}\n\n**Branch Purpose:** {p}\n\n"
-              "**Previous Progress Summary:** {prev}\n\n**This Commit's Contribution:** {c}\n\n---\n")
+    commit = (
+        "## Commit `{id}`\n**Timestamp:** {ts}\n\n**Branch Purpose:** {p}\n\n"
+        "**Previous Progress Summary:** {prev}\n\n**This Commit's Contribution:** {c}\n\n---\n"
+    )
     (gcc / "branches" / "main" / "log.md").write_text(
         "# OTA Log — branch `main`\n\n"
         + step.format(n=1, ts="2025-01-01T00:00:01+00:00", o="empty dir", t="scaffold", a="mkdir")
         + step.format(n=2, ts="2025-01-01T00:00:02+00:00", o="scaffolded", t="add model", a="write models.py")
         + "\n## Merged from `jwt` (2025-01-01T00:00:09+00:00)\n\n"
         + step.format(n=1, ts="2025-01-01T00:00:06+00:00", o="jwt lib found", t="use it", a="pip install")
-        + step.format(n=4, ts="2025-01-01T00:00:10+00:00", o="tests pass", t="ship", a="tag"))
+        + step.format(n=4, ts="2025-01-01T00:00:10+00:00", o="tests pass", t="ship", a="tag")
+    )
     (gcc / "branches" / "main" / "commit.md").write_text(
         "# Commit History — branch `main`\n\n"
-        + commit.format(id="a1b2c3d4", ts="2025-01-01T00:00:03+00:00", p="Primary reasoning trajectory",
-                        prev="Initial state — no prior commits.", c="Scaffold and model")
-        + commit.format(id="e5f6a7b8", ts="2025-01-01T00:00:09+00:00", p="Primary reasoning trajectory",
-                        prev="Merging branch `jwt` with purpose: Explore JWT", c="Merged branch `jwt`"))
+        + commit.format(
+            id="a1b2c3d4",
+            ts="2025-01-01T00:00:03+00:00",
+            p="Primary reasoning trajectory",
+            prev="Initial state — no prior commits.",
+            c="Scaffold and model",
+        )
+        + commit.format(
+            id="e5f6a7b8",
+            ts="2025-01-01T00:00:09+00:00",
+            p="Primary reasoning trajectory",
+            prev="Merging branch `jwt` with purpose: Explore JWT",
+            c="Merged branch `jwt`",
+        )
+    )
     (gcc / "branches" / "jwt" / "log.md").write_text(
         "# OTA Log — branch `jwt`\n\n"
-        + step.format(n=1, ts="2025-01-01T00:00:06+00:00", o="jwt lib found", t="use it", a="pip install"))
+        + step.format(n=1, ts="2025-01-01T00:00:06+00:00", o="jwt lib found", t="use it", a="pip install")
+    )
     (gcc / "branches" / "jwt" / "commit.md").write_text(
         "# Commit History — branch `jwt`\n\n"
-        + commit.format(id="c0ffee00", ts="2025-01-01T00:00:07+00:00", p="Explore JWT", prev="none",
-                        c="JWT middleware"))
+        + commit.format(id="c0ffee00", ts="2025-01-01T00:00:07+00:00", p="Explore JWT", prev="none", c="JWT middleware")
+    )
     ws = import_gcc(tmp_path / "proj", repo)
     assert sorted(ws.branches()) == ["jwt", "main"]
     assert ws.metadata("jwt").purpose == "Explore JWT \u2014 versus sessions, a long purpose that PyYAML folds"
     assert ws.metadata("jwt").status == "merged"
     main_commits = ws.commits("main")
-    assert [(c.commit_id, c.summary) for c in main_commits] == [("a1b2c3d4", "Scaffold and model"),
-                                                                ("e5f6a7b8", "Merged branch `jwt`")]
+    assert [(c.commit_id, c.summary) for c in main_commits] == [
+        ("a1b2c3d4", "Scaffold and model"),
+        ("e5f6a7b8", "Merged branch `jwt`"),
+    ]
     # Steps go to the first commit stamped at or after them; later ones are the current log.
     assert [s.observation for s in ws.compressed_steps("a1b2c3d4", "main")] == ["empty dir", "scaffolded"]
     assert [s.observation for s in ws.compressed_steps("e5f6a7b8", "main")] == ["jwt lib found"]
@@ -283,8 +341,10 @@ def test_contexa_reads_our_export_and_we_read_contexa(tmp_path, repo):
     theirs.load()
     main_view = theirs.context(branch="main", k=5)
     assert [c.this_commit_contribution for c in main_view.commits] == ["Scaffold and users endpoint"]
-    assert [(r.step, r.observation, r.thought, r.action) for r in main_view.ota_records] == \
-        [(1, "dir is empty", "scaffold first", "create main.py"), (2, "scaffolded", "add users", "write users.py")]
+    assert [(r.step, r.observation, r.thought, r.action) for r in main_view.ota_records] == [
+        (1, "dir is empty", "scaffold first", "create main.py"),
+        (2, "scaffolded", "add users", "write users.py"),
+    ]
     auth_view = theirs.context(branch="auth", k=1)
     assert auth_view.metadata.purpose == "Explore JWT auth" and auth_view.metadata.created_from == "main"
     assert [r.observation for r in auth_view.ota_records] == ["jwt lib found", "tests red"]
@@ -359,15 +419,17 @@ async def test_llamaindex_function_agent_drives_the_tools(repo):
     from got_integrations.llamaindex.testing import ScriptedFunctionCallingLLM, ScriptedToolCall
 
     ws = GCCWorkspace(repo, roadmap="Classify the reaction.")
-    llm = ScriptedFunctionCallingLLM([
-        ScriptedToolCall("gcc_log", {"observation": "exothermic", "thought": "check entropy", "action": "compute"}),
-        ScriptedToolCall("gcc_commit", {"summary": "Enthalpy negative"}),
-        ScriptedToolCall("gcc_merge", {"branch": "ghost"}),
-        ScriptedToolCall("gcc_log", {"observation": "entropy up", "thought": "spontaneous", "action": "conclude"}),
-        ScriptedToolCall("gcc_commit", {"summary": "Reaction is spontaneous at all T"}),
-        ScriptedToolCall("gcc_context", {"k": 1}),
-        "Spontaneous at all temperatures.",
-    ])
+    llm = ScriptedFunctionCallingLLM(
+        [
+            ScriptedToolCall("gcc_log", {"observation": "exothermic", "thought": "check entropy", "action": "compute"}),
+            ScriptedToolCall("gcc_commit", {"summary": "Enthalpy negative"}),
+            ScriptedToolCall("gcc_merge", {"branch": "ghost"}),
+            ScriptedToolCall("gcc_log", {"observation": "entropy up", "thought": "spontaneous", "action": "conclude"}),
+            ScriptedToolCall("gcc_commit", {"summary": "Reaction is spontaneous at all T"}),
+            ScriptedToolCall("gcc_context", {"k": 1}),
+            "Spontaneous at all temperatures.",
+        ]
+    )
     agent = FunctionAgent(tools=as_llamaindex_tools(ws), llm=llm, streaming=False)
     result = await agent.run(user_msg="Is the reaction spontaneous?")
     assert "Spontaneous" in str(result)
@@ -399,8 +461,9 @@ def test_gcc_cli(tmp_path):
     ok("switch", "main")
     assert "into main" in ok("merge", "pratt")
     view = json.loads(ok("context", "-k", "1", "--json"))
-    assert [c["summary"] for c in view["commits"]] == ["Merged branch `pratt` (1 commits). "
-                                                       "Contributions: Pratt parser works"]
+    assert [c["summary"] for c in view["commits"]] == [
+        "Merged branch `pratt` (1 commits). Contributions: Pratt parser works"
+    ]
     assert "Tokenizer done" in ok("context", "-k", "2")
     ok("export", str(tmp_path / "proj"))
     out = runner.invoke(gcc_app, ["import", str(tmp_path / "proj"), "-n", "copy", *r])

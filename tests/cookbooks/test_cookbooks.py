@@ -27,17 +27,36 @@ NAMES = ("five_substrates", "copyability_sweep", "test_time_arms", "system_compa
 
 
 def _run(name, *args, timeout=240):
-    return subprocess.run([sys.executable, str(COOKBOOKS / f"{name}.py"), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(COOKBOOKS / f"{name}.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cookbook_help_lists_the_options(name):
     out = _run(name, "--help", timeout=60)
     assert out.returncode == 0, out.stderr
-    for option in ("--data-dir", "--math", "--gpqa", "--base-url", "--model", "--api-key", "--standin",
-                   "--backends", "--k-study", "--m-test", "--workers", "--ray", "--seed", "--out",
-                   "--max-tokens", "--resume"):
+    for option in (
+        "--data-dir",
+        "--math",
+        "--gpqa",
+        "--base-url",
+        "--model",
+        "--api-key",
+        "--standin",
+        "--backends",
+        "--k-study",
+        "--m-test",
+        "--workers",
+        "--ray",
+        "--seed",
+        "--out",
+        "--max-tokens",
+        "--resume",
+    ):
         assert option in out.stdout, option
 
 
@@ -50,16 +69,37 @@ def test_no_endpoint_is_a_clear_user_error(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def five_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("five") / "run"
-    proc = _run("five_substrates", "--standin", "--k-study", 3, "--m-test", 4, "--workers", 2,
-                "--bootstrap", 1000, "--no-progress", "--out", out)
+    proc = _run(
+        "five_substrates",
+        "--standin",
+        "--k-study",
+        3,
+        "--m-test",
+        4,
+        "--workers",
+        2,
+        "--bootstrap",
+        1000,
+        "--no-progress",
+        "--out",
+        out,
+    )
     return out, proc
 
 
 def _assert_outputs(out: Path, proc, pngs=("deltas.png",)):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "audit passed" in proc.stdout
-    for name in ("config.json", "results.jsonl", "results.csv", "timings.jsonl", "arms.csv", "arms.jsonl",
-                 "table.md", *pngs):
+    for name in (
+        "config.json",
+        "results.jsonl",
+        "results.csv",
+        "timings.jsonl",
+        "arms.csv",
+        "arms.jsonl",
+        "table.md",
+        *pngs,
+    ):
         assert (out / name).stat().st_size > 0, name
     for png in pngs:
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
@@ -79,8 +119,19 @@ def test_five_substrates_end_to_end(five_run):
 
 def test_copyability_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    proc = _run("copyability_sweep", "--standin", "--m-test", 4, "--workers", 1, "--bootstrap", 1000,
-                "--no-progress", "--out", out)
+    proc = _run(
+        "copyability_sweep",
+        "--standin",
+        "--m-test",
+        4,
+        "--workers",
+        1,
+        "--bootstrap",
+        1000,
+        "--no-progress",
+        "--out",
+        out,
+    )
     _assert_outputs(out, proc, pngs=("deltas.png", "sweep.png"))
     table = (out / "table.md").read_text()
     assert "| identical | 4 |" in table and "cosine bin" in table
@@ -89,23 +140,63 @@ def test_copyability_sweep_end_to_end(tmp_path):
 
 
 def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
-    arms = _run("test_time_arms", "--standin", "--m-test", 3, "--workers", 2, "--bootstrap", 1000,
-                "--no-progress", "--out", tmp_path / "arms")
+    arms = _run(
+        "test_time_arms",
+        "--standin",
+        "--m-test",
+        3,
+        "--workers",
+        2,
+        "--bootstrap",
+        1000,
+        "--no-progress",
+        "--out",
+        tmp_path / "arms",
+    )
     _assert_outputs(tmp_path / "arms", arms)
     assert "| verifier_bon | 3 |" in (tmp_path / "arms" / "table.md").read_text()
-    system = _run("system_comparison", "--standin", "--m-test", 3, "--workers", 1, "--budget-s", 90,
-                  "--bootstrap", 1000, "--no-progress", "--out", tmp_path / "system")
+    system = _run(
+        "system_comparison",
+        "--standin",
+        "--m-test",
+        3,
+        "--workers",
+        1,
+        "--budget-s",
+        90,
+        "--bootstrap",
+        1000,
+        "--no-progress",
+        "--out",
+        tmp_path / "system",
+    )
     _assert_outputs(tmp_path / "system", system)
     assert "| vanilla | 3 |" in (tmp_path / "system" / "table.md").read_text()
 
 
 def test_a_killed_run_resumes_to_the_same_results(tmp_path):
-    common = ["--standin", "--standin-latency-ms", 30, "--m-test", 5, "--arms", "greedy,self_consistency,tot",
-              "--workers", 2, "--bootstrap", 500, "--no-progress", "--no-audit"]
+    common = [
+        "--standin",
+        "--standin-latency-ms",
+        30,
+        "--m-test",
+        5,
+        "--arms",
+        "greedy,self_consistency,tot",
+        "--workers",
+        2,
+        "--bootstrap",
+        500,
+        "--no-progress",
+        "--no-audit",
+    ]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(COOKBOOKS / "test_time_arms.py"), *map(str, common),
-                             "--out", str(killed)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(COOKBOOKS / "test_time_arms.py"), *map(str, common), "--out", str(killed)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     pattern = str(killed / "central.git" / "refs" / "got" / "results" / "*" / "*")
     deadline = time.monotonic() + 180
     while len(glob.glob(pattern)) < 4 and proc.poll() is None and time.monotonic() < deadline:
@@ -125,12 +216,43 @@ def test_a_killed_run_resumes_to_the_same_results(tmp_path):
 
 def test_ray_local_runs_the_same_tasks(tmp_path):
     out = tmp_path / "ray"
-    proc = _run("test_time_arms", "--standin", "--m-test", 2, "--arms", "greedy,tot", "--ray", "local",
-                "--workers", 2, "--bootstrap", 500, "--no-progress", "--out", out, "--no-rerun", timeout=300)
+    proc = _run(
+        "test_time_arms",
+        "--standin",
+        "--m-test",
+        2,
+        "--arms",
+        "greedy,tot",
+        "--ray",
+        "local",
+        "--workers",
+        2,
+        "--bootstrap",
+        500,
+        "--no-progress",
+        "--out",
+        out,
+        "--no-rerun",
+        timeout=300,
+    )
     _assert_outputs(out, proc)
     assert json.loads((out / "config.json").read_text())["runtime"]["ray"] == "local"
-    inline = _run("test_time_arms", "--standin", "--m-test", 2, "--arms", "greedy,tot", "--workers", 1,
-                  "--bootstrap", 500, "--no-progress", "--no-audit", "--out", tmp_path / "inline")
+    inline = _run(
+        "test_time_arms",
+        "--standin",
+        "--m-test",
+        2,
+        "--arms",
+        "greedy,tot",
+        "--workers",
+        1,
+        "--bootstrap",
+        500,
+        "--no-progress",
+        "--no-audit",
+        "--out",
+        tmp_path / "inline",
+    )
     assert inline.returncode == 0
     assert (out / "results.jsonl").read_bytes() == (tmp_path / "inline" / "results.jsonl").read_bytes()
 
@@ -143,13 +265,23 @@ def test_audit_fails_when_an_answer_leaks_into_memory(five_run, tmp_path):
     config = json.loads((leaky / "config.json").read_text())
     by_id = {p["id"]: p for p in config["problems"]}
     answer = next(by_id[i]["answer"] for i in config["split"]["test"] if len(by_id[i]["answer"]) >= 4)
-    script = ("import sys; from got_core.memory.git import GitMemory; from got_core.repo import ReasoningRepo; "
-              "GitMemory(repo=ReasoningRepo.open(sys.argv[1])).add_insight('Remember: ' + sys.argv[2] + ' works.')")
+    script = (
+        "import sys; from got_core.memory.git import GitMemory; from got_core.repo import ReasoningRepo; "
+        "GitMemory(repo=ReasoningRepo.open(sys.argv[1])).add_insight('Remember: ' + sys.argv[2] + ' works.')"
+    )
     subprocess.run([sys.executable, "-c", script, str(leaky / "memory" / "git"), answer], check=True)
-    audit = subprocess.run([sys.executable, "-m", "got_core.cli.audit", str(leaky), "--no-rerun"],
-                           capture_output=True, text=True, timeout=120)
+    audit = subprocess.run(
+        [sys.executable, "-m", "got_core.cli.audit", str(leaky), "--no-rerun"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert audit.returncode == 1, audit.stdout
     assert "no expected answer in memory" in audit.stdout and "FAIL" in audit.stdout
-    fine = subprocess.run([sys.executable, "-m", "got_core.cli.audit", str(out), "--no-rerun"],
-                          capture_output=True, text=True, timeout=120)
+    fine = subprocess.run(
+        [sys.executable, "-m", "got_core.cli.audit", str(out), "--no-rerun"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert fine.returncode == 0, fine.stdout

@@ -11,8 +11,9 @@ import textwrap
 import threading
 import time
 
-from got_core import Node, ReasoningRepo
 from gitcli import fsck_clean, git
+
+from got_core import Node, ReasoningRepo
 
 WRITER = textwrap.dedent("""
     import sys
@@ -28,8 +29,12 @@ WRITER = textwrap.dedent("""
 
 
 def _spawn(path, worker, count, ref):
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(worker), str(count), ref],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(worker), str(count), ref],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_four_processes_times_250_nodes_on_their_own_branches(tmp_path):

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import pytest
-
-from got_core import Identity, InvalidInputError, MergeConflictError, Node, ReasoningRepo, RemoteError
-from got_core.errors import CorruptRepositoryError
-from got_core.sharing import verify_bundle
 from gitcli import fsck_clean, git
+
+from got_core import (
+    Identity,
+    InvalidInputError,
+    MergeConflictError,
+    Node,
+    ReasoningRepo,
+    RemoteError,
+    UntrustedContentError,
+)
+from got_core.errors import CorruptRepositoryError
+from got_core.repo.sharing import verify_bundle
+from got_core.storage.inbound import InboundLimits
 
 
 def make(tmp_path, name):
@@ -141,31 +150,9 @@ def test_selective_push_shares_memory_and_success_tags_only(tmp_path):
     assert "refs/heads/master" not in heads and f"refs/tags/failed_{lose.node_id}" not in heads
 
 
-def test_bundle_roundtrip_is_bit_identical(tmp_path):
-    a = make(tmp_path, "alice")
-    n = a.commit_node(Node("bundled", scores={"s_comb": 0.7}, outcome="success"))
-    lesson(a, "units", "Check units.")
-    out = a.bundle(tmp_path / "session.bundle")
-    heads = verify_bundle(out)
-    assert heads["refs/heads/master"] == n.oid and "refs/notes/got" in heads
-    scratch = tmp_path / "scratch.git"
-    git(scratch, "init", "-q", "--bare", str(scratch))
-    git(scratch, "bundle", "verify", str(out))  # stock git accepts it (raises otherwise)
-    c = make(tmp_path, "copy")
-    c.unbundle(out)
-    for ref in ("refs/heads/master", "refs/heads/memory", "refs/notes/got", f"refs/tags/success_{n.node_id}"):
-        assert c.git.ref_target(ref) == a.git.ref_target(ref)
-    assert c.read_node(n.oid).note == {"s_comb": 0.7}
-    assert fsck_clean(c.gitdir)[0]
-    broken = tmp_path / "broken.bundle"
-    broken.write_bytes(out.read_bytes()[:200])
-    with pytest.raises(CorruptRepositoryError):
-        verify_bundle(broken)
-
-
 def test_inbound_limits_must_be_positive_integers(tmp_path):
     from got_core.errors import ConfigError
-    from got_core.sharing import InboundLimits
+    from got_core.repo.sharing import InboundLimits
 
     for bad in (0, -1, True, 1.5, "10"):
         with pytest.raises(ConfigError, match="max_blob_bytes"):
@@ -187,7 +174,7 @@ def test_concurrent_fetches_into_one_repository_each_get_their_own_quarantine(tm
     def go(p):
         try:
             ReasoningRepo(b.gitdir).fetch(p.gitdir)
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=go, args=(p,)) for p in peers]
@@ -208,10 +195,11 @@ def test_bundle_header_is_checked_line_by_line(tmp_path):
     data = a.bundle(tmp_path / "a.bundle").read_bytes()
     end = data.index(b"\n\n")
     cases = {
-        "no-refs": b"# v2 git bundle\n\n" + data[end + 2:],
-        "capability": b"# v3 git bundle\n@filter=blob:none\n" + data[len(b"# v2 git bundle\n"):],
-        "damaged-line": data.replace(b"refs/heads/memory", b"refs/heads/memory", 1)[:16] + b"zz not-an-oid\n"
-                        + data[16:],
+        "no-refs": b"# v2 git bundle\n\n" + data[end + 2 :],
+        "capability": b"# v3 git bundle\n@filter=blob:none\n" + data[len(b"# v2 git bundle\n") :],
+        "damaged-line": data.replace(b"refs/heads/memory", b"refs/heads/memory", 1)[:16]
+        + b"zz not-an-oid\n"
+        + data[16:],
     }
     for name, raw in cases.items():
         path = tmp_path / f"{name}.bundle"
@@ -237,9 +225,7 @@ def test_a_quarantine_left_by_a_killed_fetch_is_swept_later(tmp_path):
     b.fetch(a.gitdir, name="alice")
     assert not stale.exists() and fresh.exists()  # a transfer under way elsewhere is left alone
     assert b.git.ref_target("refs/remotes/alice/memory") == a.tip("memory")
-import pytest
-from got_core import ReasoningRepo, UntrustedContentError
-from got_core.inbound import InboundLimits
+
 
 def test_repo_unbundle_and_merge_take_limits(tmp_path):
     a = ReasoningRepo.init(tmp_path / "a.git")
@@ -256,3 +242,18 @@ def test_repo_unbundle_and_merge_take_limits(tmp_path):
     with pytest.raises(UntrustedContentError):
         c.merge("refs/remotes/a/memory", into="memory", limits=InboundLimits(max_tree_depth=2))
     assert c.files("memory") == {"other.md": b"y"}
+
+
+def test_a_non_fast_forward_push_is_rejected_at_once_and_never_forced(tmp_path):
+    from got_core import PushRejectedError
+
+    central = ReasoningRepo.init(tmp_path / "central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(str(central.gitdir))
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")  # unrelated history: not a fast-forward
+    b.lock_timeout = 600  # a rejection must not be retried until this deadline
+    with pytest.raises(PushRejectedError, match="rejected"):
+        b.push(str(central.gitdir))
+    assert central.files("memory") == {"lessons/a.md": b"A\n"}

@@ -7,18 +7,18 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
 
-from langchain_core.language_models.fake_chat_models import (  # noqa: E402
+from langchain_core.language_models.fake_chat_models import (
     FakeListChatModel,
     GenericFakeChatModel,
     ParrotFakeChatModel,
 )
-from langchain_core.messages import AIMessage  # noqa: E402
-from llama_index.core.llms import MockLLM  # noqa: E402
+from langchain_core.messages import AIMessage
+from llama_index.core.llms import MockLLM
 
-from got_core.errors import ModelError  # noqa: E402
-from got_core.solver.models import ChatModel, ToolCall, Usage  # noqa: E402
-from got_core.solver.react import run_react  # noqa: E402
-from got_integrations.models import LangChainChatModel, LlamaIndexLLM  # noqa: E402
+from got_core.errors import ModelError
+from got_core.solver.models import ChatModel, ToolCall, Usage
+from got_core.solver.react import run_react
+from got_integrations.models import LangChainChatModel, LlamaIndexLLM
 
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is six times seven"}]
 
@@ -34,22 +34,36 @@ def test_langchain_text_answer_is_recorded():
 
 def test_langchain_messages_are_converted_by_role():
     parrot = LangChainChatModel(ParrotFakeChatModel())  # answers with the last message it got
-    history = MSGS + [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"input": "6*7"}'}}]},
+    history = [
+        *MSGS,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"input": "6*7"}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
         {"role": "user", "content": "so?"},
     ]
     assert parrot.complete(history).text == "so?"
     converted = parrot._to_langchain(history)
-    assert [type(m).__name__ for m in converted] == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage",
-                                                     "HumanMessage"]
+    assert [type(m).__name__ for m in converted] == [
+        "SystemMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "HumanMessage",
+    ]
     assert converted[2].tool_calls[0]["args"] == {"input": "6*7"} and converted[3].tool_call_id == "c1"
 
 
 def test_langchain_tool_calls_and_usage_metadata():
-    message = AIMessage(content="", tool_calls=[{"name": "calculator", "args": {"input": "6*7"}, "id": "t1"}],
-                        usage_metadata={"input_tokens": 12, "output_tokens": 5, "total_tokens": 17})
+    message = AIMessage(
+        content="",
+        tool_calls=[{"name": "calculator", "args": {"input": "6*7"}, "id": "t1"}],
+        usage_metadata={"input_tokens": 12, "output_tokens": 5, "total_tokens": 17},
+    )
     model = LangChainChatModel(GenericFakeChatModel(messages=iter([message, "Final Answer: 42"])))
     r = model.complete(MSGS)
     assert r.tool_calls == [ToolCall("t1", "calculator", {"input": "6*7"})] and r.finish_reason == "tool_calls"
@@ -86,7 +100,7 @@ def test_llamaindex_chat_is_recorded():
 
 def test_llamaindex_sees_every_message():
     echo = LlamaIndexLLM(MockLLM(), model_name="mock")  # MockLLM without max_tokens echoes its prompt
-    text = echo.complete(MSGS + [{"role": "tool", "tool_call_id": "c1", "content": "42"}]).text
+    text = echo.complete([*MSGS, {"role": "tool", "tool_call_id": "c1", "content": "42"}]).text
     assert "be brief" in text and "what is six times seven" in text and "42" in text
     assert echo.calls[-1].model == "mock"
 

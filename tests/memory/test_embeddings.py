@@ -24,8 +24,10 @@ from got_core.testing import HashEmbedder
 
 PARAPHRASES = [
     ("How do I reset my password?", "I forgot my login credentials; how can I change them?"),
-    ("Check the discriminant before solving a quadratic equation.",
-     "Look at b squared minus 4ac first when finding the roots of a second-degree polynomial."),
+    (
+        "Check the discriminant before solving a quadratic equation.",
+        "Look at b squared minus 4ac first when finding the roots of a second-degree polynomial.",
+    ),
     ("The train left the station two hours late.", "The railway departure was delayed by 2 hours."),
 ]
 UNRELATED = "Photosynthesis converts light energy into chemical energy in chloroplasts."
@@ -86,19 +88,28 @@ def test_hash_embedder_is_deterministic_within_and_across_processes():
     assert v1.shape == (3, 64) and v1.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(v1[:2], axis=1), 1.0, atol=1e-6)
     assert not v1[2].any()  # no words -> zero vector
-    code = ("import json, sys; from got_core.testing import HashEmbedder; "
-            "print(json.dumps(HashEmbedder(64).embed(json.loads(sys.argv[1])).tolist()))")
+    code = (
+        "import json, sys; from got_core.testing import HashEmbedder; "
+        "print(json.dumps(HashEmbedder(64).embed(json.loads(sys.argv[1])).tolist()))"
+    )
     env = dict(os.environ, PYTHONHASHSEED="12345")  # Python's own str hash would differ
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(texts)], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(texts)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     np.testing.assert_array_equal(np.array(json.loads(out.stdout), dtype=np.float32), v1)
 
 
 def test_hash_embedder_follows_shared_words_and_the_protocol():
     emb = HashEmbedder(dims=256)
     assert isinstance(emb, Embedder) and emb.dims == 256
-    mat = cosine_matrix(["discriminant of a quadratic"],
-                        ["the quadratic discriminant", "dice and probability"], embedder=emb)
+    mat = cosine_matrix(
+        ["discriminant of a quadratic"], ["the quadratic discriminant", "dice and probability"], embedder=emb
+    )
     assert mat[0, 0] > 0.5 > abs(mat[0, 1])
     assert similarity("Same Text", "same text", embedder=emb) == pytest.approx(1.0)
     assert HashEmbedder(8).embed("one string").shape == (1, 8)

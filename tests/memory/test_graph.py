@@ -81,8 +81,7 @@ def test_persisted_as_node_link_json_after_close(tmp_path):
     graph = nx.node_link_graph(data["graph"], edges="edges")
     lessons = [d for _, d in graph.nodes(data=True) if d["kind"] == "lesson"]
     assert sorted(d["text"] for d in lessons) == sorted([A, B, C])
-    assert graph.has_edge(next(n for n, d in graph.nodes(data=True) if d.get("text") == A),
-                          "concept:totient")
+    assert graph.has_edge(next(n for n, d in graph.nodes(data=True) if d.get("text") == A), "concept:totient")
     again = GraphMemory(tmp_path / "g")
     assert [h.text for h in again.get_relevant(QUERY, 2)] == [A, B]
 
@@ -99,18 +98,22 @@ def test_repeated_lesson_is_one_node(tmp_path):
 def test_concurrent_writer_processes_lose_nothing_through_compactions(tmp_path):
     path = tmp_path / "g"
     GraphMemory(path).close()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(w), "4", "30",
-                               str(tmp_path)],
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-             for w in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(w), "4", "30", str(tmp_path)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for w in (1, 2)
+    ]
     _start_together(tmp_path, procs)
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-3000:]
     mem = GraphMemory(path)
     texts = {l.text for l in mem.all_lessons()}
-    assert texts == {f"writer {w} lesson {i} about topic{i % 5} and more{i}"
-                     for w in (1, 2) for i in range(30)}
+    assert texts == {f"writer {w} lesson {i} about topic{i % 5} and more{i}" for w in (1, 2) for i in range(30)}
     # the 12 lessons that mention topic3 outrank the ones reached only by association
     assert all("topic3" in h.text for h in mem.get_relevant("topic3", 12))
 
@@ -137,8 +140,7 @@ def test_a_crashed_partial_journal_line_is_dropped(tmp_path):
     assert sorted(l.text for l in GraphMemory(tmp_path / "g").all_lessons()) == sorted([A, B, C])
 
 
-@pytest.mark.parametrize("damage", [b"not json at all", b'{"format": "something else"}',
-                                    b"\xff\xfe\x00"])
+@pytest.mark.parametrize("damage", [b"not json at all", b'{"format": "something else"}', b"\xff\xfe\x00"])
 def test_damaged_snapshot_is_a_typed_error_and_left_untouched(tmp_path, damage):
     path = tmp_path / "g"
     mem = GraphMemory(path)

@@ -31,8 +31,9 @@ for i in range(int(sys.argv[3])):
 def test_exact_duplicate_merges_and_raises_confidence(tmp_path):
     mem = MarkdownMemory(tmp_path)
     first = mem.add_insight(LESSON, topic_key="algebra", score=0.5)
-    again = mem.add_failure("  check the DISCRIMINANT sign, before solving a quadratic for "
-                            "real roots!  ", topic_key="elsewhere", score=0.5)
+    again = mem.add_failure(
+        "  check the DISCRIMINANT sign, before solving a quadratic for real roots!  ", topic_key="elsewhere", score=0.5
+    )
     assert len(mem) == 1
     assert again.text == first.text and again.topic_key == "algebra"
     assert again.score == pytest.approx(1 - 0.5 * (1 - 0.5 * 0.5))  # damped noisy-OR
@@ -45,12 +46,11 @@ def test_exact_duplicate_merges_and_raises_confidence(tmp_path):
 
 def test_near_duplicate_merges_only_within_its_topic(tmp_path):
     mem = MarkdownMemory(tmp_path)
-    base = ("Always check the discriminant sign before solving quadratic equations "
-            "for real roots.")
-    near_elsewhere = ("Always check the discriminant sign before solving quadratic equations "
-                      "for the real roots, carefully.")
-    near_here = ("Always check the discriminant sign before solving quadratic equations "
-                 "for real roots carefully")
+    base = "Always check the discriminant sign before solving quadratic equations for real roots."
+    near_elsewhere = (
+        "Always check the discriminant sign before solving quadratic equations for the real roots, carefully."
+    )
+    near_here = "Always check the discriminant sign before solving quadratic equations for real roots carefully"
     assert len({normalize_text(t) for t in (base, near_elsewhere, near_here)}) == 3
     mem.add_insight(base, topic_key="algebra")
     mem.add_insight(near_elsewhere, topic_key="other-topic")
@@ -97,10 +97,15 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path):
     path = tmp_path / "md"
     MarkdownMemory(path)
     n = 25
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(w), str(n),
-                               str(tmp_path)],
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-             for w in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(w), str(n), str(tmp_path)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for w in (1, 2)
+    ]
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"ready-{w}").exists() for w in (1, 2)):
         assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
@@ -110,17 +115,19 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path):
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-3000:]
     texts = {l.text for l in MarkdownMemory(path).all_lessons()}
-    assert texts == {f"writer {w} wrote distinct lesson number {i} zq{w}x{i}"
-                     for w in (1, 2) for i in range(n)}
+    assert texts == {f"writer {w} wrote distinct lesson number {i} zq{w}x{i}" for w in (1, 2) for i in range(n)}
     leftovers = [p.name for p in path.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
 
 
-@pytest.mark.parametrize("damage", [
-    b"# my own notes\nnothing GitOfThoughts wrote\n",
-    b"\xff\xfe\x00 binary",
-    None,  # a damaged record inside a real memory file
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"# my own notes\nnothing GitOfThoughts wrote\n",
+        b"\xff\xfe\x00 binary",
+        None,  # a damaged record inside a real memory file
+    ],
+)
 def test_damaged_file_is_a_typed_error_and_never_overwritten(tmp_path, damage):
     mem = MarkdownMemory(tmp_path)
     mem.add_insight(LESSON, topic_key="algebra")
@@ -144,8 +151,7 @@ def test_empty_file_is_an_empty_memory(tmp_path):
 
 
 def test_tokenizer_drops_stop_words_and_stems_lightly():
-    assert tokenize("The roots of Quadratic equations, solving!") == [
-        "root", "quadratic", "equation", "solv"]
+    assert tokenize("The roots of Quadratic equations, solving!") == ["root", "quadratic", "equation", "solv"]
     assert tokenize("solve solved solves") == ["solv", "solv", "solv"]
     assert tokenize("do not divide") == ["not", "divid"]  # negations are content
     assert normalize_text("  Hello,   WORLD! ") == "hello world"

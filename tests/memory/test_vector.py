@@ -54,10 +54,18 @@ def test_fresh_process_reopens_and_answers_text_queries_offline(tmp_path):
     mem.close()
     query = "Which forces act on the block? Sketch them before applying F = ma."
     # No help from the environment: the library itself must keep everything offline.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANONYMIZED_TELEMETRY")}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "vec"), query],
-                          capture_output=True, text=True, timeout=240, env=env)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANONYMIZED_TELEMETRY")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path / "vec"), query],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["network"] == [] and out["offline"] == "1"
@@ -84,10 +92,8 @@ def test_collection_has_no_chromadb_embedding_function(tmp_path):
     mem = get_backend("vector", tmp_path / "vec")
     _fill(mem)
     mem.close()
-    client = chromadb.PersistentClient(path=str(tmp_path / "vec"),
-                                       settings=Settings(anonymized_telemetry=False))
-    (col,) = [client.get_collection(c.name, embedding_function=None)
-              for c in client.list_collections()]
+    client = chromadb.PersistentClient(path=str(tmp_path / "vec"), settings=Settings(anonymized_telemetry=False))
+    (col,) = [client.get_collection(c.name, embedding_function=None) for c in client.list_collections()]
     assert col.configuration.get("embedding_function") is None
     assert col.configuration["hnsw"]["space"] == "cosine"
     assert col.metadata["got_embedder"] == "all-MiniLM-L6-v2"
@@ -154,8 +160,7 @@ def test_bulk_ingest_larger_than_one_chromadb_batch(tmp_path):
 
     mem = VectorMemory(tmp_path / "vec", embedder=HashEmbedder(16))
     limit = mem._client.get_max_batch_size()
-    lessons = [Lesson(f"lesson {i} about topic {i % 97} and widget {i}", topic_key=f"t{i}")
-               for i in range(limit + 10)]
+    lessons = [Lesson(f"lesson {i} about topic {i % 97} and widget {i}", topic_key=f"t{i}") for i in range(limit + 10)]
     assert len(mem.add_lessons(lessons)) == limit + 10
     assert len(mem) == limit + 10
     assert mem.get_relevant("widget 5460 topic", 1)

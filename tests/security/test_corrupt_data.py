@@ -75,13 +75,16 @@ def test_entries_of_a_notes_tree_that_are_not_notes_are_skipped(tmp_path):
 
 
 # ---------------------------------------------------------------------------- git memory
-@pytest.mark.parametrize("damage", [
-    b"\xff\xfe\n",
-    b'<!-- got-lesson {"lines": 1, "outcome": "insight", "score": "high", "topic_key": "units"} -->\nx\n',
-    b'<!-- got-lesson {"lines": 3, "outcome": "insight", "score": 0.5, "topic_key": "units"} -->\ncut\n',
-    b'<!-- got-lesson {"lines": 1, "outcome": "insight", "score": 0.5 -->\nx\n',
-    b'<!-- got-lesson ["a list"] -->\nx\n',
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"\xff\xfe\n",
+        b'<!-- got-lesson {"lines": 1, "outcome": "insight", "score": "high", "topic_key": "units"} -->\nx\n',
+        b'<!-- got-lesson {"lines": 3, "outcome": "insight", "score": 0.5, "topic_key": "units"} -->\ncut\n',
+        b'<!-- got-lesson {"lines": 1, "outcome": "insight", "score": 0.5 -->\nx\n',
+        b'<!-- got-lesson ["a list"] -->\nx\n',
+    ],
+)
 def test_a_damaged_topic_file_on_the_memory_branch_names_its_path(tmp_path, damage):
     path = tmp_path / "mem.git"
     with get_backend("git", path=path) as mem:
@@ -146,8 +149,14 @@ def test_a_damaged_graph_snapshot_is_reported(tmp_path, edit):
 
 
 # ---------------------------------------------------------------------------- markdown memory
-@pytest.mark.parametrize("record", ['{"lines": 1, "outcome": "insight", "score": 0.5, "topic_key": "t", "meta": "ab"}',
-                                    "[" * 100_000, '"just a string"'])
+@pytest.mark.parametrize(
+    "record",
+    [
+        '{"lines": 1, "outcome": "insight", "score": 0.5, "topic_key": "t", "meta": "ab"}',
+        "[" * 100_000,
+        '"just a string"',
+    ],
+)
 def test_a_damaged_markdown_record_is_reported(tmp_path, record):
     path = tmp_path / "md"
     with get_backend("markdown", path=path) as mem:
@@ -191,11 +200,14 @@ def test_a_damaged_chromadb_file_is_corrupt_not_a_storage_error(tmp_path):
 
 
 # ---------------------------------------------------------------------------- llamaindex sessions
-@pytest.mark.parametrize("payload", [
-    {"role": "wizard", "blocks": []},
-    {"role": "user", "blocks": 5},
-    {"role": "user", "blocks": [{"block_type": "no-such-block"}]},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"role": "wizard", "blocks": []},
+        {"role": "user", "blocks": 5},
+        {"role": "user", "blocks": [{"block_type": "no-such-block"}]},
+    ],
+)
 def test_a_damaged_session_message_names_its_file(tmp_path, payload):
     pytest.importorskip("llama_index.core")
     from llama_index.core.base.llms.types import ChatMessage
@@ -225,9 +237,12 @@ def test_a_damaged_session_file_fails_the_session_cli_cleanly(tmp_path, capsys):
     memory = GitMemory.from_defaults(path=path, session_id="alice")
     memory.put(ChatMessage(role="user", content="keep me"))
     # a write that looks like the session's own (its trailers list the files) but is damaged
-    raw_commit(path, session_ref("alice"), {message_path(2): b'["not", "a", "message"]',
-                                            message_path(3): b'{"role": "user", "blocks": "text"}'},
-               "alice: +2 messages\n\nGot-Session: alice\nGot-Op: put\nGot-Added: 2-3\nGot-Window: 1\n")
+    raw_commit(
+        path,
+        session_ref("alice"),
+        {message_path(2): b'["not", "a", "message"]', message_path(3): b'{"role": "user", "blocks": "text"}'},
+        "alice: +2 messages\n\nGot-Session: alice\nGot-Op: put\nGot-Added: 2-3\nGot-Window: 1\n",
+    )
     for args in (["session", "log", "alice", "-r", str(path)], ["session", "show", "alice", "-r", str(path)]):
         code = main(args)
         err = capsys.readouterr().err

@@ -7,13 +7,13 @@ import os
 import subprocess
 
 import pytest
+from gitcli import fsck_clean
 
 from got_core import ReasoningRepo
 from got_core.cli import main
-from got_core.contexa import export_gcc, import_gcc
 from got_core.errors import InvalidInputError, InvalidNameError, PayloadTooLargeError
-from got_core.gcc import GCCWorkspace
-from gitcli import fsck_clean
+from got_core.gcc import export_gcc, import_gcc
+from got_core.gcc.workspace import GCCWorkspace
 
 SECRET = "TOPSECRET-do-not-import"
 
@@ -36,8 +36,9 @@ def project(tmp_path):
 
 
 def objects_text(gitdir) -> str:
-    proc = subprocess.run(["git", f"--git-dir={gitdir}", "cat-file", "--batch-all-objects", "--batch"],
-                          capture_output=True, check=True)
+    proc = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    )
     return proc.stdout.decode("utf-8", "replace")
 
 

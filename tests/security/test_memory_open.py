@@ -19,8 +19,9 @@ from got_core.memory import get_backend
 from got_core.testing import HashEmbedder
 
 OTHER_UID = 12345
-needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                                reason="simulating another user's files needs root (chown)")
+needs_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="simulating another user's files needs root (chown)"
+)
 
 
 def run(capsys, *args):
@@ -75,8 +76,11 @@ def test_no_repository_is_created_over_a_directory_that_holds_files(tmp_path):
     work.mkdir()
     (work / "todo.txt").write_text("mine\n")
     before = snapshot(work)
-    for opener in (lambda: ReasoningRepo.open(work), lambda: ReasoningRepo(work, create=False),
-                   lambda: get_backend("git", path=work)):
+    for opener in (
+        lambda: ReasoningRepo.open(work),
+        lambda: ReasoningRepo(work, create=False),
+        lambda: get_backend("git", path=work),
+    ):
         with pytest.raises(RepositoryNotFoundError, match="nothing was created"):
             opener()
     assert snapshot(work) == before
@@ -93,8 +97,11 @@ def test_another_users_repository_is_reported_as_such_and_never_recreated(tmp_pa
     repo.close()
     chown_tree(path, OTHER_UID)
     before = snapshot(path)
-    for opener in (lambda: ReasoningRepo.open(path), lambda: ReasoningRepo(path, create=False),
-                   lambda: get_backend("git", path=path, create=False)):
+    for opener in (
+        lambda: ReasoningRepo.open(path),
+        lambda: ReasoningRepo(path, create=False),
+        lambda: get_backend("git", path=path, create=False),
+    ):
         with pytest.raises(RepositoryAccessError) as info:
             opener()
         text = str(info.value)
@@ -119,7 +126,7 @@ def _as_other_user(fn) -> str:
             os.setgid(OTHER_UID)
             os.setuid(OTHER_UID)
             out = fn()
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        except BaseException as exc:
             out = f"{type(exc).__name__}: {exc}"
         os.write(write, str(out).encode("utf-8", "replace"))
         os._exit(0)

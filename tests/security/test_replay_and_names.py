@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import (
     CorruptRepositoryError,
@@ -28,7 +29,6 @@ from got_core import (
     ReasoningRepo,
 )
 from got_core.cli import main
-from gitcli import fsck_clean, git
 
 BLOB, EXEC, TREE, LINK, GITLINK = 0o100644, 0o100755, 0o040000, 0o120000, 0o160000
 
@@ -36,10 +36,13 @@ BLOB, EXEC, TREE, LINK, GITLINK = 0o100644, 0o100755, 0o040000, 0o120000, 0o1600
 # ---------------------------------------------------------------------------- raw object writes
 def raw_tree(r: pygit2.Repository, entries: list[tuple[int, bytes, pygit2.Oid]]) -> pygit2.Oid:
     """A tree object holding exactly ``entries`` (mode, raw name, oid): no name is checked."""
+
     def order(e):
         return e[1] + (b"/" if e[0] == TREE else b"")
-    data = b"".join(f"{mode:o}".encode() + b" " + name + b"\0" + oid.raw
-                    for mode, name, oid in sorted(entries, key=order))
+
+    data = b"".join(
+        f"{mode:o}".encode() + b" " + name + b"\0" + oid.raw for mode, name, oid in sorted(entries, key=order)
+    )
     return r.odb.write(pygit2.GIT_OBJECT_TREE, data)
 
 
@@ -58,8 +61,13 @@ def raw_path_tree(r: pygit2.Repository, files: dict[bytes, tuple[int, pygit2.Oid
     return raw_tree(r, entries)
 
 
-def raw_commit(r: pygit2.Repository, tree: pygit2.Oid, ref: str, message: str = "evil commit\n",
-               parents: list[pygit2.Oid] | None = None) -> str:
+def raw_commit(
+    r: pygit2.Repository,
+    tree: pygit2.Oid,
+    ref: str,
+    message: str = "evil commit\n",
+    parents: list[pygit2.Oid] | None = None,
+) -> str:
     sig = pygit2.Signature("Mallory", "mallory@example.org", 1_700_000_000, 0)
     oid = r.create_commit(None, sig, sig, message, tree, parents or [])
     r.references.create(ref, oid, force=True)
@@ -79,8 +87,15 @@ def listing(root: Path) -> list[str]:
 @pytest.fixture
 def repo(tmp_path):
     r = ReasoningRepo.init(tmp_path / "victim.git", identity=Identity("Victim", "victim@example.org"))
-    r.commit_node(Node("Use the quadratic formula on x^2 - 5x + 6.", scores={"s_comb": 0.8},
-                       problem_id="p1", outcome="success", node_id="root-1"))
+    r.commit_node(
+        Node(
+            "Use the quadratic formula on x^2 - 5x + 6.",
+            scores={"s_comb": 0.8},
+            problem_id="p1",
+            outcome="success",
+            node_id="root-1",
+        )
+    )
     return r
 
 
@@ -96,8 +111,18 @@ def cli(capsys, *args):
 
 
 # ---------------------------------------------------------------------------- item 1: replay
-DOTGIT_SPELLINGS = [b".git", b".GIT", b".Git", b"git~1", b"GIT~1", b".git.", b".git ", b".git::$INDEX_ALLOCATION",
-                    ".g\u200cit".encode(), "\ufeff.git".encode()]
+DOTGIT_SPELLINGS = [
+    b".git",
+    b".GIT",
+    b".Git",
+    b"git~1",
+    b"GIT~1",
+    b".git.",
+    b".git ",
+    b".git::$INDEX_ALLOCATION",
+    ".g\u200cit".encode(),
+    "\ufeff.git".encode(),
+]
 
 
 @pytest.mark.parametrize("dotgit", DOTGIT_SPELLINGS, ids=lambda b: b.decode("utf-8", "backslashreplace"))
@@ -106,10 +131,16 @@ def test_replayed_dotgit_config_never_plants_fsmonitor(repo, raw, tmp_path, dotg
     subprocess.run(["git", "init", "-q", str(target)], check=True, env=git_env())
     config_before = (target / ".git" / "config").read_bytes()
     sentinel = tmp_path / "PWNED"
-    evil_config = (f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
-                   f"\tfsmonitor = \"touch {sentinel}; false\"\n").encode()
-    tree = raw_path_tree(raw, {dotgit + b"/config": (BLOB, raw.create_blob(evil_config)),
-                               b"thought.md": (BLOB, raw.create_blob(b"harmless"))})
+    evil_config = (
+        f'[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = "touch {sentinel}; false"\n'
+    ).encode()
+    tree = raw_path_tree(
+        raw,
+        {
+            dotgit + b"/config": (BLOB, raw.create_blob(evil_config)),
+            b"thought.md": (BLOB, raw.create_blob(b"harmless")),
+        },
+    )
     raw_commit(raw, tree, "refs/remotes/peer/evil")
 
     try:
@@ -140,9 +171,17 @@ def test_refusal_names_the_path(repo, raw, tmp_path):
 
 
 HOSTILE_NAMES = [  # (one raw entry name at the root) or (a raw path, split at "/")
-    ("entry", b".."), ("entry", b"."), ("entry", b"/abs"), ("entry", b"../escape"), ("entry", b"a\\..\\b"),
-    ("entry", b"\xff\xfe-latin1"), ("entry", b"\xed\xb3\xbf"), ("entry", b"x" * 256),
-    ("entry", "é".encode() * 128), ("path", b"a/../../escape"), ("path", b"ok/" + (b"d" * 200 + b"/") * 21 + b"deep"),
+    ("entry", b".."),
+    ("entry", b"."),
+    ("entry", b"/abs"),
+    ("entry", b"../escape"),
+    ("entry", b"a\\..\\b"),
+    ("entry", b"\xff\xfe-latin1"),
+    ("entry", b"\xed\xb3\xbf"),
+    ("entry", b"x" * 256),
+    ("entry", "é".encode() * 128),
+    ("path", b"a/../../escape"),
+    ("path", b"ok/" + (b"d" * 200 + b"/") * 21 + b"deep"),
 ]
 
 
@@ -172,8 +211,14 @@ def test_links_are_refused_by_default_and_can_be_skipped(repo, raw, tmp_path, ki
         entry = (LINK, raw.create_blob(str(outside).encode()))
     else:
         entry = (GITLINK, pygit2.Oid(hex="1" * 40))
-    tree = raw_path_tree(raw, {b"thought.md": (BLOB, raw.create_blob(b"a thought")),
-                               b"dir/link": entry, b"dir/note.md": (BLOB, raw.create_blob(b"a note"))})
+    tree = raw_path_tree(
+        raw,
+        {
+            b"thought.md": (BLOB, raw.create_blob(b"a thought")),
+            b"dir/link": entry,
+            b"dir/note.md": (BLOB, raw.create_blob(b"a note")),
+        },
+    )
     raw_commit(raw, tree, "refs/remotes/peer/links")
     target = tmp_path / "out"
     with pytest.raises(InvalidNameError) as info:
@@ -195,8 +240,9 @@ def test_links_already_in_the_target_are_never_written_through(repo, raw, tmp_pa
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "victim").write_text("original")
-    tree = raw_path_tree(raw, {b"sub/x.md": (BLOB, raw.create_blob(b"payload")),
-                               b"thought.md": (BLOB, raw.create_blob(b"payload"))})
+    tree = raw_path_tree(
+        raw, {b"sub/x.md": (BLOB, raw.create_blob(b"payload")), b"thought.md": (BLOB, raw.create_blob(b"payload"))}
+    )
     raw_commit(raw, tree, "refs/remotes/peer/plain")
 
     dir_link = tmp_path / "t1"
@@ -223,8 +269,13 @@ def test_links_already_in_the_target_are_never_written_through(repo, raw, tmp_pa
 
 
 def test_replay_writes_plain_files_and_keeps_limits(repo, raw, tmp_path):
-    tree = raw_path_tree(raw, {b"run.sh": (EXEC, raw.create_blob(b"#!/bin/sh\necho hi\n")),
-                               b"big.bin": (BLOB, raw.create_blob(b"\0" * 5000))})
+    tree = raw_path_tree(
+        raw,
+        {
+            b"run.sh": (EXEC, raw.create_blob(b"#!/bin/sh\necho hi\n")),
+            b"big.bin": (BLOB, raw.create_blob(b"\0" * 5000)),
+        },
+    )
     raw_commit(raw, tree, "refs/remotes/peer/exec")
     out = repo.materialize("refs/remotes/peer/exec", tmp_path / "out")
     assert not os.stat(out / "run.sh").st_mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -285,9 +336,14 @@ def _hostile_ref(raw: pygit2.Repository, repo: ReasoningRepo, kind: str) -> None
     elif kind == "symlink":
         tree = raw_tree(raw, [(LINK, b"link", raw.create_blob(b"/etc/passwd")), (BLOB, b"f.md", blob)])
     elif kind == "binary-and-huge":
-        tree = raw_tree(raw, [(BLOB, b"bin", raw.create_blob(bytes(range(256)) * 64)),
-                              (BLOB, b"huge.txt", raw.create_blob(b"evil payload text\n" * 120_000)),
-                              (BLOB, b"f.md", blob)])
+        tree = raw_tree(
+            raw,
+            [
+                (BLOB, b"bin", raw.create_blob(bytes(range(256)) * 64)),
+                (BLOB, b"huge.txt", raw.create_blob(b"evil payload text\n" * 120_000)),
+                (BLOB, b"f.md", blob),
+            ],
+        )
     elif kind == "missing-blob":
         tree = raw_tree(raw, [(BLOB, b"gone.md", pygit2.Oid(hex="2" * 40)), (BLOB, b"f.md", blob)])
     elif kind == "dotgit-and-dotdot":
@@ -295,32 +351,59 @@ def _hostile_ref(raw: pygit2.Repository, repo: ReasoningRepo, kind: str) -> None
         tree = raw_tree(raw, [(TREE, b".git", inner), (TREE, b"..", inner), (BLOB, b"a/b", blob)])
     elif kind == "missing-parent":
         tree = raw_tree(raw, [(BLOB, b"f.md", blob)])
-        missing = raw.odb.write(pygit2.GIT_OBJECT_COMMIT, b"tree %s\nparent %s\nauthor M <m@x> 1 +0000\n"
-                                b"committer M <m@x> 1 +0000\n\nevil commit\n" % (str(tree).encode(), b"3" * 40))
+        missing = raw.odb.write(
+            pygit2.GIT_OBJECT_COMMIT,
+            b"tree %s\nparent %s\nauthor M <m@x> 1 +0000\n"
+            b"committer M <m@x> 1 +0000\n\nevil commit\n" % (str(tree).encode(), b"3" * 40),
+        )
         raw.references.create("refs/remotes/peer/evil", missing, force=True)
         return
     elif kind == "bad-ref-name":
         tree = raw_tree(raw, [(BLOB, b"f.md", blob)])
         oid = raw_commit(raw, tree, "refs/remotes/peer/evil", parents=[base])
-        subprocess.run(["git", f"--git-dir={repo.gitdir}", "update-ref", b"refs/remotes/peer/\xff\xfe", oid],
-                       check=True, env=git_env())
+        subprocess.run(
+            ["git", f"--git-dir={repo.gitdir}", "update-ref", b"refs/remotes/peer/\xff\xfe", oid],
+            check=True,
+            env=git_env(),
+        )
         return
     elif kind == "junk-notes":
         tree = raw_tree(raw, [(BLOB, b"f.md", blob)])
         raw_commit(raw, tree, "refs/remotes/peer/evil", parents=[base])
-        notes = raw_tree(raw, [(BLOB, b"\xff\xfe", blob), (GITLINK, b"1" * 40, pygit2.Oid(hex="1" * 40)),
-                               (BLOB, b"2" * 40, pygit2.Oid(hex="2" * 40)),
-                               (TREE, b"ab", raw_tree(raw, [(BLOB, b"c" * 38, raw.create_blob(b"\xff" * 10))]))])
-        raw_commit(raw, notes, repo.notes_ref, "Notes added by 'git notes add'\n",
-                   parents=[raw.revparse_single(repo.notes_ref).id])
+        notes = raw_tree(
+            raw,
+            [
+                (BLOB, b"\xff\xfe", blob),
+                (GITLINK, b"1" * 40, pygit2.Oid(hex="1" * 40)),
+                (BLOB, b"2" * 40, pygit2.Oid(hex="2" * 40)),
+                (TREE, b"ab", raw_tree(raw, [(BLOB, b"c" * 38, raw.create_blob(b"\xff" * 10))])),
+            ],
+        )
+        raw_commit(
+            raw,
+            notes,
+            repo.notes_ref,
+            "Notes added by 'git notes add'\n",
+            parents=[raw.revparse_single(repo.notes_ref).id],
+        )
         return
     else:  # pragma: no cover
         raise AssertionError(kind)
     raw_commit(raw, tree, "refs/remotes/peer/evil", parents=[base])
 
 
-HOSTILE_REFS = ["non-utf8-name", "encoded-surrogate-name", "gitlink", "symlink", "binary-and-huge",
-                "missing-blob", "dotgit-and-dotdot", "missing-parent", "bad-ref-name", "junk-notes"]
+HOSTILE_REFS = [
+    "non-utf8-name",
+    "encoded-surrogate-name",
+    "gitlink",
+    "symlink",
+    "binary-and-huge",
+    "missing-blob",
+    "dotgit-and-dotdot",
+    "missing-parent",
+    "bad-ref-name",
+    "junk-notes",
+]
 
 
 @pytest.mark.parametrize("kind", HOSTILE_REFS)
@@ -341,8 +424,13 @@ def test_index_survives_any_fetched_ref(repo, raw, kind):
         if kind not in ("missing-parent",):
             evil = repo.tip("refs/remotes/peer/evil")
             assert evil in [i.oid for i in repo.grep("evil commit")]
-            for call in (lambda: repo.files(evil), lambda: repo.list_dir(evil), lambda: repo.diff(tip, evil),
-                         lambda: repo.read_node(evil), lambda: repo.commit_info(evil)):
+            for call in (
+                lambda: repo.files(evil),
+                lambda: repo.list_dir(evil),
+                lambda: repo.diff(tip, evil),
+                lambda: repo.read_node(evil),
+                lambda: repo.commit_info(evil),
+            ):
                 try:
                     call()
                 except GotError:
@@ -394,9 +482,13 @@ def test_lone_surrogates_in_paths_are_invalid_names(repo, path):
     tip = repo.tip("master")
     with pytest.raises(InvalidNameError):
         repo.commit_files("master", {path: "x"}, "m")
-    for call in (lambda: repo.read_file(tip, path), lambda: repo.files(tip, path),
-                 lambda: repo.list_files(tip, path), lambda: repo.list_dir(tip, path),
-                 lambda: repo.diff(tip, tip, path)):
+    for call in (
+        lambda: repo.read_file(tip, path),
+        lambda: repo.files(tip, path),
+        lambda: repo.list_files(tip, path),
+        lambda: repo.list_dir(tip, path),
+        lambda: repo.diff(tip, tip, path),
+    ):
         with pytest.raises(InvalidNameError):
             call()
     assert repo.tip("master") == tip
@@ -409,11 +501,13 @@ def test_bytes_arguments_round_trip_or_are_refused(repo):
     oid = repo.commit_files(b"memory", {"lesson.md": b"bytes content is stored as is"}, b"a lesson\n")
     assert repo.tip("memory") == oid and repo.branches()["memory"] == oid
     assert repo.read_file(oid, "lesson.md") == b"bytes content is stored as is"
-    for call in (lambda: repo.commit_files("memory", {b"f.md": "x"}, "m"),
-                 lambda: repo.read_file(oid, b"lesson.md"),
-                 lambda: repo.commit_node(Node("t", node_id=b"id")),
-                 lambda: repo.commit_node(Node("t", problem_id=b"p")),
-                 lambda: repo.tip(b"\xff\xfe")):
+    for call in (
+        lambda: repo.commit_files("memory", {b"f.md": "x"}, "m"),
+        lambda: repo.read_file(oid, b"lesson.md"),
+        lambda: repo.commit_node(Node("t", node_id=b"id")),
+        lambda: repo.commit_node(Node("t", problem_id=b"p")),
+        lambda: repo.tip(b"\xff\xfe"),
+    ):
         with pytest.raises(InvalidNameError):
             call()
     assert repo.tip("memory") == oid and fsck_clean(repo.gitdir)[0]
@@ -423,9 +517,14 @@ ODD_IDS = ["a/b", "a%2Fb", "x y", "../../etc/passwd", "ünï/cødé", "-rf", "10
 
 
 def test_percent_encoded_node_ids_round_trip(repo):
-    nodes = {i: repo.commit_node(Node(f"thought for {i!r} about ellipses", problem_id=i, node_id=i,
-                                      outcome="success", scores={"s_comb": 0.5}))
-             for i in ODD_IDS}
+    nodes = {
+        i: repo.commit_node(
+            Node(
+                f"thought for {i!r} about ellipses", problem_id=i, node_id=i, outcome="success", scores={"s_comb": 0.5}
+            )
+        )
+        for i in ODD_IDS
+    }
     for given, stored in nodes.items():
         assert stored.node_id == given
         back = repo.read_node(given)
@@ -438,11 +537,25 @@ def test_percent_encoded_node_ids_round_trip(repo):
     assert fsck_clean(repo.gitdir)[0]
 
 
-@pytest.mark.parametrize("field,value", [
-    ("node_id", b"bytes-id"), ("node_id", 5), ("problem_id", b"p"), ("problem_id", None), ("outcome", 1),
-    ("node_id", "\ud800"), ("depth", "1"), ("depth", None), ("metadata", None), ("scores", None),
-    ("trace", None), ("trace", "not a list"), ("thought", None), ("node_id", "x" * 500),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("node_id", b"bytes-id"),
+        ("node_id", 5),
+        ("problem_id", b"p"),
+        ("problem_id", None),
+        ("outcome", 1),
+        ("node_id", "\ud800"),
+        ("depth", "1"),
+        ("depth", None),
+        ("metadata", None),
+        ("scores", None),
+        ("trace", None),
+        ("trace", "not a list"),
+        ("thought", None),
+        ("node_id", "x" * 500),
+    ],
+)
 def test_hostile_node_fields_are_typed_errors(repo, field, value):
     tip = repo.tip("master")
     node = Node("a fine thought", problem_id="p")
@@ -452,8 +565,9 @@ def test_hostile_node_fields_are_typed_errors(repo, field, value):
     assert repo.tip("master") == tip
 
 
-@pytest.mark.parametrize("meta", [b"[]", b'{"depth": "deep"}', b'{"depth": [1]}', b'{"problem_id": 7}',
-                                  b'{"node_id": {"a": 1}}'])
+@pytest.mark.parametrize(
+    "meta", [b"[]", b'{"depth": "deep"}', b'{"depth": [1]}', b'{"problem_id": 7}', b'{"node_id": {"a": 1}}']
+)
 def test_nodes_of_the_wrong_shape_read_as_corrupt(repo, meta):
     oid = repo.commit_files("odd", {"thought.md": "t", "metadata.json": meta}, "odd node\n")
     with pytest.raises(CorruptRepositoryError):
@@ -469,9 +583,33 @@ def test_repository_text_never_drives_the_terminal(repo, capsys):
         assert "\\x1b" in out
 
 
-HOSTILE_VALUES = [None, b"\xff\xfe", b"master", "\udcff", "\ud800", "a\x00b", "x" * 70_000, 12, -1, 3.5, True,
-                  [], {}, [1, 2], {"a": 1}, object(), "", "..", "../../etc", "-x", "[", "(", ".git/config",
-                  "refs/heads/../x", "HEAD~99999"]
+HOSTILE_VALUES = [
+    None,
+    b"\xff\xfe",
+    b"master",
+    "\udcff",
+    "\ud800",
+    "a\x00b",
+    "x" * 70_000,
+    12,
+    -1,
+    3.5,
+    True,
+    [],
+    {},
+    [1, 2],
+    {"a": 1},
+    object(),
+    "",
+    "..",
+    "../../etc",
+    "-x",
+    "[",
+    "(",
+    ".git/config",
+    "refs/heads/../x",
+    "HEAD~99999",
+]
 # Not worth a call with hostile arguments: lifecycle and whole-repository maintenance.
 NO_ARGS = {"close", "attempts", "open", "init", "fsck", "maintenance", "reindex"}
 
@@ -482,18 +620,45 @@ def test_every_public_method_raises_only_got_errors(repo, tmp_path, monkeypatch)
     cwd.mkdir(parents=True)
     monkeypatch.chdir(cwd)
     tip = repo.tip("master")
-    good = {"rev": tip, "target": tip, "ref": "memory", "name": "t1", "path": "thought.md", "oid": tip,
-            "pattern": "quadratic", "needle": "quadratic", "query": "quadratic", "a": tip, "b": tip,
-            "changes": {"f.md": "x"}, "message": "m", "node": Node("x"), "outcome": "success", "content": "{}",
-            "notes": {tip: "{}"}, "directory": str(tmp_path / "out"), "source": str(tmp_path / "none"),
-            "dest": str(tmp_path / "none2"), "theirs": "master", "prefix": "", "base": "master", "tip": "master"}
+    good = {
+        "rev": tip,
+        "target": tip,
+        "ref": "memory",
+        "name": "t1",
+        "path": "thought.md",
+        "oid": tip,
+        "pattern": "quadratic",
+        "needle": "quadratic",
+        "query": "quadratic",
+        "a": tip,
+        "b": tip,
+        "changes": {"f.md": "x"},
+        "message": "m",
+        "node": Node("x"),
+        "outcome": "success",
+        "content": "{}",
+        "notes": {tip: "{}"},
+        "directory": str(tmp_path / "out"),
+        "source": str(tmp_path / "none"),
+        "dest": str(tmp_path / "none2"),
+        "theirs": "master",
+        "prefix": "",
+        "base": "master",
+        "tip": "master",
+    }
     raw_errors = []
-    methods = [(n, f) for n, f in inspect.getmembers(ReasoningRepo, inspect.isfunction)
-               if not n.startswith("_") and n not in NO_ARGS]
+    methods = [
+        (n, f)
+        for n, f in inspect.getmembers(ReasoningRepo, inspect.isfunction)
+        if not n.startswith("_") and n not in NO_ARGS
+    ]
     assert len(methods) > 30
     for name, fn in methods:
-        params = [p for p in list(inspect.signature(fn).parameters.values())[1:]
-                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        params = [
+            p
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
         for param in params:
             for value in HOSTILE_VALUES:
                 kwargs = {q.name: good.get(q.name, "x") for q in params if q.default is inspect.Parameter.empty}
@@ -502,7 +667,7 @@ def test_every_public_method_raises_only_got_errors(repo, tmp_path, monkeypatch)
                     getattr(repo, name)(**kwargs)
                 except GotError:
                     pass
-                except Exception as exc:  # noqa: BLE001 - the point: nothing but GotError escapes
+                except Exception as exc:
                     raw_errors.append(f"{name}({param.name}={value!r:.20}): {type(exc).__name__}: {exc}"[:200])
     assert raw_errors == []
     assert repo.tip("master") == tip and repo.read_node("root-1").oid == tip

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import Identity, Node, ReasoningRepo, SSHSigner, TrustStore
 from got_core.cli import main
-from gitcli import fsck_clean, git
 
 
 @pytest.fixture
@@ -28,8 +28,9 @@ def signed(tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "agent", "-f", str(key)], check=True)
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(f"agent@example.org {(tmp_path / 'agent_key.pub').read_text()}")
-    repo = ReasoningRepo.init(tmp_path / "r.git", identity=Identity("Agent", "agent@example.org"),
-                              signer=SSHSigner(key))
+    repo = ReasoningRepo.init(
+        tmp_path / "r.git", identity=Identity("Agent", "agent@example.org"), signer=SSHSigner(key)
+    )
     root = repo.commit_node(Node("Plan: divide distance by time", scores={"s_comb": 0.5}))
     kid = repo.commit_node(Node("120 / 1.5 = 80 km/h", scores={"s_comb": 0.9}), parents=[root.oid])
     lesson = repo.commit_files("memory", {"lessons/ab/units.md": "Check units before dividing.\n"}, "lesson\n")
@@ -102,9 +103,20 @@ def test_a_damaged_commit_object_is_bad_and_the_walk_goes_on(signed):
     found = verdicts(repo, allowed)
     assert found[oids["root"]].status == "bad" and "commit" in found[oids["root"]].detail
     assert found[oids["kid"]].status == "good" and found[oids["lesson"]].status == "good"
-    proc = subprocess.run(["git", f"--git-dir={repo.gitdir}", "-c", "gpg.format=ssh",
-                           "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", oids["root"]],
-                          capture_output=True, env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
+    proc = subprocess.run(
+        [
+            "git",
+            f"--git-dir={repo.gitdir}",
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            f"gpg.ssh.allowedSignersFile={allowed}",
+            "verify-commit",
+            oids["root"],
+        ],
+        capture_output=True,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull},
+    )
     assert proc.returncode != 0
 
 
@@ -125,8 +137,12 @@ def test_a_damaged_packed_object_is_bad_from_a_fresh_process(signed, tmp_path):
     pack.write_bytes(bytes(data))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     got = [sys.executable, "-c", "from got_core.cli import _console_main; _console_main()"]
-    proc = subprocess.run([*got, "verify", "--allowed-signers", str(allowed), "--json", "-r", str(repo.gitdir)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [*got, "verify", "--allowed-signers", str(allowed), "--json", "-r", str(repo.gitdir)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 1, proc.stderr
     found = {v["oid"]: v for v in json.loads(proc.stdout)}
     assert (found[oids["lesson"]]["status"], found[oids["lesson"]]["path"]) == ("bad", "lessons/ab/units.md")

@@ -16,7 +16,7 @@ from got_core.errors import ConfigError
 from got_core.solver import tools as tools_mod
 from got_core.solver.tools import TOOLS, calculate, get_tools
 
-PRIMES = [p for p in range(3, 400) if all(p % d for d in range(2, int(p ** 0.5) + 1))][:64]
+PRIMES = [p for p in range(3, 400) if all(p % d for d in range(2, int(p**0.5) + 1))][:64]
 #: 64 coprime integers just under the 13,000-bit limit: their lcm is ~830,000 bits.
 HUGE_LCM = "lcm(" + ",".join(f"{p}**{int(12_900 / math.log2(p))}" for p in PRIMES) + ")"
 #: a valid input near the length limit that does a fraction of a second of real work.
@@ -34,22 +34,35 @@ def test_lcm_of_huge_integers_is_refused_at_the_first_step_over_the_limit():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name, text", [
-    ("calculator", HEAVY),
-    ("sympy", "expand (x + y + z + w)**120"),
-    ("lp", "maximize 3x + 2y subject to x + y <= 4; x + 3y <= 6; x, y >= 0; integer x, y"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("calculator", HEAVY),
+        ("sympy", "expand (x + y + z + w)**120"),
+        ("lp", "maximize 3x + 2y subject to x + y <= 4; x + 3y <= 6; x, y >= 0; integer x, y"),
+    ],
+)
 def test_each_tool_is_stopped_at_its_declared_limit_and_recovers(name, text):
     normal = TOOLS[name]
-    assert normal.run("1 + 1" if name == "calculator" else "solve x - 1 = 0" if name == "sympy"
-                      else "maximize x subject to x <= 1; x >= 0").ok  # the worker is up before the clock
+    assert normal.run(
+        "1 + 1"
+        if name == "calculator"
+        else "solve x - 1 = 0"
+        if name == "sympy"
+        else "maximize x subject to x <= 1; x >= 0"
+    ).ok  # the worker is up before the clock
     # a declared limit no real call can meet: the call must come back as a timeout, not a result
     strict = get_tools([name], timeout=0.001)[0]
     result = strict.run(text)
     assert (result.ok, result.error_type) == (False, "ToolTimeoutError"), result
     assert "within 0.001 s" in result.error
-    assert normal.run("2 * 3" if name == "calculator" else "solve x - 2 = 0" if name == "sympy"
-                      else "maximize x subject to x <= 2; x >= 0").ok  # a fresh worker answers again
+    assert normal.run(
+        "2 * 3"
+        if name == "calculator"
+        else "solve x - 2 = 0"
+        if name == "sympy"
+        else "maximize x subject to x <= 2; x >= 0"
+    ).ok  # a fresh worker answers again
 
 
 def test_the_calculators_honest_worst_case_fits_its_limit():

@@ -6,12 +6,12 @@ import json
 from itertools import cycle
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core.errors import ConfigError
 from got_core.solver import ARMS, majority_vote, run_arm
 from got_core.solver._engine import NodeRun
 from got_core.testing import ScriptedChatModel
-from gitcli import fsck_clean, git
 
 QUESTION = "Which gas makes up most of Earth's atmosphere by volume?"
 CHOICES = ["Oxygen", "Nitrogen", "Argon", "Carbon dioxide"]
@@ -77,8 +77,9 @@ def test_every_arm_records_its_nodes_through_the_hook(arm, tmp_path):
 
 def test_self_consistency_majority_vote_temperature_and_seeds(tmp_path):
     model = Spy(rules=rules(sample_answers=("B", "C", "B", "A", "B")))
-    result = run_arm("self_consistency", QUESTION, CHOICES, model=model, repo_root=tmp_path, seed=10,
-                     arm_options={"n": 5})
+    result = run_arm(
+        "self_consistency", QUESTION, CHOICES, model=model, repo_root=tmp_path, seed=10, arm_options={"n": 5}
+    )
     samples = result.nodes[1:]
     assert [s.metadata["answer"] for s in samples] == ["B", "C", "B", "A", "B"]
     assert result.answer == "B" and samples[0].metadata["votes"] == {"B": 3, "C": 1, "A": 1}
@@ -109,10 +110,15 @@ def test_majority_vote_ties_and_free_form_answers():
 
 
 def test_revision_puts_draft_and_revision_on_the_winning_path(tmp_path):
-    model = ScriptedChatModel(rules=[
-        (r"Solve the problem", "Oxygen is vital.\nConfidence: 0.6\nFinal Answer: A"),
-        (r"Review the draft critically", "The draft confuses importance with volume.\nConfidence: 0.8\nFinal Answer: B"),
-    ])
+    model = ScriptedChatModel(
+        rules=[
+            (r"Solve the problem", "Oxygen is vital.\nConfidence: 0.6\nFinal Answer: A"),
+            (
+                r"Review the draft critically",
+                "The draft confuses importance with volume.\nConfidence: 0.8\nFinal Answer: B",
+            ),
+        ]
+    )
     result = run_arm("revision", QUESTION, CHOICES, model=model, repo_root=tmp_path, tools=())
     root, draft, revised = result.nodes
     assert (draft.metadata["answer"], revised.metadata["answer"], result.answer) == ("A", "B", "B")
@@ -122,8 +128,11 @@ def test_revision_puts_draft_and_revision_on_the_winning_path(tmp_path):
 
 
 def test_verifier_best_of_n_keeps_the_verified_sample(tmp_path):
-    model = ScriptedChatModel(rules=rules(sample_answers=("A", "B", "C", "B"),
-                                          verdict=lambda answer: "correct" if answer == "B" else "incorrect"))
+    model = ScriptedChatModel(
+        rules=rules(
+            sample_answers=("A", "B", "C", "B"), verdict=lambda answer: "correct" if answer == "B" else "incorrect"
+        )
+    )
     result = run_arm("verifier_bon", QUESTION, CHOICES, model=model, repo_root=tmp_path, arm_options={"n": 4})
     samples = result.nodes[1:]
     assert [s.scores["s_verifier"] for s in samples] == [0.0, 1.0, 0.0, 1.0]

@@ -9,12 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import typer
+from gitcli import git
 from typer.testing import CliRunner
 
 from got_core import ReasoningRepo
 from got_core.cli.solve import register
 from got_core.errors import InvalidInputError
-from gitcli import git
 
 QUESTION = "Which gas makes up most of Earth's atmosphere by volume?"
 OPTIONS = ["Oxygen", "Nitrogen", "Argon", "Carbon dioxide"]
@@ -75,8 +75,16 @@ def test_scripted_solve_prints_answer_tree_and_repository(app, script, tmp_path)
 
 def test_memory_lesson_then_read_only_memory(app, script, tmp_path):
     mem = tmp_path / "mem.git"
-    common = ["--scripted", str(script), "--repo-root", str(tmp_path / "trees"), "--memory", "git",
-              "--memory-path", str(mem)]
+    common = [
+        "--scripted",
+        str(script),
+        "--repo-root",
+        str(tmp_path / "trees"),
+        "--memory",
+        "git",
+        "--memory-path",
+        str(mem),
+    ]
     res = invoke(app, QUESTION, *options(*common))
     assert res.exit_code == 0 and "lesson written (model)" in res.stdout
     tip = ReasoningRepo.open(mem).tip("memory")
@@ -86,8 +94,23 @@ def test_memory_lesson_then_read_only_memory(app, script, tmp_path):
 
 
 def test_json_output_and_other_arms(app, script, tmp_path):
-    res = invoke(app, QUESTION, *options("--scripted", str(script), "--repo-root", str(tmp_path), "--json",
-                                         "--arm", "self_consistency", "--n", "3", "--seed", "4"))
+    res = invoke(
+        app,
+        QUESTION,
+        *options(
+            "--scripted",
+            str(script),
+            "--repo-root",
+            str(tmp_path),
+            "--json",
+            "--arm",
+            "self_consistency",
+            "--n",
+            "3",
+            "--seed",
+            "4",
+        ),
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["answer"] == "B" and data["arm"] == "self_consistency" and len(data["tree"]) == 4
@@ -97,8 +120,9 @@ def test_json_output_and_other_arms(app, script, tmp_path):
 def test_no_answer_exits_1_and_a_bad_script_is_a_user_error(app, tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(["I am not sure."] * 20))
-    res = invoke(app, "What is 17 * 23?", "--scripted", str(path), "--repo-root", str(tmp_path), "--tools", "",
-                 "--arm", "greedy")
+    res = invoke(
+        app, "What is 17 * 23?", "--scripted", str(path), "--repo-root", str(tmp_path), "--tools", "", "--arm", "greedy"
+    )
     assert res.exit_code == 1 and "(no answer)" in res.stdout
     path.write_text("{not json")
     res = invoke(app, "What is 17 * 23?", "--scripted", str(path), "--repo-root", str(tmp_path))
@@ -139,18 +163,31 @@ def test_a_live_endpoint_with_the_served_model_as_default(app, tmp_path):
         def do_POST(self):
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(req["model"])
-            self._send({"id": "c", "object": "chat.completion", "created": 0, "model": req["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                            "role": "assistant", "content": "Confidence: 0.9\nFinal Answer: B"}}],
-                        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}})
+            self._send(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": req["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "Confidence: 0.9\nFinal Answer: B"},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+                }
+            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-        res = invoke(app, QUESTION, *options("--base-url", url, "--repo-root", str(tmp_path), "--arm", "greedy",
-                                             "--tools", ""))
+        res = invoke(
+            app, QUESTION, *options("--base-url", url, "--repo-root", str(tmp_path), "--arm", "greedy", "--tools", "")
+        )
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import ReasoningRepo
 from got_core.errors import InvalidInputError
 from got_core.solver.hook import NodeRecorder
-from gitcli import fsck_clean, git
 
 STEP = {"step": 1, "type": "action", "action": "calculator", "action_input": "6*7", "observation": "42"}
 
 
 def child(rec, root, label, s_local, s_cross, thought=None, outcome=None):
     s = {"s_local": s_local, "s_cross": s_cross, "s_comb": round(0.6 * s_local + 0.4 * s_cross, 6)}
-    return rec.record(thought or f"argue {label}", s, [STEP], {"role": f"argue {label}"}, [root], 1,
-                      outcome, label=label)
+    return rec.record(
+        thought or f"argue {label}", s, [STEP], {"role": f"argue {label}"}, [root], 1, outcome, label=label
+    )
 
 
 def test_each_node_is_a_commit_with_four_files_a_note_and_tags(tmp_path):
@@ -27,7 +28,11 @@ def test_each_node_is_a_commit_with_four_files_a_note_and_tags(tmp_path):
     kids = [child(rec, root, "A", 0.2, 0.3), child(rec, root, "B", 0.9, 0.8), child(rec, root, "C", 0.4, 0.1)]
     gd = repo.path
     assert git(gd, "ls-tree", "--name-only", kids[1].oid).split() == [
-        "metadata.json", "scores.json", "thought.md", "trace.jsonl"]
+        "metadata.json",
+        "scores.json",
+        "thought.md",
+        "trace.jsonl",
+    ]
     assert json.loads(git(gd, "show", f"{kids[1].oid}:trace.jsonl")) == STEP
     meta = json.loads(git(gd, "show", f"{kids[1].oid}:metadata.json"))
     assert meta["arm"] == "tot" and meta["label"] == "B" and meta["problem_id"] == "p1" and meta["depth"] == 1

@@ -18,16 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from got_core.errors import ConfigError, InvalidInputError, ModelError, ModelResponseError, ModelTimeoutError
-from got_core.solver.models import (
-    BaseChatModel,
-    ChatModel,
-    ChatResponse,
-    OpenAICompatibleModel,
-    ToolCall,
-    Usage,
-    check_endpoint,
-    from_env,
-)
+from got_core.solver.models import BaseChatModel, ChatModel, ChatResponse, ToolCall, Usage
+from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint, from_env
 from got_core.testing import ScriptedChatModel
 
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is two plus two"}]
@@ -35,14 +27,23 @@ MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "
 
 # ----------------------------------------------------------------------------- stand-in server
 
+
 def completion(text="hello", prompt=7, completion_tokens=3, tool_calls=None, finish="stop"):
     message = {"role": "assistant", "content": text}
     if tool_calls:
         message["tool_calls"] = tool_calls
-    return {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "stand-in-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt + completion_tokens}}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stand-in-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
+    }
 
 
 def chunk(content=None, finish=None, usage=None):
@@ -75,6 +76,7 @@ class StandIn:
         def act(h):
             self.release.wait(seconds)
             h.send_json(200, completion(**kw))
+
         self.script.append(act)
 
     def raw(self, body: bytes):
@@ -91,10 +93,12 @@ class StandIn:
                 h.wfile.flush()
             if done:
                 h.wfile.write(b"data: [DONE]\n\n")
+
         self.script.append(act)
 
     def sse_broken(self, events):
         """Chunked transfer cut off in the middle of a chunk (a dropped connection)."""
+
         def act(h):
             h.protocol_version = "HTTP/1.1"
             h.send_response(200)
@@ -104,9 +108,10 @@ class StandIn:
             for e in events:
                 data = f"data: {json.dumps(e)}\n\n".encode()
                 h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            h.wfile.write(b"400\r\ndata: {\"trunc")
+            h.wfile.write(b'400\r\ndata: {"trunc')
             h.wfile.flush()
             h.close_connection = True
+
         self.script.append(act)
 
 
@@ -173,6 +178,7 @@ def free_port():
 
 # ----------------------------------------------------------------------------- OpenAI-compatible client
 
+
 def test_answer_and_usage_recorded(server):
     server.ok(text="four", prompt=11, completion_tokens=2)
     m = client(server, seed=7, max_tokens=64)
@@ -200,8 +206,10 @@ def test_per_call_options_override_defaults(server):
 
 
 def test_native_tool_calls_parsed(server):
-    calls = [{"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"input": "2+2"}'}},
-             {"id": "call_2", "type": "function", "function": {"name": "sympy", "arguments": "not json"}}]
+    calls = [
+        {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"input": "2+2"}'}},
+        {"id": "call_2", "type": "function", "function": {"name": "sympy", "arguments": "not json"}},
+    ]
     server.ok(text=None, tool_calls=calls, finish="tool_calls")
     r = client(server).complete(MSGS)
     assert r.text == "" and r.finish_reason == "tool_calls"
@@ -314,7 +322,7 @@ async def test_acomplete_matches_complete(server):
     assert r.text == "async" and m.n_calls == 2 and m.usage.prompt_tokens == 14
 
 
-def test_unreachable_server_says_how_to_start_one():
+def test_a_server_that_cannot_be_reached_says_how_to_start_one():
     m = OpenAICompatibleModel(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=1, backoff=0.0, timeout=2)
     with pytest.raises(ModelError, match="vllm serve"):
         m.complete(MSGS)
@@ -349,6 +357,7 @@ def test_bad_configuration_is_refused():
 
 # ----------------------------------------------------------------------------- base class and scripted model
 
+
 class Echo(BaseChatModel):
     def _complete(self, messages, **kwargs):
         if messages[-1]["content"] == "fail":
@@ -374,7 +383,11 @@ def test_base_records_successes_failures_and_bounds_history():
 
 def test_scripted_replies_rules_default_and_exhaustion():
     m = ScriptedChatModel(
-        ["first", lambda msgs: f"saw {len(msgs)} messages", ChatResponse(text="", tool_calls=[ToolCall("1", "calculator", {"input": "1+1"})])],
+        [
+            "first",
+            lambda msgs: f"saw {len(msgs)} messages",
+            ChatResponse(text="", tool_calls=[ToolCall("1", "calculator", {"input": "1+1"})]),
+        ],
         rules=[(r"(?i)capital of france", "Paris")],
     )
     assert m.complete([{"role": "user", "content": "What is the capital of France?"}]).text == "Paris"
@@ -406,8 +419,10 @@ async def test_scripted_async():
 
 
 def test_solver_modules_import_no_heavy_dependency():
-    code = ("import sys, got_core.solver.models, got_core.solver.tools, got_core.solver.react, "
-            "got_core.testing.models; heavy = [m for m in ('openai', 'sympy', 'pulp', 'httpx', 'langchain_core', "
-            "'llama_index') if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, got_core.solver.models, got_core.solver.tools, got_core.solver.react, "
+        "got_core.solver.scripted; heavy = [m for m in ('openai', 'sympy', 'pulp', 'httpx', 'langchain_core', "
+        "'llama_index') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

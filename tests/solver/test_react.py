@@ -21,11 +21,29 @@ from got_core.testing import ScriptedChatModel
 
 TOOLS = get_tools(["calculator", "sympy", "lp"])
 NAMES = [t.name for t in TOOLS]
-QUESTION = [{"role": "system", "content": format_tool_instructions(TOOLS)},
-            {"role": "user", "content": "What is 17 * 23?"}]
-STEP_KEYS = {"step", "call", "type", "thought", "action", "action_input", "observation", "ok", "error_type",
-             "native", "tool_call_id", "tool_ms", "prompt_tokens", "completion_tokens", "latency_ms", "model",
-             "finish_reason"}
+QUESTION = [
+    {"role": "system", "content": format_tool_instructions(TOOLS)},
+    {"role": "user", "content": "What is 17 * 23?"},
+]
+STEP_KEYS = {
+    "step",
+    "call",
+    "type",
+    "thought",
+    "action",
+    "action_input",
+    "observation",
+    "ok",
+    "error_type",
+    "native",
+    "tool_call_id",
+    "tool_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "model",
+    "finish_reason",
+}
 
 
 class Spy(ScriptedChatModel):
@@ -40,25 +58,37 @@ class Spy(ScriptedChatModel):
         return super()._complete(messages, **kwargs)
 
 
-@pytest.mark.parametrize("text, kind, tool, value", [
-    ("Thought: multiply\nAction: calculator\nAction Input: 17*23", "action", "calculator", "17*23"),
-    ("**Thought:** hmm\n**Action:** `Calculator`\n**Action Input:** `3*4`", "action", "calculator", "3*4"),
-    ("### Action: SymPy\nAction Input:\n```\nsolve x**2 = 4\n```\n", "action", "sympy", "solve x**2 = 4"),
-    ('Action: calculator\nAction Input: {"input": "2**10"}', "action", "calculator", "2**10"),
-    ('action: the LP tool\naction input: "maximize x subject to x <= 1"', "action", "lp", "maximize x subject to x <= 1"),
-    ("ACTION: calculator\nACTION_INPUT: '5+5'", "action", "calculator", "5+5"),
-    ("Action: Calculator[2+3]", "action", "calculator", "2+3"),
-    ("Action: calculator\n```python\n1+1\n```", "action", "calculator", "1+1"),
-    ('```json\n{"action": "calculator", "action_input": "7*6"}\n```', "action", "calculator", "7*6"),
-    ("Action: lp\nAction Input: maximize 3x + 2y\nsubject to x + y <= 4\nx, y >= 0\nObservation: 99",
-     "action", "lp", "maximize 3x + 2y\nsubject to x + y <= 4\nx, y >= 0"),
-    ("Action: calculator\nAction Input: 1+1\nObservation: 2\nFinal Answer: 2", "action", "calculator", "1+1"),
-    ("Final Answer: 42", "final", None, "42"),
-    ("I compared them.\n**Final Answer:** **B**", "final", None, "B"),
-    ("final answer: x = 3\nAction: calculator\nAction Input: 1", "final", None, "x = 3"),
-    ('{"action": "Final Answer", "action_input": "42"}', "final", None, "42"),
-    ("The answer is B because of symmetry.", "none", None, None),
-])
+@pytest.mark.parametrize(
+    "text, kind, tool, value",
+    [
+        ("Thought: multiply\nAction: calculator\nAction Input: 17*23", "action", "calculator", "17*23"),
+        ("**Thought:** hmm\n**Action:** `Calculator`\n**Action Input:** `3*4`", "action", "calculator", "3*4"),
+        ("### Action: SymPy\nAction Input:\n```\nsolve x**2 = 4\n```\n", "action", "sympy", "solve x**2 = 4"),
+        ('Action: calculator\nAction Input: {"input": "2**10"}', "action", "calculator", "2**10"),
+        (
+            'action: the LP tool\naction input: "maximize x subject to x <= 1"',
+            "action",
+            "lp",
+            "maximize x subject to x <= 1",
+        ),
+        ("ACTION: calculator\nACTION_INPUT: '5+5'", "action", "calculator", "5+5"),
+        ("Action: Calculator[2+3]", "action", "calculator", "2+3"),
+        ("Action: calculator\n```python\n1+1\n```", "action", "calculator", "1+1"),
+        ('```json\n{"action": "calculator", "action_input": "7*6"}\n```', "action", "calculator", "7*6"),
+        (
+            "Action: lp\nAction Input: maximize 3x + 2y\nsubject to x + y <= 4\nx, y >= 0\nObservation: 99",
+            "action",
+            "lp",
+            "maximize 3x + 2y\nsubject to x + y <= 4\nx, y >= 0",
+        ),
+        ("Action: calculator\nAction Input: 1+1\nObservation: 2\nFinal Answer: 2", "action", "calculator", "1+1"),
+        ("Final Answer: 42", "final", None, "42"),
+        ("I compared them.\n**Final Answer:** **B**", "final", None, "B"),
+        ("final answer: x = 3\nAction: calculator\nAction Input: 1", "final", None, "x = 3"),
+        ('{"action": "Final Answer", "action_input": "42"}', "final", None, "42"),
+        ("The answer is B because of symmetry.", "none", None, None),
+    ],
+)
 def test_parse_action_formats(text, kind, tool, value):
     parsed = parse_action(text, NAMES)
     assert parsed.kind == kind
@@ -74,19 +104,31 @@ def test_parse_action_keeps_thought_and_end():
 
 
 def test_text_actions_then_final_answer():
-    model = Spy(["Thought: multiply\nAction: calculator\nAction Input: 17 * 23\nObservation: 999\nFinal Answer: 999",
-                 "Thought: done\nFinal Answer: 391"])
+    model = Spy(
+        [
+            "Thought: multiply\nAction: calculator\nAction Input: 17 * 23\nObservation: 999\nFinal Answer: 999",
+            "Thought: done\nFinal Answer: 391",
+        ]
+    )
     result = run_react(model, QUESTION, TOOLS, temperature=0.2, seed=3)
     assert (result.answer, result.stop_reason, result.n_calls) == ("391", "final", 2)
     assert result.final_text == "Thought: done\nFinal Answer: 391"
     act, fin = result.steps
-    assert (act["type"], act["action"], act["action_input"], act["observation"], act["ok"]) == \
-        ("action", "calculator", "17 * 23", "391", True)
+    assert (act["type"], act["action"], act["action_input"], act["observation"], act["ok"]) == (
+        "action",
+        "calculator",
+        "17 * 23",
+        "391",
+        True,
+    )
     assert act["thought"] == "multiply" and act["call"] == 1 and act["prompt_tokens"] > 0
     assert (fin["type"], fin["thought"], fin["call"]) == ("final", "done", 2)
     # the hallucinated observation was cut by the stop sequence and never reached the history
     second = model.received[1]
-    assert second[-2] == {"role": "assistant", "content": "Thought: multiply\nAction: calculator\nAction Input: 17 * 23"}
+    assert second[-2] == {
+        "role": "assistant",
+        "content": "Thought: multiply\nAction: calculator\nAction Input: 17 * 23",
+    }
     assert second[-1] == {"role": "user", "content": "Observation: 391"}
     assert model.options[0] == {"temperature": 0.2, "seed": 3, "stop": ["\nObservation:"]}
     assert QUESTION[-1] == {"role": "user", "content": "What is 17 * 23?"}  # caller's list untouched
@@ -96,8 +138,10 @@ def test_text_actions_then_final_answer():
 
 
 def test_budget_is_never_exceeded_and_a_final_answer_is_asked_once():
-    model = Spy(default="Thought: again\nAction: calculator\nAction Input: 1+1",
-                rules=[(re.escape(FINAL_PROMPT), "Final Answer: 2")])
+    model = Spy(
+        default="Thought: again\nAction: calculator\nAction Input: 1+1",
+        rules=[(re.escape(FINAL_PROMPT), "Final Answer: 2")],
+    )
     result = run_react(model, QUESTION, TOOLS, max_steps=3, native_tools=True)
     tool_steps = [s for s in result.steps if s["type"] == "action"]
     assert len(tool_steps) == 3 and model.n_calls == 4 == result.n_calls
@@ -140,12 +184,14 @@ def test_native_tool_calls_are_answered_with_tool_messages():
 
 
 def test_tool_failures_become_observations():
-    model = ScriptedChatModel([
-        "Action: python\nAction Input: import os",
-        "Action: calculator",
-        "Action: calculator\nAction Input: 9**9**9",
-        "Final Answer: gave up",
-    ])
+    model = ScriptedChatModel(
+        [
+            "Action: python\nAction Input: import os",
+            "Action: calculator",
+            "Action: calculator\nAction Input: 9**9**9",
+            "Final Answer: gave up",
+        ]
+    )
     result = run_react(model, QUESTION, TOOLS, max_steps=3)
     obs = [s["observation"] for s in result.steps[:3]]
     assert obs[0].startswith("Error: UnknownToolError") and "calculator, sympy, lp" in obs[0]
@@ -157,8 +203,12 @@ def test_tool_failures_become_observations():
 
 def test_plain_text_is_the_answer():
     result = run_react(ScriptedChatModel(["The answer is (C)."]), QUESTION, ["calculator"])
-    assert (result.final_text, result.answer, result.stop_reason, result.n_calls) == \
-        ("The answer is (C).", None, "text", 1)
+    assert (result.final_text, result.answer, result.stop_reason, result.n_calls) == (
+        "The answer is (C).",
+        None,
+        "text",
+        1,
+    )
     assert result.steps[0]["type"] == "text"
 
 

@@ -72,22 +72,27 @@ def test_hostile_inputs_are_refused_and_never_run(tool, tmp_path, monkeypatch):
         for text in wrap(tool, raw):
             result = tool.run(text)
             assert not result.ok, (tool.name, text[:80], result)
-            assert result.error_type in {"ToolInputError", "UnsafeInputError", "ToolLimitError", "ToolTimeoutError"}, result
+            assert result.error_type in {"ToolInputError", "UnsafeInputError", "ToolLimitError", "ToolTimeoutError"}, (
+                result
+            )
             assert result.error.startswith(result.error_type + ": ")
             assert result.observation.startswith("Error: ")
     assert not sentinel.exists()
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("text, kind, fragment", [
-    ("().__class__", "UnsafeInputError", "attribute access"),
-    ("lambda: 1", "UnsafeInputError", "lambda"),
-    ("__import__('os')", "UnsafeInputError", "'_'"),
-    ("open('f')", "ToolInputError", "unknown function 'open'"),
-    ("9**9**9", "ToolLimitError", "digits"),
-    ("x" * 20_000, "ToolLimitError", "limit is 10000"),
-    ("-" * 9_000 + "1", "ToolLimitError", "nested"),
-])
+@pytest.mark.parametrize(
+    "text, kind, fragment",
+    [
+        ("().__class__", "UnsafeInputError", "attribute access"),
+        ("lambda: 1", "UnsafeInputError", "lambda"),
+        ("__import__('os')", "UnsafeInputError", "'_'"),
+        ("open('f')", "ToolInputError", "unknown function 'open'"),
+        ("9**9**9", "ToolLimitError", "digits"),
+        ("x" * 20_000, "ToolLimitError", "limit is 10000"),
+        ("-" * 9_000 + "1", "ToolLimitError", "nested"),
+    ],
+)
 def test_refusals_say_what_was_wrong(text, kind, fragment):
     result = CALC.run(text)
     assert (result.ok, result.error_type) == (False, kind)
@@ -103,65 +108,74 @@ def test_parse_expression_raises_typed_tool_errors():
     assert type(node).__name__ == "BinOp"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2 + 3*4", "14"),
-    ("2^10", "1024"),
-    ("2**100", str(2**100)),
-    ("7/2", "3.5"),
-    ("6/3", "2"),
-    ("2(3+4)", "14"),
-    ("(1+2)(3+4)", "21"),
-    ("-2**2", "-4"),
-    ("2**-1", "0.5"),
-    ("0.1 + 0.2", "0.3"),
-    ("1e3 * 2", "2000"),
-    ("10 % 3", "1"),
-    ("17 // 5", "3"),
-    ("sqrt(16) + log(8, 2)", "7"),
-    ("sin(pi/2)", "1"),
-    ("factorial(20)", "2432902008176640000"),
-    ("comb(10, 3)", "120"),
-    ("round(2.567, 2)", "2.57"),
-    ("max(3, 9, 4) - min(3, 9, 4)", "6"),
-    ("  `12 * 12`  ", "144"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2 + 3*4", "14"),
+        ("2^10", "1024"),
+        ("2**100", str(2**100)),
+        ("7/2", "3.5"),
+        ("6/3", "2"),
+        ("2(3+4)", "14"),
+        ("(1+2)(3+4)", "21"),
+        ("-2**2", "-4"),
+        ("2**-1", "0.5"),
+        ("0.1 + 0.2", "0.3"),
+        ("1e3 * 2", "2000"),
+        ("10 % 3", "1"),
+        ("17 // 5", "3"),
+        ("sqrt(16) + log(8, 2)", "7"),
+        ("sin(pi/2)", "1"),
+        ("factorial(20)", "2432902008176640000"),
+        ("comb(10, 3)", "120"),
+        ("round(2.567, 2)", "2.57"),
+        ("max(3, 9, 4) - min(3, 9, 4)", "6"),
+        ("  `12 * 12`  ", "144"),
+    ],
+)
 def test_calculator_answers(text, expected):
     assert CALC.run(text) == ToolResult(True, expected)
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("1/0", "ToolInputError"),
-    ("sqrt(-1)", "ToolInputError"),
-    ("x + 1", "ToolInputError"),
-    ("2 +", "ToolInputError"),
-    ("", "ToolInputError"),
-    ("exp(1000)", "ToolLimitError"),
-    ("1e308 * 10", "ToolLimitError"),
-    ("round(5, -10**100)", "ToolInputError"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("1/0", "ToolInputError"),
+        ("sqrt(-1)", "ToolInputError"),
+        ("x + 1", "ToolInputError"),
+        ("2 +", "ToolInputError"),
+        ("", "ToolInputError"),
+        ("exp(1000)", "ToolLimitError"),
+        ("1e308 * 10", "ToolLimitError"),
+        ("round(5, -10**100)", "ToolInputError"),
+    ],
+)
 def test_calculator_errors_are_typed(text, kind):
     result = CALC.run(text)
     assert (result.ok, result.error_type) == (False, kind), result
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("solve x**2 - 4 = 0", "x = -2 or x = 2"),
-    ("solve x + y = 3; x - y = 1", "x = 2, y = 1"),
-    ("solve x + y = 3, x - y = 1", "x = 2, y = 1"),
-    ("simplify (x**2-1)/(x-1)", "x + 1"),
-    ("solve 2x + 3 = 7", "x = 2"),
-    ("solve a*x + b = 0 for x", "x = -b/a"),
-    ("factor x**2 - 1", "(x - 1)*(x + 1)"),
-    ("expand (x+1)^2", "x**2 + 2*x + 1"),
-    ("diff sin(x)*x wrt x", "x*cos(x) + sin(x)"),
-    ("integrate x**2 wrt x from 0 to 3", "9"),
-    ("integrate 2*x", "x**2 + C"),
-    ("solve x = x + 1", "no solution (an equation is false for every value)"),
-    ("x + x", "2*x"),
-    ("2**10", "1024"),
-    ("evaluate 1/3 + 1/6", "1/2"),
-    ("```\nsolve x - 5 = 0\n```", "x = 5"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("solve x**2 - 4 = 0", "x = -2 or x = 2"),
+        ("solve x + y = 3; x - y = 1", "x = 2, y = 1"),
+        ("solve x + y = 3, x - y = 1", "x = 2, y = 1"),
+        ("simplify (x**2-1)/(x-1)", "x + 1"),
+        ("solve 2x + 3 = 7", "x = 2"),
+        ("solve a*x + b = 0 for x", "x = -b/a"),
+        ("factor x**2 - 1", "(x - 1)*(x + 1)"),
+        ("expand (x+1)^2", "x**2 + 2*x + 1"),
+        ("diff sin(x)*x wrt x", "x*cos(x) + sin(x)"),
+        ("integrate x**2 wrt x from 0 to 3", "9"),
+        ("integrate 2*x", "x**2 + C"),
+        ("solve x = x + 1", "no solution (an equation is false for every value)"),
+        ("x + x", "2*x"),
+        ("2**10", "1024"),
+        ("evaluate 1/3 + 1/6", "1/2"),
+        ("```\nsolve x - 5 = 0\n```", "x = 5"),
+    ],
+)
 def test_sympy_answers(text, expected):
     assert SYMPY.run(text) == ToolResult(True, expected)
 
@@ -175,14 +189,17 @@ def test_sympy_numeric_values_and_inequalities():
     assert SYMPY.run({"input": "solve x - 1 = 0"}).output == "x = 1"
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("evaluate x + 1", "ToolInputError"),
-    ("solve x = 1 = 2", "ToolInputError"),
-    ("solve 3 = 3", "ToolInputError"),
-    ("diff x*y", "ToolInputError"),
-    ("solve", "ToolInputError"),
-    ("evaluate 1/0", "ToolInputError"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("evaluate x + 1", "ToolInputError"),
+        ("solve x = 1 = 2", "ToolInputError"),
+        ("solve 3 = 3", "ToolInputError"),
+        ("diff x*y", "ToolInputError"),
+        ("solve", "ToolInputError"),
+        ("evaluate 1/0", "ToolInputError"),
+    ],
+)
 def test_sympy_errors_are_typed(text, kind):
     result = SYMPY.run(text)
     assert (result.ok, result.error_type) == (False, kind), result
@@ -213,12 +230,17 @@ def test_lp_brief_example():
 
 
 def test_lp_integer_binary_labels_and_chains():
-    assert lp_lines("maximize x + y s.t. 2x + 2y <= 5; x, y >= 0; integer x, y")[:2] == ["status: Optimal", "objective: 2"]
+    assert lp_lines("maximize x + y s.t. 2x + 2y <= 5; x, y >= 0; integer x, y")[:2] == [
+        "status: Optimal",
+        "objective: 2",
+    ]
     out = lp_lines("minimize 2x + 3y subject to\nc1: x + y >= 4\n0 <= x <= 3\ny >= 0")
     assert out == ["status: Optimal", "objective: 9", "x = 3", "y = 1"]
     out = lp_lines("max: 2p + q st p + q = 3; binary p; q >= 0")
     assert out == ["status: Optimal", "objective: 4", "p = 1", "q = 2"]
-    out = lp_lines("maximize 5a + 4b + 3c subject to 2a + 3b + c <= 5; 4a + b + 2c <= 11; 3a + 4b + 2c <= 8; a, b, c >= 0")
+    out = lp_lines(
+        "maximize 5a + 4b + 3c subject to 2a + 3b + c <= 5; 4a + b + 2c <= 11; 3a + 4b + 2c <= 8; a, b, c >= 0"
+    )
     assert out == ["status: Optimal", "objective: 13", "a = 2", "b = 0", "c = 1"]
 
 
@@ -229,8 +251,9 @@ def test_lp_unbounded_and_infeasible_are_reported():
     assert lp_lines("maximize x subject to x <= 1; 1 >= 2")[0] == "status: Infeasible"
 
 
-@pytest.mark.parametrize("text", ["3x + 2y", "maximize x*y subject to x <= 1", "maximize x subject to x != 1",
-                                  "maximize x subject to x + 1"])
+@pytest.mark.parametrize(
+    "text", ["3x + 2y", "maximize x*y subject to x <= 1", "maximize x subject to x != 1", "maximize x subject to x + 1"]
+)
 def test_lp_bad_input_is_a_typed_error(text):
     result = LP.run(text)
     assert (result.ok, result.error_type) == (False, "ToolInputError"), result

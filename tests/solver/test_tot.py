@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core import ReasoningRepo
 from got_core.errors import ConfigError, InvalidInputError
@@ -24,7 +25,6 @@ from got_core.solver._answers import (
 )
 from got_core.solver.react import FINAL_PROMPT
 from got_core.testing import ScriptedChatModel
-from gitcli import fsck_clean, git
 
 QUESTION = "A crate holds 6 boxes with 7 lanterns in each box. How many lanterns are in the crate?"
 CHOICES = ["36 lanterns", "48 lanterns", "forty-two lanterns", "13 lanterns"]
@@ -47,11 +47,14 @@ def mcq_rules(verdicts=("correct",), lesson=None):
         (r"^Observation: ", "Thought: check again.\nAction: calculator\nAction Input: 7*6"),
         (re.escape(FINAL_PROMPT), "The product is 42.\nConfidence: 0.9\nFinal Answer: C"),
         (r"case that option D", "D is 6+7, a sum, so the answer is C.\nFinal Answer: C"),
-        (r"Compare the candidate solutions",
-         "Candidate 1: 0.3\nCandidate 2: 0.2\nCandidate 3: 0.95\nCandidate 4: 0.4"),
+        (r"Compare the candidate solutions", "Candidate 1: 0.3\nCandidate 2: 0.2\nCandidate 3: 0.95\nCandidate 4: 0.4"),
         (r"Check the proposed answer", verify),
-        (r"Write ONE general lesson", lesson or "Lesson: Multiply boxes by items per box and confirm the "
-                                                "product with the calculator; here it was forty-two lanterns, option C."),
+        (
+            r"Write ONE general lesson",
+            lesson
+            or "Lesson: Multiply boxes by items per box and confirm the "
+            "product with the calculator; here it was forty-two lanterns, option C.",
+        ),
     ]
 
 
@@ -142,12 +145,17 @@ def test_reexpansion_can_recover_and_the_second_best_is_tagged_best(tmp_path):
 
 def math_model(judge="I cannot rank these."):
     answers = iter(["391", "391", "389", "391", "391", "391", "391", "391"])
-    return ScriptedChatModel(rules=[
-        (r"Approach \d", lambda _m: f"17*23 = {(a := next(answers))}.\nConfidence: 0.8\nFinal Answer: \\boxed{{{a}}}"),
-        (r"Compare the candidate solutions", judge),
-        (r"Check the proposed answer", "Verdict: correct\nReason: 17*23 is 391."),
-        (r"Write ONE general lesson", "Lesson: Check products with the calculator."),
-    ])
+    return ScriptedChatModel(
+        rules=[
+            (
+                r"Approach \d",
+                lambda _m: f"17*23 = {(a := next(answers))}.\nConfidence: 0.8\nFinal Answer: \\boxed{{{a}}}",
+            ),
+            (r"Compare the candidate solutions", judge),
+            (r"Check the proposed answer", "Verdict: correct\nReason: 17*23 is 391."),
+            (r"Write ONE general lesson", "Lesson: Check products with the calculator."),
+        ]
+    )
 
 
 def test_math_children_are_four_strategies_scored_by_agreement(tmp_path):
@@ -155,11 +163,21 @@ def test_math_children_are_four_strategies_scored_by_agreement(tmp_path):
     kids = result.nodes[1:]
     assert [k.metadata["label"] for k in kids] == ["s1", "s2", "s3", "s4"]
     assert [k.metadata["answer"] for k in kids] == ["391", "391", "389", "391"]
-    assert [k.scores["s_cross"] for k in kids] == [pytest.approx(2 / 3), pytest.approx(2 / 3), 0.0, pytest.approx(2 / 3)]
+    assert [k.scores["s_cross"] for k in kids] == [
+        pytest.approx(2 / 3),
+        pytest.approx(2 / 3),
+        0.0,
+        pytest.approx(2 / 3),
+    ]
     assert "s_judge" not in kids[0].scores  # the judge's reply did not parse: agreement is used
     assert (result.answer, result.outcome) == ("391", "success")
-    assert result.validation["checks"]["recheck"] == {"tool": "calculator", "input": "391", "ok": True,
-                                                      "value": "391", "note": None}
+    assert result.validation["checks"]["recheck"] == {
+        "tool": "calculator",
+        "input": "391",
+        "ok": True,
+        "value": "391",
+        "note": None,
+    }
 
 
 def test_no_extractable_answer_is_a_typed_failure(tmp_path):
@@ -178,8 +196,11 @@ def test_lessons_are_injected_and_a_read_only_memory_stays_unchanged(tmp_path, b
     writer.close()
 
     def snapshot():
-        files = {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*"))
-                 if p.is_file() and "index" not in p.name and not p.name.endswith(".lock")}
+        files = {
+            p.relative_to(path): p.read_bytes()
+            for p in sorted(path.rglob("*"))
+            if p.is_file() and "index" not in p.name and not p.name.endswith(".lock")
+        }
         tip = ReasoningRepo.open(path, create=False).tip("memory") if backend == "git" else None
         return files, tip
 
@@ -200,12 +221,14 @@ def slow(seconds, text="Confidence: 0.9\nFinal Answer: C"):
     def reply(_messages):
         time.sleep(seconds)
         return text
+
     return reply
 
 
 def test_a_wall_clock_timeout_is_a_recorded_outcome_not_a_crash(tmp_path):
-    model = ScriptedChatModel(rules=[(r"case that option A", "Confidence: 0.5\nFinal Answer: A"),
-                                     (r"case that option B", slow(20.0))])  # abandoned at the deadline
+    model = ScriptedChatModel(
+        rules=[(r"case that option A", "Confidence: 0.5\nFinal Answer: A"), (r"case that option B", slow(20.0))]
+    )  # abandoned at the deadline
     result = solve(QUESTION, CHOICES, model=model, repo_root=tmp_path, budget=Budget(wall_clock_s=2.0))
     assert result.outcome == "timeout"
     labels = [n.metadata.get("label") for n in result.nodes]
@@ -224,8 +247,7 @@ def test_a_wall_clock_timeout_is_a_recorded_outcome_not_a_crash(tmp_path):
 def test_a_token_cap_is_a_recorded_outcome(tmp_path):
     model = ScriptedChatModel(rules=mcq_rules())
     memory = get_backend("git", path=tmp_path / "mem.git")
-    result = solve(QUESTION, CHOICES, model=model, memory=memory, repo_root=tmp_path,
-                   budget=Budget(max_tokens=60))
+    result = solve(QUESTION, CHOICES, model=model, memory=memory, repo_root=tmp_path, budget=Budget(max_tokens=60))
     assert result.outcome == "budget" and result.answer is None and model.n_calls == 1
     node = result.nodes[1]
     assert node.outcome == "budget" and f"failed_budget_{node.node_id}" in git(result.repo_path, "tag")
@@ -260,14 +282,17 @@ def test_inputs_and_repositories(tmp_path):
     assert shared.tip("master") is None and result.problem_id.startswith("q-")
 
 
-@pytest.mark.parametrize("text, final, n, expected", [
-    ("Confidence: 0.9\nFinal Answer: C", "C", 4, ("C", "C")),
-    ("so the answer is (b).", None, 4, ("B", "B")),
-    ("no letter here", None, 4, (None, None)),
-    ("x = 3, so \\boxed{\\frac{1}{2}} done", None, None, ("\\frac{1}{2}", None)),
-    ("work...", "$\\boxed{391}$.", None, ("391", None)),
-    ("lots of work\nAnswer: 12.5", None, None, ("12.5", None)),
-])
+@pytest.mark.parametrize(
+    "text, final, n, expected",
+    [
+        ("Confidence: 0.9\nFinal Answer: C", "C", 4, ("C", "C")),
+        ("so the answer is (b).", None, 4, ("B", "B")),
+        ("no letter here", None, 4, (None, None)),
+        ("x = 3, so \\boxed{\\frac{1}{2}} done", None, None, ("\\frac{1}{2}", None)),
+        ("work...", "$\\boxed{391}$.", None, ("391", None)),
+        ("lots of work\nAnswer: 12.5", None, None, ("12.5", None)),
+    ],
+)
 def test_answer_extraction(text, final, n, expected):
     assert extract_answer(text, final, n) == expected
 
@@ -279,7 +304,9 @@ def test_parsers_and_normalisation():
     assert parse_confidence("Confidence: 7") == 0.7
     assert parse_confidence("nothing") is None
     assert parse_candidate_scores("Candidate 1: 0.3\n**Candidate 2:** 90%\nCandidate 9: 0.1", ["1", "2"]) == {
-        "1": 0.3, "2": 0.9}
+        "1": 0.3,
+        "2": 0.9,
+    }
     assert parse_verdict("Verdict: incorrect\nReason: wrong sign") == (False, "wrong sign")
     assert parse_verdict("**Verdict:** Correct") == (True, "**Verdict:** Correct")
     assert parse_verdict("hmm")[0] is None
@@ -287,20 +314,40 @@ def test_parsers_and_normalisation():
     assert normalize_math("2\\sqrt{3}") == "2\\sqrt(3)"
 
 
-@pytest.mark.parametrize("lesson, answers, options, n, kept", [
-    ("Multiply first; the result was 391 here.", ["391"], None, None, "Multiply first; the result was [answer withheld] here."),
-    ("Always multiply carefully: 13910 apples is wrong.", ["391"], None, None, None),  # survives inside a number
-    ("Pick option C, forty-two lanterns, after multiplying counts.", ["C"], CHOICES, 4,
-     "Pick option [answer withheld], [answer withheld], after multiplying counts."),
-    ("The answer is B.", ["B"], CHOICES, 4, None),  # nothing left worth keeping
-    ("Use \\frac{1}{2} of the total when splitting evenly among two friends.", ["\\frac{1}{2}"], None, None,
-     "Use [answer withheld] of the total when splitting evenly among two friends."),
-])
+@pytest.mark.parametrize(
+    "lesson, answers, options, n, kept",
+    [
+        (
+            "Multiply first; the result was 391 here.",
+            ["391"],
+            None,
+            None,
+            "Multiply first; the result was [answer withheld] here.",
+        ),
+        ("Always multiply carefully: 13910 apples is wrong.", ["391"], None, None, None),  # survives inside a number
+        (
+            "Pick option C, forty-two lanterns, after multiplying counts.",
+            ["C"],
+            CHOICES,
+            4,
+            "Pick option [answer withheld], [answer withheld], after multiplying counts.",
+        ),
+        ("The answer is B.", ["B"], CHOICES, 4, None),  # nothing left worth keeping
+        (
+            "Use \\frac{1}{2} of the total when splitting evenly among two friends.",
+            ["\\frac{1}{2}"],
+            None,
+            None,
+            "Use [answer withheld] of the total when splitting evenly among two friends.",
+        ),
+    ],
+)
 def test_lessons_are_made_answer_free_or_refused(lesson, answers, options, n, kept):
     assert answer_free(lesson, answers, options, n) == kept
 
 
 # ----------------------------------------------------------------------------- OpenAI-compatible end to end
+
 
 @pytest.fixture
 def server():
@@ -330,10 +377,18 @@ def server():
             text = reply(req["messages"]) if callable(reply) else reply
             for stop in req.get("stop") or []:
                 text = text.split(stop)[0]
-            self._send({"id": "c", "object": "chat.completion", "created": 0, "model": req["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                     "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+            self._send(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": req["model"],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+                }
+            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
@@ -346,15 +401,21 @@ def server():
 def test_solve_against_an_openai_compatible_endpoint(server, tmp_path):
     url, requests = server
     model = OpenAICompatibleModel(url, "stand-in-model", backoff=0.01)
-    result = solve(QUESTION, CHOICES, model=model, repo_root=tmp_path, parallel=True, seed=5,
-                   memory=get_backend("none"))
+    result = solve(
+        QUESTION, CHOICES, model=model, repo_root=tmp_path, parallel=True, seed=5, memory=get_backend("none")
+    )
     model.close()
     assert (result.answer, result.outcome) == ("C", "success")
     assert len(requests) == result.n_calls == 10  # A, B, D: 1 call; C: 3 tool steps + 1; judge, verifier, lesson
     assert result.usage.total_tokens == 110 * 10 and not result.usage.estimated
     assert {r["model"] for r in requests} == {"stand-in-model"}
-    assert sorted(r["seed"] for r in requests if "case that option" in r["messages"][1]["content"]
-                  and r["messages"][-1]["role"] == "user" and len(r["messages"]) == 2) == [5, 6, 7, 8]
+    assert sorted(
+        r["seed"]
+        for r in requests
+        if "case that option" in r["messages"][1]["content"]
+        and r["messages"][-1]["role"] == "user"
+        and len(r["messages"]) == 2
+    ) == [5, 6, 7, 8]
     assert git(result.repo_path, "rev-parse", "best").strip() == result.winner.oid
 
 

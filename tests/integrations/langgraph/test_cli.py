@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gitcli import fsck_clean, git
 
 from got_core.cli import main
-from gitcli import fsck_clean, git
 
 
 def run(capsys, *args):
@@ -72,13 +72,15 @@ def test_fork_starts_a_thread_sharing_history(demo_repo, capsys):
     _, out, _ = run(capsys, "threads", "history", "demo", "--json", "-r", str(demo_repo))
     rows = json.loads(out)
     at = next(r for r in rows if r["step"] == 3)
-    code, out, _ = run(capsys, "threads", "fork", "demo", at["checkpoint_id"], "--to", "what-if", "--json",
-                       "-r", str(demo_repo))
+    code, out, _ = run(
+        capsys, "threads", "fork", "demo", at["checkpoint_id"], "--to", "what-if", "--json", "-r", str(demo_repo)
+    )
     forked = json.loads(out)
     assert code == 0 and forked["commit"] == at["commit"]
     _, out, _ = run(capsys, "threads", "history", "what-if", "--json", "-r", str(demo_repo))
-    assert [r["checkpoint_id"] for r in json.loads(out)] == [r["checkpoint_id"] for r in rows
-                                                             if r["step"] <= 3 and r["step"] >= -1][-5:]
+    assert [r["checkpoint_id"] for r in json.loads(out)] == [
+        r["checkpoint_id"] for r in rows if r["step"] <= 3 and r["step"] >= -1
+    ][-5:]
     # forking into an existing thread is refused with a clear message
     code, _, err = run(capsys, "threads", "fork", "demo", at["checkpoint_id"], "--to", "what-if", "-r", str(demo_repo))
     assert code == 2 and "already has checkpoints" in err

@@ -10,12 +10,12 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gitcli import fsck_clean
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from got_integrations.langgraph import GitCheckpointSaver, GitStore
 from got_integrations.langgraph.cli import build_demo_graph
-from gitcli import fsck_clean
 
 QUESTIONS = ["What is 1+2?", "What is 3*4?", "What is 2**8?"]
 
@@ -48,18 +48,26 @@ def test_many_threads_in_parallel_on_one_saver(tmp_path):
 def test_concurrent_writes_to_one_checkpoint_are_all_kept(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "writes.git")
     config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
-    checkpoint = {"v": 4, "id": "1f0a", "ts": "2026-01-01T00:00:00+00:00", "channel_values": {},
-                  "channel_versions": {}, "versions_seen": {}, "updated_channels": None}
+    checkpoint = {
+        "v": 4,
+        "id": "1f0a",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {},
+        "channel_versions": {},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
     stored = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {})
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda i: saver.put_writes(stored, [("out", i), ("log", f"task {i}")], f"task-{i:02d}"),
-                      range(24)))
+        list(
+            pool.map(lambda i: saver.put_writes(stored, [("out", i), ("log", f"task {i}")], f"task-{i:02d}"), range(24))
+        )
     writes = GitCheckpointSaver.from_path(tmp_path / "writes.git").get_tuple(stored).pending_writes
     assert sorted(w for w in writes if w[1] == "out") == sorted((f"task-{i:02d}", "out", i) for i in range(24))
     assert len(writes) == 48
 
 
-_WORKER = textwrap.dedent('''
+_WORKER = textwrap.dedent("""
     import sys
     from langchain_core.messages import HumanMessage
     from got_integrations.langgraph import GitCheckpointSaver, GitStore
@@ -77,21 +85,35 @@ _WORKER = textwrap.dedent('''
             store.put(("items", name), f"{i}-{j}", {"by": name, "i": i, "j": j})
             saver.put_writes(shared, [("note", f"{name} {i} {j}")], f"{name}-{i}-{j}")
     print("done", name)
-''')
+""")
 
 
 def test_two_processes_share_one_repository(tmp_path):
     repo = tmp_path / "shared.git"
     saver = GitCheckpointSaver.from_path(repo)
-    checkpoint = {"v": 4, "id": "1f0b", "ts": "2026-01-01T00:00:00+00:00", "channel_values": {},
-                  "channel_versions": {}, "versions_seen": {}, "updated_channels": None}
-    saver.put({"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}, checkpoint,
-              {"source": "input", "step": -1}, {})
+    checkpoint = {
+        "v": 4,
+        "id": "1f0b",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {},
+        "channel_versions": {},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+    saver.put(
+        {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}, checkpoint, {"source": "input", "step": -1}, {}
+    )
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
-    procs = [subprocess.Popen([sys.executable, str(script), str(repo), name, "1f0b"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(Path(__file__).parent))
-             for name in ("alpha", "beta")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(repo), name, "1f0b"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(Path(__file__).parent),
+        )
+        for name in ("alpha", "beta")
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err.decode()[-3000:]

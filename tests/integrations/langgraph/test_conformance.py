@@ -8,11 +8,11 @@ through its own ``validate`` entry point, as its README tells third-party savers
 from __future__ import annotations
 
 import pytest
+from gitcli import fsck_clean
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, DetectedCapabilities
 
 from got_integrations.langgraph import GitCheckpointSaver
-from gitcli import fsck_clean
 
 
 @pytest.fixture

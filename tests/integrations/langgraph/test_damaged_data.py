@@ -26,8 +26,11 @@ CFG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 def _checkpoint(tmp_path):
     """A checkpoint with a value channel ``x``, a list channel ``m`` and one pending write."""
     saver = GitCheckpointSaver.from_path(tmp_path / "cp.git")
-    checkpoint = {**empty_checkpoint(), "channel_values": {"x": "y" * 200, "m": ["a" * 50, "b" * 50]},
-                  "channel_versions": {"x": "1", "m": "1"}}
+    checkpoint = {
+        **empty_checkpoint(),
+        "channel_values": {"x": "y" * 200, "m": ["a" * 50, "b" * 50]},
+        "channel_versions": {"x": "1", "m": "1"},
+    }
     stored = saver.put(CFG, checkpoint, {"source": "input", "step": -1}, {"x": "1", "m": "1"})
     saver.put_writes(stored, [("x", "z" * 10)], "task-1")
     return saver, stored
@@ -80,7 +83,9 @@ def test_a_damaged_writes_file_names_itself(tmp_path, case):
     data = {
         "not json": b"\x00garbage",
         "no writes": json.dumps({"task_id": "task-1"}).encode(),
-        "bad base64": json.dumps({**good, "writes": [{**write, "exact": {"type": "msgpack", "base64": "!!"}}]}).encode(),
+        "bad base64": json.dumps(
+            {**good, "writes": [{**write, "exact": {"type": "msgpack", "base64": "!!"}}]}
+        ).encode(),
         "bad bytes": json.dumps({**good, "writes": [{**write, "exact": encode_exact(("msgpack", b"\xc1"))}]}).encode(),
         "bad idx": json.dumps({**good, "writes": [{**write, "idx": "0"}]}).encode(),
     }[case]
@@ -100,8 +105,9 @@ def _store(tmp_path, **options):
     return store, store._path(("docs", "a"), "k1")
 
 
-@pytest.mark.parametrize("data", [b"{oops", b"\xff\xfe", b"[1]", b'{"namespace": ["docs", "a"], "key": "k1"}',
-                                  "bad time"])
+@pytest.mark.parametrize(
+    "data", [b"{oops", b"\xff\xfe", b"[1]", b'{"namespace": ["docs", "a"], "key": "k1"}', "bad time"]
+)
 def test_a_damaged_store_item_names_itself(tmp_path, data):
     store, path = _store(tmp_path)
     if data == "bad time":
@@ -109,8 +115,11 @@ def test_a_damaged_store_item_names_itself(tmp_path, data):
         data = json.dumps({**doc, "updated_at": "yesterday"}).encode()
     store.repo.commit_files(store.ref, {path: data}, "tamper\n")
     fresh = GitStore(store.repo.gitdir)
-    for read in (lambda: fresh.get(("docs", "a"), "k1"), lambda: fresh.search(("docs",)),
-                 lambda: fresh.list_namespaces()):
+    for read in (
+        lambda: fresh.get(("docs", "a"), "k1"),
+        lambda: fresh.search(("docs",)),
+        lambda: fresh.list_namespaces(),
+    ):
         with pytest.raises(CorruptRepositoryError, match=path.split("/")[-1]):
             read()
 
@@ -139,9 +148,13 @@ def test_bytes_thread_ids_are_refused_not_stored_as_their_repr(tmp_path, bad):
     config = {"configurable": {"thread_id": bad, "checkpoint_ns": ""}}
     with pytest.raises(InvalidNameError, match="bytes"):
         saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
-    for call in (lambda: saver.get_tuple(config), lambda: list(saver.list(config)),
-                 lambda: saver.delete_thread(bad), lambda: saver.copy_thread(bad, "t2"),
-                 lambda: saver.put_writes({"configurable": {"thread_id": "t", "checkpoint_id": b"1"}}, [], "x")):
+    for call in (
+        lambda: saver.get_tuple(config),
+        lambda: list(saver.list(config)),
+        lambda: saver.delete_thread(bad),
+        lambda: saver.copy_thread(bad, "t2"),
+        lambda: saver.put_writes({"configurable": {"thread_id": "t", "checkpoint_id": b"1"}}, [], "x"),
+    ):
         with pytest.raises(InvalidNameError, match="bytes"):
             call()
     assert saver.threads() == [] and saver.repo.refs("refs/got/") == {}
@@ -149,9 +162,14 @@ def test_bytes_thread_ids_are_refused_not_stored_as_their_repr(tmp_path, bad):
 
 def test_bytes_store_keys_are_refused_and_bytes_labels_too(tmp_path):
     store = GitStore(tmp_path / "s.git")
-    for call in (lambda: store.put(("a",), b"k", {"v": 1}), lambda: store.get(("a",), b"k"),
-                 lambda: store.delete(("a",), b"k"), lambda: asyncio.run(store.aput(("a",), b"k", {"v": 1})),
-                 lambda: asyncio.run(store.aget(("a",), b"k")), lambda: asyncio.run(store.adelete(("a",), b"k"))):
+    for call in (
+        lambda: store.put(("a",), b"k", {"v": 1}),
+        lambda: store.get(("a",), b"k"),
+        lambda: store.delete(("a",), b"k"),
+        lambda: asyncio.run(store.aput(("a",), b"k", {"v": 1})),
+        lambda: asyncio.run(store.aget(("a",), b"k")),
+        lambda: asyncio.run(store.adelete(("a",), b"k")),
+    ):
         with pytest.raises(InvalidStoreNameError, match="bytes"):
             call()
     with pytest.raises(InvalidNamespaceError):

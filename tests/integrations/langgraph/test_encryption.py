@@ -17,9 +17,10 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from gitcli import fsck_clean
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -33,11 +34,12 @@ from pydantic import BaseModel
 from got_core.cli import main
 from got_core.errors import ConfigError, CorruptRepositoryError
 from got_integrations.langgraph import DecryptionError, GitCheckpointSaver, GitStore
-from gitcli import fsck_clean
 
 KEY = b"0123456789abcdef0123456789abcdef"
-SECRETS = {name: f"SECRET{name}{uuid.uuid4().hex[:12]}" for name in (
-    "Human", "AiText", "ToolArg", "ToolResult", "State", "Note", "Interrupt", "Resume", "Meta", "Store")}
+SECRETS = {
+    name: f"SECRET{name}{uuid.uuid4().hex[:12]}"
+    for name in ("Human", "AiText", "ToolArg", "ToolResult", "State", "Note", "Interrupt", "Resume", "Meta", "Store")
+}
 
 
 class Note(BaseModel):
@@ -49,7 +51,7 @@ class Note(BaseModel):
 class State(TypedDict, total=False):
     messages: Annotated[list, add_messages]
     secret: str
-    note: Optional[Note]
+    note: Note | None
     answer: str
 
 
@@ -107,7 +109,7 @@ def _forms(secret: str) -> list[bytes]:
     out = [raw]
     for pad in range(3):
         enc = base64.b64encode(b"\x00" * pad + raw)
-        out.append(enc[4 if pad else 0:-4])  # the middle, unaffected by padding or neighbours
+        out.append(enc[4 if pad else 0 : -4])  # the middle, unaffected by padding or neighbours
     return out
 
 
@@ -135,8 +137,11 @@ def run_until_interrupt(path: Path, serde: Any) -> tuple[GitCheckpointSaver, Git
     saver = GitCheckpointSaver.from_path(path, serde=serde)
     store = GitStore(saver.repo, serde=serde)
     graph = build(saver, store)
-    inputs = {"messages": [HumanMessage(SECRETS["Human"])], "secret": SECRETS["State"],
-              "note": Note(text=SECRETS["Note"])}
+    inputs = {
+        "messages": [HumanMessage(SECRETS["Human"])],
+        "secret": SECRETS["State"],
+        "note": Note(text=SECRETS["Note"]),
+    }
     out = graph.invoke(inputs, CONFIG, durability="sync")
     assert out["__interrupt__"][0].value == {"question": SECRETS["Interrupt"]}
     saver.repo.grep("SECRET")  # builds the derived index over every commit and blob
@@ -219,16 +224,21 @@ def test_readable_false_keeps_values_out_of_sight_without_encryption(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "quiet.git", readable=False)
     store = GitStore(saver.repo, serde=saver.serde, readable=False)
     graph = build(saver, store)
-    inputs = {"messages": [HumanMessage(SECRETS["Human"])], "secret": SECRETS["State"],
-              "note": Note(text=SECRETS["Note"])}
+    inputs = {
+        "messages": [HumanMessage(SECRETS["Human"])],
+        "secret": SECRETS["State"],
+        "note": Note(text=SECRETS["Note"]),
+    }
     graph.invoke(inputs, CONFIG, durability="sync")
     saver.repo.grep("SECRET")
-    files = {p for p in saver.repo.list_files(saver.repo.tip("refs/got/threads/customer-7/root/head"))}
+    files = set(saver.repo.list_files(saver.repo.tip("refs/got/threads/customer-7/root/head")))
     assert not any(p.endswith(".json") and p != "checkpoint.json" for p in files)
     messages = _git_bytes(saver.repo.gitdir, "log", "--format=%B", "--all")
     assert b"SECRET" not in messages  # commit messages (and so the search index) hold ids only
-    assert GitCheckpointSaver.from_path(tmp_path / "quiet.git").get_tuple(CONFIG).checkpoint[
-        "channel_values"]["secret"] == SECRETS["State"]
+    assert (
+        GitCheckpointSaver.from_path(tmp_path / "quiet.git").get_tuple(CONFIG).checkpoint["channel_values"]["secret"]
+        == SECRETS["State"]
+    )
 
 
 def test_the_strict_default_inside_the_encryption_rebuilds_the_graph_types(tmp_path):
@@ -240,6 +250,7 @@ def test_the_strict_default_inside_the_encryption_rebuilds_the_graph_types(tmp_p
     run_until_interrupt(tmp_path / "strict.git", strict())
     saver = GitCheckpointSaver.from_path(tmp_path / "strict.git", serde=strict())
     assert GitCheckpointSaver.from_path(tmp_path / "strict.git", serde=strict()).get_tuple(CONFIG).checkpoint[
-        "channel_values"]["note"] == {"text": SECRETS["Note"]}  # no graph compiled with it: plain data
+        "channel_values"
+    ]["note"] == {"text": SECRETS["Note"]}  # no graph compiled with it: plain data
     values = build(saver, GitStore(saver.repo, serde=strict())).get_state(CONFIG).values
     assert values["note"] == Note(text=SECRETS["Note"]) and values["messages"][1].content == SECRETS["AiText"]

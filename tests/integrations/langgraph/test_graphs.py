@@ -14,9 +14,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Annotated, Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from gitcli import fsck_clean, git
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -30,7 +32,6 @@ from pydantic import BaseModel
 from got_core.solver.tools import calculate
 from got_integrations.langgraph import GitCheckpointSaver, UnsafePayloadError
 from got_integrations.langgraph._layout import split_msgpack_array
-from gitcli import fsck_clean, git
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -123,13 +124,26 @@ def snap(s: Any) -> dict[str, Any]:
     """What a user observes in a StateSnapshot, without ids and timestamps."""
     tasks = []
     for t in s.tasks:
-        tasks.append({"name": t.name, "result": norm(t.result), "error": repr(t.error) if t.error else None,
-                      "interrupts": [norm(i.value) for i in t.interrupts],
-                      "state": snap(t.state) if isinstance(t.state, StateSnapshot) else
-                      (t.state or {}).get("configurable", {}).get("checkpoint_ns", "").split(":")[0]})
+        tasks.append(
+            {
+                "name": t.name,
+                "result": norm(t.result),
+                "error": repr(t.error) if t.error else None,
+                "interrupts": [norm(i.value) for i in t.interrupts],
+                "state": snap(t.state)
+                if isinstance(t.state, StateSnapshot)
+                else (t.state or {}).get("configurable", {}).get("checkpoint_ns", "").split(":")[0],
+            }
+        )
     meta = {k: (s.metadata or {}).get(k) for k in ("source", "step")}
-    return {"values": norm(s.values), "next": tuple(s.next), "meta": meta, "tasks": tasks,
-            "interrupts": [norm(i.value) for i in s.interrupts], "has_parent": s.parent_config is not None}
+    return {
+        "values": norm(s.values),
+        "next": tuple(s.next),
+        "meta": meta,
+        "tasks": tasks,
+        "interrupts": [norm(i.value) for i in s.interrupts],
+        "has_parent": s.parent_config is not None,
+    }
 
 
 def both(tmp_path, scenario: Callable[[Any], Any]) -> Any:
@@ -161,8 +175,9 @@ def test_tool_loop_state_and_history_match_in_memory(tmp_path):
     graph = tool_graph().compile(checkpointer=saver)
     full = list(graph.get_state_history(CFG))
     page = list(graph.get_state_history(CFG, before=full[3].config, limit=2))
-    assert [p.config["configurable"]["checkpoint_id"] for p in page] == \
-        [f.config["configurable"]["checkpoint_id"] for f in full[4:6]]
+    assert [p.config["configurable"]["checkpoint_id"] for p in page] == [
+        f.config["configurable"]["checkpoint_id"] for f in full[4:6]
+    ]
 
 
 def test_interrupt_and_resume_match_in_memory(tmp_path):
@@ -173,7 +188,7 @@ def test_interrupt_and_resume_match_in_memory(tmp_path):
         final = graph.invoke(Command(resume="yes"), CFG)
         return norm(first), paused, norm(final), [snap(s) for s in graph.get_state_history(CFG)]
 
-    _, (first, paused, final, history) = both(tmp_path, scenario)
+    _, (_first, paused, final, _history) = both(tmp_path, scenario)
     assert paused["next"] == ("approve",)
     assert paused["tasks"][0]["interrupts"] == [{"question": "Run the plan?", "plan": "Plan: delete the temp files."}]
     assert final["log"] == ["drafted", "answer=yes"]
@@ -188,7 +203,7 @@ def test_a_fresh_saver_resumes_a_thread_and_lists_its_whole_history(tmp_path):
     graph = approval_graph().compile(checkpointer=fresh)
     assert graph.invoke(Command(resume="yes"), CFG)["log"] == ["drafted", "answer=yes"]
     after = [t.config["configurable"]["checkpoint_id"] for t in fresh.list(CFG)]
-    assert after[len(after) - len(before):] == before and len(after) > len(before)
+    assert after[len(after) - len(before) :] == before and len(after) > len(before)
     assert len(list(graph.get_state_history(CFG))) == len(after)
 
 
@@ -237,8 +252,7 @@ def test_delete_thread_matches_in_memory(tmp_path):
         graph.invoke({"messages": [HumanMessage("compute: 3+4")]}, CFG)
         graph.invoke({"messages": [HumanMessage("compute: 5+6")]}, other)
         saver.delete_thread("t1")
-        return (snap(graph.get_state(CFG)), len(list(graph.get_state_history(CFG))),
-                snap(graph.get_state(other)))
+        return (snap(graph.get_state(CFG)), len(list(graph.get_state_history(CFG))), snap(graph.get_state(other)))
 
     saver, (gone, count, kept) = both(tmp_path, scenario)
     assert gone["values"] == {} and count == 0 and kept["values"]["messages"][-1][1] == "The answer is 11."
@@ -278,8 +292,11 @@ def test_growing_message_list_reuses_blobs(tmp_path):
         assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
     # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint
     objects = git(saver.repo.gitdir, "rev-list", "--objects", "refs/got/threads/t1/root/head").splitlines()
-    message_blobs = [line for line in objects if line.split(" ", 1)[-1].startswith("messages/") and
-                     line.split(" ", 1)[-1].endswith((".json", ".bin"))]
+    message_blobs = [
+        line
+        for line in objects
+        if line.split(" ", 1)[-1].startswith("messages/") and line.split(" ", 1)[-1].endswith((".json", ".bin"))
+    ]
     assert len(message_blobs) == 2 * 48
 
 
@@ -321,8 +338,18 @@ def test_sync_and_async_runs_write_the_same_history(tmp_path):
 
 def test_whole_list_encoding_splits_into_per_element_encodings():
     serde = JsonPlusSerializer()
-    values = [AIMessage("hi", id="1"), {"a": [1, 2.5, None], "b": {"c": True}}, "x" * 70000, b"\x00\x01",
-              [1, [2, [3]]], 2**40, -7, 3.25, None, {"k": "v" * 300}]
+    values = [
+        AIMessage("hi", id="1"),
+        {"a": [1, 2.5, None], "b": {"c": True}},
+        "x" * 70000,
+        b"\x00\x01",
+        [1, [2, [3]]],
+        2**40,
+        -7,
+        3.25,
+        None,
+        {"k": "v" * 300},
+    ]
     tag, data = serde.dumps_typed(values)
     parts = split_msgpack_array(data)
     assert tag == "msgpack" and parts is not None
@@ -340,8 +367,15 @@ class Opaque:
 def test_pickle_is_refused_unless_allowed(tmp_path):
     serde = JsonPlusSerializer(pickle_fallback=True)
     strict = GitCheckpointSaver.from_path(tmp_path / "p.git", serde=serde)
-    checkpoint = {"v": 4, "id": "1f0", "ts": "2026-01-01T00:00:00+00:00", "channel_values": {"x": Opaque()},
-                  "channel_versions": {"x": 1}, "versions_seen": {}, "updated_channels": None}
+    checkpoint = {
+        "v": 4,
+        "id": "1f0",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"x": Opaque()},
+        "channel_versions": {"x": 1},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
     config = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
     with pytest.raises(UnsafePayloadError, match="allow_pickle"):
         strict.put(config, checkpoint, {"source": "input", "step": -1}, {"x": 1})
@@ -367,9 +401,11 @@ def test_hostile_thread_ids_stay_inside_their_refs(tmp_path, thread_id):
 
 
 def test_missing_langgraph_raises_missing_extra_naming_it():
-    code = ("import sys\nsys.modules['langgraph'] = None\n"
-            "try:\n    import got_integrations.langgraph\nexcept Exception as exc:\n"
-            "    print(type(exc).__name__, isinstance(exc, ImportError), exc)\n")
+    code = (
+        "import sys\nsys.modules['langgraph'] = None\n"
+        "try:\n    import got_integrations.langgraph\nexcept Exception as exc:\n"
+        "    print(type(exc).__name__, isinstance(exc, ImportError), exc)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("MissingExtraError True") and "gitofthoughts[langgraph]" in out
 
@@ -433,8 +469,12 @@ def test_replaced_and_removed_messages_match_in_memory(tmp_path):
 
     def edit(state: MessagesState) -> dict[str, Any]:
         first, second = state["messages"][0], state["messages"][1]
-        return {"messages": [HumanMessage(content="edited: " + str(first.content), id=first.id),
-                             RemoveMessage(id=second.id)]}
+        return {
+            "messages": [
+                HumanMessage(content="edited: " + str(first.content), id=first.id),
+                RemoveMessage(id=second.id),
+            ]
+        }
 
     def scenario(saver):
         builder = tool_graph()
@@ -448,7 +488,7 @@ def test_replaced_and_removed_messages_match_in_memory(tmp_path):
         edited.invoke({"messages": [HumanMessage("one more", id="h2")]}, CFG)
         return snap(edited.get_state(CFG)), [snap(s) for s in edited.get_state_history(CFG)]
 
-    saver, (state, history) = both(tmp_path, scenario)
+    saver, (state, _history) = both(tmp_path, scenario)
     texts = [m[1] for m in state["values"]["messages"]]
     assert texts[0] == "edited: compute: 6*7" and len(texts) == 4  # 1 replaced, 1 removed, 1 added
     # a reader with cold caches decodes the same values from git

@@ -73,8 +73,9 @@ def _python(tmp_path, *args: str) -> str:
     script = tmp_path / "graph.py"
     script.write_text(GRAPH)
     env = {k: v for k, v in os.environ.items() if k != "LANGGRAPH_STRICT_MSGPACK"}
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
 
 
 def test_langchain_and_schema_types_come_back_after_a_reload_in_a_new_process(tmp_path):

@@ -8,10 +8,11 @@ import math
 import shutil
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta
+from functools import cache
 
 import pytest
+from gitcli import fsck_clean, git
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -22,7 +23,6 @@ from got_core.errors import GotUserError, InvalidInputError
 from got_core.memory.embeddings import MINILM_DIMS, embed
 from got_integrations.langgraph import GitStore
 from got_integrations.langgraph.store import InvalidStoreNameError
-from gitcli import fsck_clean, git
 
 TEXTS = [
     "The cat sat on the warm windowsill.",
@@ -36,7 +36,7 @@ TEXTS = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _vector(text: str) -> tuple[float, ...]:
     return tuple(float(x) for x in embed([text])[0])
 
@@ -53,12 +53,18 @@ NAMESPACES = st.lists(LABELS, min_size=1, max_size=3).map(tuple)
 KEYS = st.sampled_from(["k1", "k2", "..", "../../etc/passwd", "a/b", "nul\x00key", "x" * 400, "Ω"])
 VALUES = st.fixed_dictionaries(
     {"text": st.sampled_from(TEXTS), "n": st.integers(0, 5)},
-    optional={"tags": st.lists(st.sampled_from(["red", "blue"]), max_size=2),
-              "nested": st.fixed_dictionaries({"k": st.integers(0, 2)})})
-FILTERS = st.one_of(st.none(), st.builds(lambda n: {"n": n}, st.integers(0, 5)),
-                    st.builds(lambda n: {"n": {"$gt": n}}, st.integers(0, 5)),
-                    st.builds(lambda k: {"nested": {"k": k}}, st.integers(0, 2)),
-                    st.just({"tags": ["red"]}))
+    optional={
+        "tags": st.lists(st.sampled_from(["red", "blue"]), max_size=2),
+        "nested": st.fixed_dictionaries({"k": st.integers(0, 2)}),
+    },
+)
+FILTERS = st.one_of(
+    st.none(),
+    st.builds(lambda n: {"n": n}, st.integers(0, 5)),
+    st.builds(lambda n: {"n": {"$gt": n}}, st.integers(0, 5)),
+    st.builds(lambda k: {"nested": {"k": k}}, st.integers(0, 2)),
+    st.just({"tags": ["red"]}),
+)
 
 
 def _key(item):
@@ -115,8 +121,11 @@ class StoreMachine(RuleBasedStateMachine):
             assert math.isclose(item.score, scores[_key(item)], abs_tol=1e-5)
         assert [i.score for i in b] == sorted((i.score for i in b), reverse=True)
 
-    @rule(prefix=st.lists(st.one_of(LABELS, st.just("*")), max_size=2).map(tuple),
-          suffix=st.lists(LABELS, max_size=1).map(tuple), depth=st.one_of(st.none(), st.integers(1, 3)))
+    @rule(
+        prefix=st.lists(st.one_of(LABELS, st.just("*")), max_size=2).map(tuple),
+        suffix=st.lists(LABELS, max_size=1).map(tuple),
+        depth=st.one_of(st.none(), st.integers(1, 3)),
+    )
     def list_namespaces(self, prefix, suffix, depth):
         # InMemoryStore keeps namespaces it has merely read or emptied; compare live ones only
         for ns in [ns for ns, items in self.ref._data.items() if not items]:
@@ -129,8 +138,9 @@ class StoreMachine(RuleBasedStateMachine):
         assert _plain(self.ref.search((), limit=10000)) == _plain(self.git.search((), limit=10000))
 
 
-StoreMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=15, deadline=None,
-                                          suppress_health_check=[HealthCheck.too_slow])
+StoreMachine.TestCase.settings = settings(
+    max_examples=50, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_store_matches_in_memory_store = StoreMachine.TestCase
 
 
@@ -149,9 +159,14 @@ def test_semantic_search_ranks_by_meaning(tmp_path):
 
 def test_a_batch_reads_before_its_writes_and_commits_once(tmp_path):
     git_store, ref = GitStore.from_path(tmp_path / "b.git"), InMemoryStore()
-    ops = [PutOp(("n",), "k", {"v": 1}), GetOp(("n",), "k"), PutOp(("n",), "k", {"v": 2}),
-           PutOp(("n",), "other", {"v": 3}), SearchOp(("n",))]
-    assert [r for r in git_store.batch(ops)] == [r for r in ref.batch(ops)] == [None, None, None, None, []]
+    ops = [
+        PutOp(("n",), "k", {"v": 1}),
+        GetOp(("n",), "k"),
+        PutOp(("n",), "k", {"v": 2}),
+        PutOp(("n",), "other", {"v": 3}),
+        SearchOp(("n",)),
+    ]
+    assert list(git_store.batch(ops)) == list(ref.batch(ops)) == [None, None, None, None, []]
     assert git_store.get(("n",), "k").value == ref.get(("n",), "k").value == {"v": 2}
     assert git(tmp_path / "b.git", "rev-list", "--count", "refs/got/store").strip() == "1"
     git_store.batch([PutOp(("n",), "k", None), PutOp(("n",), "other", None), GetOp(("n",), "k")])
@@ -162,8 +177,14 @@ def test_a_batch_reads_before_its_writes_and_commits_once(tmp_path):
 def test_hostile_names_are_encoded_and_nothing_is_lost(tmp_path):
     store = GitStore.from_path(tmp_path / "h.git")
     long_label, long_key = "L" * 10_000, "K" * 10_000
-    cases = [(("a/b", "-rf"), "../../x"), (("%2E%2E", "sp ace"), "nul\x00byte"), (("ü", long_label), long_key),
-             (("x",), ".."), (("x",), ".git"), (("y",), "a" * 250)]
+    cases = [
+        (("a/b", "-rf"), "../../x"),
+        (("%2E%2E", "sp ace"), "nul\x00byte"),
+        (("ü", long_label), long_key),
+        (("x",), ".."),
+        (("x",), ".git"),
+        (("y",), "a" * 250),
+    ]
     for i, (ns, key) in enumerate(cases):
         store.put(ns, key, {"i": i})
     for i, (ns, key) in enumerate(cases):
@@ -187,7 +208,7 @@ def test_hostile_names_are_encoded_and_nothing_is_lost(tmp_path):
 
 
 def test_ttl_expiry_refresh_and_sweep_with_a_fake_clock(tmp_path):
-    now = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
     store = GitStore.from_path(tmp_path / "t.git", ttl={"refresh_on_read": True}, clock=lambda: now[0])
     assert store.supports_ttl
     store.put(("s",), "short", {"v": 1}, ttl=1.0)
@@ -206,7 +227,7 @@ def test_ttl_expiry_refresh_and_sweep_with_a_fake_clock(tmp_path):
 
 
 def test_background_sweeper_removes_expired_items(tmp_path):
-    now = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
     store = GitStore.from_path(tmp_path / "w.git", ttl={"sweep_interval_minutes": 1}, clock=lambda: now[0])
     store.put(("s",), "gone", {"v": 1}, ttl=0.5)
     now[0] += timedelta(minutes=1)

@@ -30,15 +30,29 @@ def _xml(tmp_path, cases: dict[str, str]) -> Path:
 
 
 def test_a_failure_where_sqlite_passes_fails_the_run(compare, tmp_path, capsys):
-    path = _xml(tmp_path, {"t.m::test_a[sync-git]": "failed", "t.m::test_a[sync-sqlite]": "passed",
-                           "t.m::test_b[git_aio]": "passed", "t.m::test_b[sqlite_aio]": "passed"})
+    path = _xml(
+        tmp_path,
+        {
+            "t.m::test_a[sync-git]": "failed",
+            "t.m::test_a[sync-sqlite]": "passed",
+            "t.m::test_b[git_aio]": "passed",
+            "t.m::test_b[sqlite_aio]": "passed",
+        },
+    )
     assert compare.main(["results", str(path)]) == 1
     assert "test_a[sync-git] (reference: passed)" in capsys.readouterr().out
 
 
 def test_a_failure_shared_with_sqlite_or_a_pass_does_not(compare, tmp_path):
-    path = _xml(tmp_path, {"t.m::test_a[git_aes]": "failed", "t.m::test_a[sqlite_aes]": "failed",
-                           "t.m::test_b[git]": "passed", "t.m::test_c": "failed"})
+    path = _xml(
+        tmp_path,
+        {
+            "t.m::test_a[git_aes]": "failed",
+            "t.m::test_a[sqlite_aes]": "failed",
+            "t.m::test_b[git]": "passed",
+            "t.m::test_c": "failed",
+        },
+    )
     assert compare.main(["results", str(path)]) == 0
 
 
@@ -49,8 +63,10 @@ def test_no_test_of_ours_or_an_unmatched_failure_fails(compare, tmp_path):
 
 def test_our_conftest_defines_every_fixture_langgraph_defines(compare, tmp_path):
     theirs = tmp_path / "conftest.py"
-    theirs.write_text("import pytest\n@pytest.fixture(params=[1])\ndef sync_checkpointer(request): ...\n"
-                      "@pytest.fixture\nasync def brand_new(): ...\n")
+    theirs.write_text(
+        "import pytest\n@pytest.fixture(params=[1])\ndef sync_checkpointer(request): ...\n"
+        "@pytest.fixture\nasync def brand_new(): ...\n"
+    )
     ours = SCRIPTS / "upstream_conftest.py"
     assert compare.main(["fixtures", str(theirs), str(ours)]) == 1
     theirs.write_text("import pytest\n@pytest.fixture\ndef durability(): ...\n")

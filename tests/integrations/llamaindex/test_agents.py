@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import List
 
+from gitcli import fsck_clean
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -17,7 +17,6 @@ from llama_index.core.workflow import Context
 
 from got_integrations.llamaindex import GitMemory
 from got_integrations.llamaindex.testing import ScriptedFunctionCallingLLM, ScriptedToolCall
-from gitcli import fsck_clean
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -27,7 +26,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def flat(messages: List[ChatMessage]) -> str:
+def flat(messages: list[ChatMessage]) -> str:
     """Every text and tool call of a message list, for 'does the LLM input contain X' checks."""
     parts = []
     for m in messages:
@@ -45,8 +44,10 @@ async def test_function_agent_writes_two_commits_per_turn_and_reads_turn_one_bac
     assert str(await agent.run("What is 2 + 3?", memory=memory)) == "2 + 3 = 5."
     # turn 1: the user message, then the agent's scratchpad (call, result, answer) in one commit
     assert commits(repo_path, "alice") == 2
-    assert [w.subject for w in memory.history()] == ["alice: +1 message (user)",
-                                                     "alice: +3 messages (assistant, tool, assistant)"]
+    assert [w.subject for w in memory.history()] == [
+        "alice: +1 message (user)",
+        "alice: +3 messages (assistant, tool, assistant)",
+    ]
 
     # turn 2 with brand-new objects: whatever the LLM sees of turn 1 came from git
     llm2 = ScriptedFunctionCallingLLM(["You asked for 2 + 3, which is 5."])
@@ -64,7 +65,8 @@ async def test_function_agent_writes_two_commits_per_turn_and_reads_turn_one_bac
 async def test_restart_in_a_new_process_restores_the_conversation(repo_path, commits):
     llm = ScriptedFunctionCallingLLM([ScriptedToolCall("add", {"a": 40, "b": 2}), "The answer is 42."])
     await FunctionAgent(tools=[add], llm=llm).run(
-        "Add 40 and 2.", memory=GitMemory.from_defaults(path=repo_path, session_id="alice"))
+        "Add 40 and 2.", memory=GitMemory.from_defaults(path=repo_path, session_id="alice")
+    )
     child = textwrap.dedent(f"""
         import asyncio, json, sys
         from llama_index.core.agent.workflow import FunctionAgent
@@ -95,11 +97,16 @@ async def test_restart_in_a_new_process_restores_the_conversation(repo_path, com
 
 async def test_two_sessions_never_see_each_other(repo_path):
     calls = {}
-    for who, secret in (("alice", "alice likes tea"), ("bob", "bob likes coffee"), ("alice", "again"),
-                        ("bob", "again")):
+    for who, secret in (
+        ("alice", "alice likes tea"),
+        ("bob", "bob likes coffee"),
+        ("alice", "again"),
+        ("bob", "again"),
+    ):
         llm = ScriptedFunctionCallingLLM(["noted"])
         await FunctionAgent(tools=[add], llm=llm).run(
-            secret, memory=GitMemory.from_defaults(path=repo_path, session_id=who))
+            secret, memory=GitMemory.from_defaults(path=repo_path, session_id=who)
+        )
         calls.setdefault(who, []).append(flat(llm.calls[0]))
     assert "alice likes tea" in calls["alice"][1] and "bob" not in " ".join(calls["alice"])
     assert "bob likes coffee" in calls["bob"][1] and "alice" not in " ".join(calls["bob"])
@@ -118,9 +125,13 @@ async def test_empty_memory_is_used_not_replaced_by_a_default_buffer(repo_path, 
 
 
 async def test_agent_workflow_handoff_writes_into_one_memory(repo_path, commits):
-    front = FunctionAgent(name="front", description="Talks to the user.", tools=[], can_handoff_to=["calc"],
-                          llm=ScriptedFunctionCallingLLM([ScriptedToolCall(
-                              "handoff", {"to_agent": "calc", "reason": "arithmetic"})]))
+    front = FunctionAgent(
+        name="front",
+        description="Talks to the user.",
+        tools=[],
+        can_handoff_to=["calc"],
+        llm=ScriptedFunctionCallingLLM([ScriptedToolCall("handoff", {"to_agent": "calc", "reason": "arithmetic"})]),
+    )
     calc_llm = ScriptedFunctionCallingLLM([ScriptedToolCall("add", {"a": 1, "b": 1}), "1 + 1 = 2"])
     calc = FunctionAgent(name="calc", description="Adds numbers.", tools=[add], llm=calc_llm)
     workflow = AgentWorkflow(agents=[front, calc], root_agent="front")
@@ -135,8 +146,12 @@ async def test_agent_workflow_handoff_writes_into_one_memory(repo_path, commits)
 
 
 async def test_react_agent_trace_is_stored(repo_path, commits):
-    llm = ScriptedFunctionCallingLLM(['Thought: I should add.\nAction: add\nAction Input: {"a": 2, "b": 3}',
-                                      "Thought: I know the answer.\nAnswer: 5"])
+    llm = ScriptedFunctionCallingLLM(
+        [
+            'Thought: I should add.\nAction: add\nAction Input: {"a": 2, "b": 3}',
+            "Thought: I know the answer.\nAnswer: 5",
+        ]
+    )
     memory = GitMemory.from_defaults(path=repo_path, session_id="react")
     assert str(await ReActAgent(tools=[add], llm=llm).run("What is 2 + 3?", memory=memory)) == "5"
     assert commits(repo_path, "react") == 2
@@ -163,18 +178,18 @@ async def test_context_round_trip_keeps_the_memory_as_a_handle(repo_path, commit
 
 def test_chat_engine_uses_the_sync_methods(repo_path, commits):
     llm = ScriptedFunctionCallingLLM(["Hello Ada."])
-    engine = SimpleChatEngine.from_defaults(llm=llm, memory=GitMemory.from_defaults(path=repo_path,
-                                                                                     session_id="chat"))
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=GitMemory.from_defaults(path=repo_path, session_id="chat"))
     assert str(engine.chat("I am Ada.")) == "Hello Ada."
     assert commits(repo_path, "chat") == 2
     llm2 = ScriptedFunctionCallingLLM(["You are Ada."])
-    engine2 = SimpleChatEngine.from_defaults(llm=llm2, memory=GitMemory.from_defaults(path=repo_path,
-                                                                                       session_id="chat"))
+    engine2 = SimpleChatEngine.from_defaults(
+        llm=llm2, memory=GitMemory.from_defaults(path=repo_path, session_id="chat")
+    )
     engine2.chat("Who am I?")
     assert "I am Ada." in flat(llm2.calls[0]) and "Hello Ada." in flat(llm2.calls[0])
 
 
-def _tool_pairs_intact(messages: List[ChatMessage]) -> None:
+def _tool_pairs_intact(messages: list[ChatMessage]) -> None:
     """What chat APIs demand: every tool result answers a call earlier in the same input."""
     history = [m for m in messages if m.role.value != "system"]
     assert history and history[0].role.value == "user"
@@ -187,11 +202,16 @@ def _tool_pairs_intact(messages: List[ChatMessage]) -> None:
 
 async def test_small_window_with_reloads_never_orphans_tool_results(repo_path):
     for turn in range(6):
-        llm = ScriptedFunctionCallingLLM([ScriptedToolCall("add", {"a": turn, "b": turn}),
-                                          ScriptedToolCall("add", {"a": turn, "b": 1}),
-                                          f"turn {turn}: {2 * turn} and {turn + 1}, as computed"])
-        memory = GitMemory.from_defaults(path=repo_path, session_id="tight", token_limit=150,
-                                         token_flush_size=20)  # a fresh object each turn: a reload
+        llm = ScriptedFunctionCallingLLM(
+            [
+                ScriptedToolCall("add", {"a": turn, "b": turn}),
+                ScriptedToolCall("add", {"a": turn, "b": 1}),
+                f"turn {turn}: {2 * turn} and {turn + 1}, as computed",
+            ]
+        )
+        memory = GitMemory.from_defaults(
+            path=repo_path, session_id="tight", token_limit=150, token_flush_size=20
+        )  # a fresh object each turn: a reload
         await FunctionAgent(tools=[add], llm=llm).run(f"turn {turn}: add {turn} to itself, then 1", memory=memory)
         for seen in llm.calls:
             _tool_pairs_intact(seen)

@@ -58,8 +58,14 @@ async def test_vector_backend_through_an_open_instance(tmp_path, repo_path):
 
 def test_none_backend_adds_nothing_and_flushed_chat_is_not_a_lesson(tmp_path, repo_path):
     block = LessonMemoryBlock(backend="none")
-    memory = GitMemory.from_defaults(path=repo_path, session_id="n", token_limit=30, token_flush_size=5,
-                                     chat_history_token_ratio=1.0, memory_blocks=[block])
+    memory = GitMemory.from_defaults(
+        path=repo_path,
+        session_id="n",
+        token_limit=30,
+        token_flush_size=5,
+        chat_history_token_ratio=1.0,
+        memory_blocks=[block],
+    )
     for i in range(6):
         memory.put(ChatMessage(role="user", content=f"question {i} about quadratics and roots"))
     assert memory.get_all(status=None) and all(m.role.value == "user" for m in memory.get())  # no block text
@@ -73,8 +79,11 @@ def test_none_backend_adds_nothing_and_flushed_chat_is_not_a_lesson(tmp_path, re
 def test_query_render_truncate_and_bad_options(tmp_path):
     _seed("markdown", tmp_path / "md")
     block = LessonMemoryBlock(backend="markdown", path=str(tmp_path / "md"), k=2)
-    msgs = [ChatMessage(role="user", content="old question"), ChatMessage(role="assistant", content="x"),
-            ChatMessage(role="user", content=QUESTION)]
+    msgs = [
+        ChatMessage(role="user", content="old question"),
+        ChatMessage(role="assistant", content="x"),
+        ChatMessage(role="user", content=QUESTION),
+    ]
     assert block.query_for(msgs) == QUESTION
     assert block.query_for([ChatMessage(role="assistant", content="x")]) == ""
     assert asyncio.run(block.aget([])) == ""
@@ -91,8 +100,9 @@ def test_query_render_truncate_and_bad_options(tmp_path):
 
 def test_block_survives_the_memory_handle(tmp_path, repo_path):
     _seed("markdown", tmp_path / "md")
-    memory = GitMemory.from_defaults(path=repo_path, session_id="h",
-                                     memory_blocks=[LessonMemoryBlock(backend="markdown", path=str(tmp_path / "md"))])
+    memory = GitMemory.from_defaults(
+        path=repo_path, session_id="h", memory_blocks=[LessonMemoryBlock(backend="markdown", path=str(tmp_path / "md"))]
+    )
     memory.put(ChatMessage(role="user", content=QUESTION))
     data = memory.to_dict()
     data["instance"] = "another process"  # no live object to borrow from: rebuilt from its config
@@ -107,13 +117,17 @@ def test_block_is_rebuilt_in_a_process_that_never_imported_it(tmp_path, repo_pat
     import sys
 
     _seed("markdown", tmp_path / "md")
-    memory = GitMemory.from_defaults(path=repo_path, session_id="p",
-                                     memory_blocks=[LessonMemoryBlock(backend="markdown", path=str(tmp_path / "md"))])
+    memory = GitMemory.from_defaults(
+        path=repo_path, session_id="p", memory_blocks=[LessonMemoryBlock(backend="markdown", path=str(tmp_path / "md"))]
+    )
     memory.put(ChatMessage(role="user", content=QUESTION))
-    code = ("import json, sys; from got_integrations.llamaindex.memory import GitMemory; "
-            "assert 'got_integrations.llamaindex.blocks' not in sys.modules; "
-            "m = GitMemory.from_dict(json.loads(sys.argv[1])); print(m.get()[0].content)")
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(memory.to_dict())], capture_output=True,
-                         text=True, timeout=120)
+    code = (
+        "import json, sys; from got_integrations.llamaindex.memory import GitMemory; "
+        "assert 'got_integrations.llamaindex.blocks' not in sys.modules; "
+        "m = GitMemory.from_dict(json.loads(sys.argv[1])); print(m.get()[0].content)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(memory.to_dict())], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert LESSON in out.stdout

@@ -18,8 +18,7 @@ runner = CliRunner()
 def _seed(repo_path):
     alice = GitMemory.from_defaults(path=repo_path, session_id="alice")
     alice.put(ChatMessage(role="user", content="What is 2 + 3?"))
-    alice.put_messages([ChatMessage(role="assistant", content="It is 5."),
-                        ChatMessage(role="user", content="Thanks!")])
+    alice.put_messages([ChatMessage(role="assistant", content="It is 5."), ChatMessage(role="user", content="Thanks!")])
     GitMemory.from_defaults(path=repo_path, session_id="bob/x").put(ChatMessage(role="user", content="hey"))
     return alice
 

@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from gitcli import fsck_clean
 from llama_index.core.base.llms.types import ChatMessage
 
 from got_integrations.llamaindex import GitMemory
-from gitcli import fsck_clean
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,13 +35,20 @@ def test_threads_writing_one_session(repo_path, commits, shared, token_limit):
     errors: list[BaseException] = []
 
     def writer(t: int) -> None:
-        memory = shared_memory if shared else GitMemory.from_defaults(path=repo_path, session_id="s",
-                                                                      token_limit=token_limit)
+        memory = (
+            shared_memory
+            if shared
+            else GitMemory.from_defaults(path=repo_path, session_id="s", token_limit=token_limit)
+        )
         try:
             for i in range(12):
                 if i % 3 == 2:
-                    memory.put_messages([ChatMessage(role="user", content=f"t{t}-{i}-q"),
-                                         ChatMessage(role="assistant", content=f"t{t}-{i}-a")])
+                    memory.put_messages(
+                        [
+                            ChatMessage(role="user", content=f"t{t}-{i}-q"),
+                            ChatMessage(role="assistant", content=f"t{t}-{i}-a"),
+                        ]
+                    )
                 else:
                     memory.put(ChatMessage(role="user", content=f"t{t}-{i}"))
         except BaseException as exc:  # surfaced below
@@ -72,8 +79,15 @@ def test_processes_writing_one_session(repo_path, commits):
             memory.put(ChatMessage(role="user", content=f"{tag}-{i}"))
     """)
     GitMemory.from_defaults(path=repo_path, session_id="warmup").put(ChatMessage(role="user", content="x"))
-    procs = [subprocess.Popen([sys.executable, "-c", child, str(repo_path), f"p{n}"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", child, str(repo_path), f"p{n}"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(3)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, err.decode()

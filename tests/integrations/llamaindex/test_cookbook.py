@@ -18,8 +18,9 @@ def test_help():
 
 def test_run_writes_restores_and_logs(tmp_path):
     repo = tmp_path / "agent.git"
-    out = subprocess.run([sys.executable, str(COOKBOOK), "--repo", str(repo)], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(COOKBOOK), "--repo", str(repo)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "restored session 'alice' (8 messages" in text and "restored session 'bob' (6 messages" in text

@@ -6,9 +6,10 @@ import asyncio
 import copy
 import json
 import pickle
-from typing import Any, List, Optional
+from typing import Any
 
 import pytest
+from gitcli import fsck_clean, git
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory, StaticMemoryBlock
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -25,7 +26,6 @@ from got_core.errors import (
 )
 from got_integrations.llamaindex import GitChatStore, GitMemory, LessonMemoryBlock
 from got_integrations.llamaindex._session import SESSIONS_PREFIX, message_path, session_ref
-from gitcli import fsck_clean, git
 
 
 def user(text: str) -> ChatMessage:
@@ -36,19 +36,19 @@ def bot(text: str) -> ChatMessage:
     return ChatMessage(role="assistant", content=text)
 
 
-def texts(messages: List[ChatMessage]) -> List[str]:
+def texts(messages: list[ChatMessage]) -> list[str]:
     return [m.content for m in messages]
 
 
 class RecordingBlock(BaseMemoryBlock[str]):
     """A memory block that remembers what was flushed into it (test double of the block API)."""
 
-    received: List[str] = []
+    received: list[str] = []
 
-    async def _aget(self, messages: Optional[List[ChatMessage]] = None, **kwargs: Any) -> str:
+    async def _aget(self, messages: list[ChatMessage] | None = None, **kwargs: Any) -> str:
         return f"{len(self.received)} flushed"
 
-    async def _aput(self, messages: List[ChatMessage]) -> None:
+    async def _aput(self, messages: list[ChatMessage]) -> None:
         self.received.extend(m.content for m in messages)
 
 
@@ -114,8 +114,11 @@ def test_sync_and_async_methods_write_the_same_history(repo_path):
     assert texts(a.get_all()) == texts(got_all)
     assert [w.op for w in a.history()] == [w.op for w in b.history()]
     # byte-identical message files (same paths, same blobs)
-    assert git(repo_path, "ls-tree", "-r", session_ref("sync"), "messages") == \
-        git(repo_path, "ls-tree", "-r", session_ref("async"), "messages") != ""
+    assert (
+        git(repo_path, "ls-tree", "-r", session_ref("sync"), "messages")
+        == git(repo_path, "ls-tree", "-r", session_ref("async"), "messages")
+        != ""
+    )
 
 
 def test_messages_are_readable_json_and_turn_diffs_show_only_new_messages(repo_path):
@@ -153,8 +156,14 @@ def test_message_ids_are_the_commits_that_wrote_them_and_stay_stable(repo_path):
 # ---------------------------------------------------------------------------- window and blocks
 def test_window_is_cut_in_the_same_commit_and_flushed_messages_reach_the_blocks(repo_path, commits):
     block = RecordingBlock(name="recorder", received=[])
-    memory = GitMemory.from_defaults(path=repo_path, session_id="w", token_limit=60, token_flush_size=10,
-                                     chat_history_token_ratio=1.0, memory_blocks=[block])
+    memory = GitMemory.from_defaults(
+        path=repo_path,
+        session_id="w",
+        token_limit=60,
+        token_flush_size=10,
+        chat_history_token_ratio=1.0,
+        memory_blocks=[block],
+    )
     words = "lorem ipsum dolor sit amet"
     for i in range(8):
         memory.put(user(f"q{i} {words}"))
@@ -168,13 +177,16 @@ def test_window_is_cut_in_the_same_commit_and_flushed_messages_reach_the_blocks(
     assert memory._estimate_token_count(active) <= 60
     window = memory.get()  # the block's text is inserted into a system message
     assert window[0].role.value == "system" and f"{len(archived)} flushed" in window[0].content
-    assert json.loads(git(repo_path, "show", f"{memory.head}:session.json"))["window_start"] == \
-        memory.sql_store.read("w")[0].seq
+    assert (
+        json.loads(git(repo_path, "show", f"{memory.head}:session.json"))["window_start"]
+        == memory.sql_store.read("w")[0].seq
+    )
 
 
 def test_get_with_blocks_works_inside_and_outside_an_event_loop(repo_path):
-    memory = GitMemory.from_defaults(path=repo_path, session_id="b",
-                                     memory_blocks=[StaticMemoryBlock(name="core", static_content="Be brief.")])
+    memory = GitMemory.from_defaults(
+        path=repo_path, session_id="b", memory_blocks=[StaticMemoryBlock(name="core", static_content="Be brief.")]
+    )
     memory.put(user("hi"))
     assert "Be brief." in memory.get()[0].content
 
@@ -219,9 +231,16 @@ def test_chat_history_argument_is_one_commit(repo_path, commits):
 
 # ---------------------------------------------------------------------------- serialization as a handle
 def test_to_dict_is_a_json_handle_that_reconnects(repo_path):
-    memory = GitMemory.from_defaults(path=repo_path, session_id="h", token_limit=1234, chat_history_token_ratio=0.5,
-                                     memory_blocks=[StaticMemoryBlock(name="core", static_content="Be brief."),
-                                                    LessonMemoryBlock(backend="none", k=2)])
+    memory = GitMemory.from_defaults(
+        path=repo_path,
+        session_id="h",
+        token_limit=1234,
+        chat_history_token_ratio=0.5,
+        memory_blocks=[
+            StaticMemoryBlock(name="core", static_content="Be brief."),
+            LessonMemoryBlock(backend="none", k=2),
+        ],
+    )
     memory.put(user("persisted"))
     data = json.loads(json.dumps(memory.to_dict()))
     assert data["session_id"] == "h" and data["token_limit"] == 1234 and "messages" not in json.dumps(data)
@@ -342,8 +361,9 @@ def test_a_missing_object_is_a_corrupt_repository_error(repo_path):
 # ---------------------------------------------------------------------------- the chat store alone
 def test_git_chat_store_serves_llama_index_memory_and_its_api(repo_path):
     store = GitChatStore(repo_path)
-    memory = Memory.from_defaults(session_id="plain", chat_store=store, token_limit=40, token_flush_size=5,
-                                  chat_history_token_ratio=1.0)
+    memory = Memory.from_defaults(
+        session_id="plain", chat_store=store, token_limit=40, token_flush_size=5, chat_history_token_ratio=1.0
+    )
     for i in range(6):
         memory.put(user(f"question number {i} with words"))
         memory.put(bot(f"answer number {i} with words"))
@@ -384,11 +404,12 @@ def test_a_seeded_rerun_writes_bit_identical_commits(tmp_path):
 
 
 def test_long_sessions_are_sharded_by_hundreds_and_read_whole(repo_path, commits):
-    memory = GitMemory.from_defaults(path=repo_path, session_id="long", token_limit=40, token_flush_size=1,
-                                     chat_history_token_ratio=1.0)
+    memory = GitMemory.from_defaults(
+        path=repo_path, session_id="long", token_limit=40, token_flush_size=1, chat_history_token_ratio=1.0
+    )
     batch = [user(f"m{i}") for i in range(1, 231)]
     for i in range(0, 230, 10):
-        memory.put_messages(batch[i:i + 10])
+        memory.put_messages(batch[i : i + 10])
     assert commits(repo_path, "long") == 23
     shards = git(repo_path, "ls-tree", "--name-only", f"{session_ref('long')}:messages").split()
     assert shards == ["00000000", "00000100", "00000200"]
@@ -402,9 +423,11 @@ def test_long_sessions_are_sharded_by_hundreds_and_read_whole(repo_path, commits
 
 def test_a_smaller_budget_moves_the_window_in_one_commit(repo_path, commits):
     GitMemory.from_defaults(path=repo_path, session_id="q").put_messages(
-        [user(f"question {i} " * 3) if i % 2 == 0 else bot(f"answer {i} " * 3) for i in range(10)])
-    tighter = GitMemory.from_defaults(path=repo_path, session_id="q", token_limit=20, token_flush_size=1,
-                                      chat_history_token_ratio=1.0)
+        [user(f"question {i} " * 3) if i % 2 == 0 else bot(f"answer {i} " * 3) for i in range(10)]
+    )
+    tighter = GitMemory.from_defaults(
+        path=repo_path, session_id="q", token_limit=20, token_flush_size=1, chat_history_token_ratio=1.0
+    )
     assert len(tighter.get()) == 10  # reading never writes
     asyncio.run(tighter._manage_queue())  # what Memory runs after a put, here on its own
     assert commits(repo_path, "q") == 2 and tighter.history()[-1].op == "window"

@@ -11,15 +11,22 @@ import got_integrations.llamaindex as pkg
 
 
 def test_public_names_are_pinned_and_resolve():
-    assert pkg.__all__ == ["GitMemory", "GitChatStore", "LessonMemoryBlock", "ScriptedFunctionCallingLLM",
-                           "ScriptedToolCall"]
+    assert sorted(pkg.__all__) == [
+        "GitChatStore",
+        "GitMemory",
+        "LessonMemoryBlock",
+        "ScriptedFunctionCallingLLM",
+        "ScriptedToolCall",
+    ]
     for name in pkg.__all__:
         assert getattr(pkg, name).__name__ == name
 
 
 def test_package_and_cli_import_without_llama_index():
-    code = ("import sys, json, got_integrations.llamaindex, got_integrations.llamaindex.cli; "
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('llama_index'))))")
+    code = (
+        "import sys, json, got_integrations.llamaindex, got_integrations.llamaindex.cli; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('llama_index'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
 

@@ -12,14 +12,16 @@ from got_integrations.llamaindex._window import choose_window_start, first_safe_
 
 pytest.importorskip("llama_index.core")
 
-from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock  # noqa: E402
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 
-from got_integrations.llamaindex import GitMemory  # noqa: E402
+from got_integrations.llamaindex import GitMemory
 
 # A turn: a user message, zero or more tool rounds (an assistant call, then 1-3 results), an answer.
-turn = st.tuples(st.integers(1, 40), st.lists(st.tuples(st.integers(1, 40), st.lists(st.integers(1, 60),
-                                                                                     min_size=1, max_size=3)),
-                                              max_size=3), st.integers(1, 40))
+turn = st.tuples(
+    st.integers(1, 40),
+    st.lists(st.tuples(st.integers(1, 40), st.lists(st.integers(1, 60), min_size=1, max_size=3)), max_size=3),
+    st.integers(1, 40),
+)
 
 
 def _flatten(turns):
@@ -52,8 +54,7 @@ def test_cut_is_always_at_a_user_message_and_keeps_the_last_turn(turns, limit, f
         assert not any(roles[i] == "user" for i in range(cut + 1, len(roles)))
 
 
-@given(st.lists(st.sampled_from(["assistant", "tool", "system"]), min_size=1, max_size=30),
-       st.integers(1, 100))
+@given(st.lists(st.sampled_from(["assistant", "tool", "system"]), min_size=1, max_size=30), st.integers(1, 100))
 @settings(max_examples=300, deadline=None)
 def test_without_user_messages_the_cut_is_never_a_tool_result(roles, limit):
     tokens = [10] * len(roles)
@@ -64,9 +65,9 @@ def test_without_user_messages_the_cut_is_never_a_tool_result(roles, limit):
 def test_cut_flushes_at_least_the_flush_size_and_rejects_mismatched_lengths():
     roles = ["user", "assistant"] * 5
     tokens = [10] * 10
-    assert choose_window_start(roles, tokens, 95, 0) == 2          # 5 over: drop one turn
-    assert choose_window_start(roles, tokens, 95, 35) == 4         # flush >= 35 tokens: two turns
-    assert choose_window_start(roles, tokens, 100, 35) == 0        # under budget: no cut
+    assert choose_window_start(roles, tokens, 95, 0) == 2  # 5 over: drop one turn
+    assert choose_window_start(roles, tokens, 95, 35) == 4  # flush >= 35 tokens: two turns
+    assert choose_window_start(roles, tokens, 100, 35) == 0  # under budget: no cut
     with pytest.raises(ValueError):
         choose_window_start(roles, tokens[:-1], 10)
     assert first_safe_index(["tool", "tool", "user"]) == 2
@@ -113,13 +114,18 @@ def _check_pairs(window):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_git_memory_window_never_splits_tool_calls(tmp_path_factory, turns, limit, data):
     path = tmp_path_factory.mktemp("win") / "w.git"
-    memory = GitMemory.from_defaults(path=path, session_id="s", token_limit=limit,
-                                     chat_history_token_ratio=1.0, token_flush_size=data.draw(st.integers(1, 80)))
+    memory = GitMemory.from_defaults(
+        path=path,
+        session_id="s",
+        token_limit=limit,
+        chat_history_token_ratio=1.0,
+        token_flush_size=data.draw(st.integers(1, 80)),
+    )
     messages = _messages_for(turns)
     i = 0
     while i < len(messages):  # random batch sizes, as agents write them
         n = data.draw(st.integers(1, 4))
-        asyncio.run(memory.aput_messages(messages[i:i + n]))
+        asyncio.run(memory.aput_messages(messages[i : i + n]))
         i += n
         _check_pairs(memory.get())
     # reloaded from git by a fresh object: same window, still safe

@@ -1,4 +1,4 @@
-"""GCC context tools: an agent manages its own memory like git (arXiv 2508.00031; DESIGN §1).
+"""GCC context tools: an agent manages its own memory like git (arXiv 2508.00031; ARCHITECTURE §1).
 
 The Git Context Controller gives an agent five verbs: log each
 Observation–Thought–Action step (``log_ota``), ``commit`` a milestone summary that
@@ -10,7 +10,7 @@ and the current OTA log, formatted for a prompt. GCC's ablation (SWE-Bench Verif
 Here a workspace lives in a :class:`~got_core.repo.ReasoningRepo` — the same
 repository as everything else. Each GCC branch is a git branch
 ``refs/heads/<namespace>/<branch>`` whose tree mirrors Contexa's ``.GCC/`` layout
-(see :mod:`got_core.contexa`), so export is a copy::
+(see :mod:`got_core.gcc.contexa`), so export is a copy::
 
     main.md                          roadmap
     branches/<b>/metadata.yaml       purpose, created_from, status
@@ -34,27 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from got_core.contexa import (
-    BranchMetadata,
-    CommitRecord,
-    OTARecord,
-    check_branch_name,
-    commit_header,
-    export_gcc,
-    import_gcc,
-    log_header,
-    parse_commits,
-    parse_metadata,
-    parse_steps,
-    render_commits,
-    render_metadata,
-    render_steps,
-)
 from got_core.errors import (
     ConcurrentUpdateError,
     CorruptRepositoryError,
@@ -63,24 +48,37 @@ from got_core.errors import (
     StorageError,
     UnknownRefError,
 )
+from got_core.gcc.contexa import (
+    BranchMetadata,
+    CommitRecord,
+    OTARecord,
+    check_branch_name,
+    commit_header,
+    log_header,
+    parse_commits,
+    parse_metadata,
+    parse_steps,
+    render_commits,
+    render_metadata,
+    render_steps,
+)
 from got_core.memory.base import MAX_LESSON_BYTES, validate_text
 from got_core.names import decode_component, encode_component
+from got_core.repo.base import Publish
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
     from got_core.repo import ReasoningRepo
 
 __all__ = [
-    "GCCWorkspace",
+    "ROOT_BRANCH",
+    "BranchMetadata",
+    "CommitRecord",
     "GCCContext",
+    "GCCWorkspace",
+    "OTARecord",
     "ToolSpec",
     "tool_specs",
-    "OTARecord",
-    "CommitRecord",
-    "BranchMetadata",
-    "ROOT_BRANCH",
-    "export_gcc",
-    "import_gcc",
 ]
 
 #: The branch every workspace starts on (Contexa's ``MAIN_BRANCH``).
@@ -119,12 +117,14 @@ class GCCContext:
 
     def render(self) -> str:
         """The context formatted for a prompt (markdown, Contexa's record format)."""
-        parts = [f"# CONTEXT — branch `{self.branch}` (K={self.k})\n",
-                 "## Global Roadmap\n" + self.roadmap.strip() + "\n",
-                 "## Branch Purpose\n" + (self.metadata.purpose or "(none)") + "\n",
-                 f"## Last {len(self.commits)} Commit(s)\n" + (render_commits(self.commits, with_steps=False)
-                                                              or "(no commits yet)\n"),
-                 f"## OTA Steps Since the Last Commit ({len(self.ota)})\n" + (render_steps(self.ota) or "(none)\n")]
+        parts = [
+            f"# CONTEXT — branch `{self.branch}` (K={self.k})\n",
+            "## Global Roadmap\n" + self.roadmap.strip() + "\n",
+            "## Branch Purpose\n" + (self.metadata.purpose or "(none)") + "\n",
+            f"## Last {len(self.commits)} Commit(s)\n"
+            + (render_commits(self.commits, with_steps=False) or "(no commits yet)\n"),
+            f"## OTA Steps Since the Last Commit ({len(self.ota)})\n" + (render_steps(self.ota) or "(none)\n"),
+        ]
         return "\n".join(parts)
 
     def __str__(self) -> str:
@@ -154,8 +154,9 @@ class GCCWorkspace:
 
     root_branch = ROOT_BRANCH
 
-    def __init__(self, repo: "ReasoningRepo", branch: str = ROOT_BRANCH, *, namespace: str = "gcc",
-                 roadmap: str | None = None) -> None:
+    def __init__(
+        self, repo: ReasoningRepo, branch: str = ROOT_BRANCH, *, namespace: str = "gcc", roadmap: str | None = None
+    ) -> None:
         self.repo = repo
         self.namespace = encode_component(namespace, "GCC namespace")
         self._prefix = f"refs/heads/{self.namespace}/"
@@ -165,12 +166,13 @@ class GCCWorkspace:
         if roadmap is not None and not self.exists:
             self.init(roadmap)
         if (self.exists or branch != ROOT_BRANCH) and repo.tip(self._ref(branch)) is None:
-            raise UnknownRefError(f"no GCC branch {branch!r} in workspace {namespace!r}; "
-                                  f"existing: {', '.join(self.branches()) or 'none'}")
+            raise UnknownRefError(
+                f"no GCC branch {branch!r} in workspace {namespace!r}; existing: {', '.join(self.branches()) or 'none'}"
+            )
         self._branch = branch
 
     @classmethod
-    def resume(cls, repo: "ReasoningRepo", *, namespace: str = "gcc") -> "GCCWorkspace":
+    def resume(cls, repo: ReasoningRepo, *, namespace: str = "gcc") -> GCCWorkspace:
         """Open the workspace on the branch it was last switched to (remembered per repository)."""
         ws = cls(repo, namespace=namespace)
         try:
@@ -221,8 +223,11 @@ class GCCWorkspace:
     def _tip(self, name: str) -> str:
         tip = self.repo.tip(self._ref(check_branch_name(name)))
         if tip is None:
-            raise UnknownRefError(f"no GCC branch {name!r}; existing: {', '.join(self.branches()) or 'none'}")
+            raise self._no_branch(name)
         return tip
+
+    def _no_branch(self, name: str) -> UnknownRefError:
+        return UnknownRefError(f"no GCC branch {name!r}; existing: {', '.join(self.branches()) or 'none'}")
 
     def _text(self, tip: str, path: str) -> str | None:
         try:
@@ -242,7 +247,7 @@ class GCCWorkspace:
         """Every GCC branch of the workspace -> its metadata, by name."""
         out = {}
         for ref, tip in sorted(self.repo.refs(self._prefix).items()):
-            name = decode_component(ref[len(self._prefix):])
+            name = decode_component(ref[len(self._prefix) :])
             out[name] = self._meta(tip, name)
         return out
 
@@ -282,9 +287,14 @@ class GCCWorkspace:
         name = branch or self._branch
         tip = self._tip(name)
         commits = parse_commits(self._text(tip, self._dir(name) + "/commit.md") or "", name)
-        return GCCContext(name, k, self._text(tip, "main.md") or "", self._meta(tip, name),
-                          tuple(commits[len(commits) - k:] if k else ()),
-                          tuple(parse_steps(self._text(tip, self._dir(name) + "/log.md") or "")))
+        return GCCContext(
+            name,
+            k,
+            self._text(tip, "main.md") or "",
+            self._meta(tip, name),
+            tuple(commits[len(commits) - k :] if k else ()),
+            tuple(parse_steps(self._text(tip, self._dir(name) + "/log.md") or "")),
+        )
 
     def context(self, k: int = 1, branch: str | None = None) -> str:
         """CONTEXT (GCC §3.5) formatted for a prompt; ``k=1`` (the paper's best) shows one commit."""
@@ -292,16 +302,13 @@ class GCCWorkspace:
 
     # ------------------------------------------------------------------ writing
     def _update(self, name: str, build: Callable[[str], tuple[dict[str, str | None], str, Any]]) -> Any:
-        ref = self._ref(name)
-        for _ in self.repo.attempts(ref):
-            tip = self._tip(name)
+        def publish(tip: str | None) -> Publish:
+            if tip is None:
+                raise self._no_branch(name)
             changes, message, result = build(tip)
-            try:
-                self.repo.commit_files(ref, changes, message, expected=tip)
-            except ConcurrentUpdateError:
-                continue  # the branch moved: rebuild from the new tip
-            return result
-        raise AssertionError("unreachable")
+            return Publish(self.repo.prepare_commit([tip], changes, message), result)
+
+        return self.repo.update_ref(self._ref(name), publish)  # the branch moved: rebuilt on the new tip
 
     def _ensure(self) -> None:
         if not self.exists:
@@ -320,17 +327,22 @@ class GCCWorkspace:
         meta = BranchMetadata(ROOT_BRANCH, "Primary reasoning trajectory", "", now)
         files: dict[str, str | None] = {
             "main.md": f"# Project Roadmap\n\n**Initialized:** {now}\n\n{roadmap}\n",
-            **self._branch_files(ROOT_BRANCH, meta)}
+            **self._branch_files(ROOT_BRANCH, meta),
+        }
         try:
-            self.repo.commit_files(self._ref(ROOT_BRANCH), files, f"gcc(init): {self.namespace}\n\n{roadmap}\n",
-                                   parents=[], expected=None)
+            self.repo.commit_files(
+                self._ref(ROOT_BRANCH), files, f"gcc(init): {self.namespace}\n\n{roadmap}\n", parents=[], expected=None
+            )
         except ConcurrentUpdateError:
             raise InvalidInputError(f"GCC workspace {self.namespace!r} was initialised concurrently") from None
 
     def _branch_files(self, name: str, meta: BranchMetadata) -> dict[str, str | None]:
         d = self._dir(name)
-        return {f"{d}/log.md": log_header(name), f"{d}/commit.md": commit_header(name),
-                f"{d}/metadata.yaml": render_metadata(meta)}
+        return {
+            f"{d}/log.md": log_header(name),
+            f"{d}/commit.md": commit_header(name),
+            f"{d}/metadata.yaml": render_metadata(meta),
+        }
 
     def log_ota(self, observation: str, thought: str, action: str) -> OTARecord:
         """Append one Observation–Thought–Action step to the current branch's log (one commit).
@@ -355,14 +367,17 @@ class GCCWorkspace:
                 number = sum(c.ota_steps or 0 for c in done) + 1
             rec = OTARecord(number, self._now(), o, t, a)
             headline = (t or a or o).split("\n", 1)[0][:60]
-            message = (f"gcc(log): {name} step {number}: {headline}\n\nObservation: {o}\nThought: {t}\n"
-                       f"Action: {a}\n\nGot-GCC-Branch: {encode_component(name)}\nGot-GCC-Step: {number}\n")
+            message = (
+                f"gcc(log): {name} step {number}: {headline}\n\nObservation: {o}\nThought: {t}\n"
+                f"Action: {a}\n\nGot-GCC-Branch: {encode_component(name)}\nGot-GCC-Step: {number}\n"
+            )
             return {path: text + render_steps([rec])}, message, rec
 
         return self._update(name, build)
 
-    def commit(self, summary: str, *, previous_summary: str | None = None,
-               update_roadmap: str | None = None) -> CommitRecord:
+    def commit(
+        self, summary: str, *, previous_summary: str | None = None, update_roadmap: str | None = None
+    ) -> CommitRecord:
         """COMMIT (GCC §3.2): record a milestone that compresses the OTA steps since the last one.
 
         The steps move out of ``log.md`` into the milestone's ``ota/<id>.md``; the record
@@ -382,8 +397,9 @@ class GCCWorkspace:
         self._ensure()
         return self._commit(self._branch, summary, prev, roadmap, {}, "commit")
 
-    def _commit(self, name: str, summary: str, prev: str | None, roadmap: str,
-                extra: dict[str, str | None], kind: str) -> CommitRecord:
+    def _commit(
+        self, name: str, summary: str, prev: str | None, roadmap: str, extra: dict[str, str | None], kind: str
+    ) -> CommitRecord:
         def build(tip: str) -> tuple[dict[str, str | None], str, CommitRecord]:
             d = self._dir(name)
             commit_text = self._text(tip, d + "/commit.md") or commit_header(name)
@@ -394,15 +410,20 @@ class GCCWorkspace:
             # a content hash, not Contexa's random id: the same milestone on the same tip, the same id
             cid = hashlib.sha256("\0".join((name, tip, now, previous, summary)).encode()).hexdigest()[:8]
             rec = CommitRecord(cid, name, now, self._meta(tip, name).purpose, previous, summary, len(steps))
-            changes: dict[str, str | None] = {d + "/commit.md": commit_text + render_commits([rec]),
-                                              d + "/log.md": log_header(name), **extra}
+            changes: dict[str, str | None] = {
+                d + "/commit.md": commit_text + render_commits([rec]),
+                d + "/log.md": log_header(name),
+                **extra,
+            }
             if steps:
                 changes[f"{d}/ota/{cid}.md"] = log_header(name) + render_steps(steps)
             if roadmap:
                 changes["main.md"] = (self._text(tip, "main.md") or "") + f"\n## Update ({now})\n{roadmap}\n"
-            message = (f"gcc({kind}): {summary.split(chr(10), 1)[0][:60]}\n\n{summary}\n\n"
-                       f"Got-GCC-Branch: {encode_component(name)}\nGot-GCC-Commit: {cid}\n"
-                       f"Got-GCC-Steps: {len(steps)}\n")
+            message = (
+                f"gcc({kind}): {summary.split(chr(10), 1)[0][:60]}\n\n{summary}\n\n"
+                f"Got-GCC-Branch: {encode_component(name)}\nGot-GCC-Commit: {cid}\n"
+                f"Got-GCC-Steps: {len(steps)}\n"
+            )
             return changes, message, rec
 
         return self._update(name, build)
@@ -425,10 +446,15 @@ class GCCWorkspace:
         src = self._branch
         tip = self._tip(src)
         meta = BranchMetadata(name, purpose, src, self._now())
-        stale = {p: None for p in self.repo.list_files(tip, self._dir(name))}
+        stale = dict.fromkeys(self.repo.list_files(tip, self._dir(name)))
         try:
-            self.repo.commit_files(self._ref(name), {**stale, **self._branch_files(name, meta)},
-                                   f"gcc(branch): {name} from {src}\n\n{purpose}\n", parents=[tip], expected=None)
+            self.repo.commit_files(
+                self._ref(name),
+                {**stale, **self._branch_files(name, meta)},
+                f"gcc(branch): {name} from {src}\n\n{purpose}\n",
+                parents=[tip],
+                expected=None,
+            )
         except ConcurrentUpdateError:
             raise InvalidInputError(f"GCC branch {name!r} was created concurrently; switch to it instead") from None
         self._set_branch(name)
@@ -447,11 +473,17 @@ class GCCWorkspace:
     def _resolve_roadmap(conflict: Conflict) -> str:
         # main.md only ever grows by appended update sections: keep both sides' additions.
         base, ours, theirs = conflict.base or "", conflict.ours, conflict.theirs
-        if conflict.path == "main.md" and ours is not None and theirs is not None \
-                and ours.startswith(base) and theirs.startswith(base):
-            return ours + theirs[len(base):]
-        raise MergeConflictError(f"GCC merge conflict on {conflict.path}; resolve it with ReasoningRepo.merge",
-                                 [conflict])
+        if (
+            conflict.path == "main.md"
+            and ours is not None
+            and theirs is not None
+            and ours.startswith(base)
+            and theirs.startswith(base)
+        ):
+            return ours + theirs[len(base) :]
+        raise MergeConflictError(
+            f"GCC merge conflict on {conflict.path}; resolve it with ReasoningRepo.merge", [conflict]
+        )
 
     def merge(self, branch: str, *, summary: str | None = None, target: str | None = None) -> CommitRecord:
         """MERGE (GCC §3.4): a real git merge of ``branch`` into ``target``, then a milestone.
@@ -473,8 +505,11 @@ class GCCWorkspace:
         """
         src = check_branch_name(branch)
         src_meta = self.metadata(src)
-        dest = check_branch_name(target) if target is not None else (
-            self._branch if self._branch != src else (src_meta.created_from or ROOT_BRANCH))
+        dest = (
+            check_branch_name(target)
+            if target is not None
+            else (self._branch if self._branch != src else (src_meta.created_from or ROOT_BRANCH))
+        )
         self._tip(dest)
         if dest == src:
             raise InvalidInputError(f"cannot merge GCC branch {src!r} into itself; name a target")
@@ -485,61 +520,108 @@ class GCCWorkspace:
         merged = replace(src_meta, status="merged", merged_into=dest, merged_at=self._now())
         meta_path = self._dir(src) + "/metadata.yaml"
         # Mark the source first so it is an ancestor of the target afterwards (fully merged).
-        self._update(src, lambda tip: ({meta_path: render_metadata(merged)},
-                                       f"gcc(merge): mark {src} merged into {dest}\n", None))
+        self._update(
+            src,
+            lambda tip: ({meta_path: render_metadata(merged)}, f"gcc(merge): mark {src} merged into {dest}\n", None),
+        )
         try:
-            self.last_merge = self.repo.merge(self._ref(src), into=self._ref(dest), strategy=self._resolve_roadmap,
-                                              message=f"gcc(merge): merge {src} into {dest}\n")
+            self.last_merge = self.repo.merge(
+                self._ref(src),
+                into=self._ref(dest),
+                strategy=self._resolve_roadmap,
+                message=f"gcc(merge): merge {src} into {dest}\n",
+            )
         except MergeConflictError:
-            self._update(src, lambda tip: ({meta_path: render_metadata(src_meta)},
-                                           f"gcc(merge): {src} not merged (conflict)\n", None))
+            self._update(
+                src,
+                lambda tip: (
+                    {meta_path: render_metadata(src_meta)},
+                    f"gcc(merge): {src} not merged (conflict)\n",
+                    None,
+                ),
+            )
             raise
-        record = self._commit(dest, text, f"Merging branch `{src}` with purpose: {src_meta.purpose}",
-                              f"Merged `{src}`: {text}", {}, "merge")
+        record = self._commit(
+            dest,
+            text,
+            f"Merging branch `{src}` with purpose: {src_meta.purpose}",
+            f"Merged `{src}`: {text}",
+            {},
+            "merge",
+        )
         self._set_branch(dest)
         return record
 
     # ------------------------------------------------------------------ import (see contexa.import_gcc)
     @classmethod
-    def _import(cls, repo: "ReasoningRepo", namespace: str, roadmap: str,
-                branches: dict[str, tuple[BranchMetadata, list[CommitRecord], list[list[OTARecord]], list[OTARecord]]],
-                *, root_branch: str = ROOT_BRANCH) -> "GCCWorkspace":
+    def _import(
+        cls,
+        repo: ReasoningRepo,
+        namespace: str,
+        roadmap: str,
+        branches: dict[str, tuple[BranchMetadata, list[CommitRecord], list[list[OTARecord]], list[OTARecord]]],
+        *,
+        root_branch: str = ROOT_BRANCH,
+    ) -> GCCWorkspace:
         ws = cls(repo, namespace=namespace)
         if ws.exists:
-            raise InvalidInputError(f"GCC workspace {namespace!r} already exists in {repo.gitdir}; "
-                                    "import into another namespace")
+            raise InvalidInputError(
+                f"GCC workspace {namespace!r} already exists in {repo.gitdir}; import into another namespace"
+            )
         if root_branch not in branches:
-            branches = {root_branch: (BranchMetadata(root_branch, "Primary reasoning trajectory"), [], [], []),
-                        **branches}
+            branches = {
+                root_branch: (BranchMetadata(root_branch, "Primary reasoning trajectory"), [], [], []),
+                **branches,
+            }
 
         def files(name: str) -> dict[str, str | None]:
             meta, commits, groups, current = branches[name]
             d = ws._dir(name)
-            out: dict[str, str | None] = {f"{d}/metadata.yaml": render_metadata(meta),
-                                          f"{d}/commit.md": commit_header(name) + render_commits(commits),
-                                          f"{d}/log.md": log_header(name) + render_steps(current)}
+            out: dict[str, str | None] = {
+                f"{d}/metadata.yaml": render_metadata(meta),
+                f"{d}/commit.md": commit_header(name) + render_commits(commits),
+                f"{d}/log.md": log_header(name) + render_steps(current),
+            }
             for c, steps in zip(commits, groups):
                 if steps:
-                    out[f"{d}/ota/{encode_component(c.commit_id, 'commit id')}.md"] = \
-                        log_header(name) + render_steps(steps)
+                    out[f"{d}/ota/{encode_component(c.commit_id, 'commit id')}.md"] = log_header(name) + render_steps(
+                        steps
+                    )
             return out
 
-        repo.commit_files(ws._ref(root_branch), {"main.md": roadmap, **files(root_branch)},
-                          f"gcc(import): {root_branch}\n", parents=[], expected=None)
+        repo.commit_files(
+            ws._ref(root_branch),
+            {"main.md": roadmap, **files(root_branch)},
+            f"gcc(import): {root_branch}\n",
+            parents=[],
+            expected=None,
+        )
         pending = [n for n in branches if n != root_branch]
         while pending:  # parents before children; an unknown or cyclic parent means the root
             ready = [n for n in pending if branches[n][0].created_from not in pending] or pending[:1]
             for name in ready:
                 parent = branches[name][0].created_from
                 parent = parent if parent in branches and parent not in pending else root_branch
-                repo.commit_files(ws._ref(name), files(name), f"gcc(import): {name} from {parent}\n",
-                                  parents=[ws._tip(parent)], expected=None)
+                repo.commit_files(
+                    ws._ref(name),
+                    files(name),
+                    f"gcc(import): {name} from {parent}\n",
+                    parents=[ws._tip(parent)],
+                    expected=None,
+                )
                 pending.remove(name)
-        merged = [(m.merged_at or "", n, m.merged_into) for n, (m, *_rest) in branches.items()
-                  if m.status == "merged" and m.merged_into in branches and m.merged_into != n]
+        merged = [
+            (m.merged_at or "", n, m.merged_into)
+            for n, (m, *_rest) in branches.items()
+            if m.status == "merged" and m.merged_into in branches and m.merged_into != n
+        ]
         for _when, name, into in sorted(merged):
-            repo.merge(ws._ref(name), into=ws._ref(into), strategy=cls._resolve_roadmap,
-                       message=f"gcc(import): merge {name} into {into}\n")
+            repo.merge(
+                ws._ref(name),
+                into=ws._ref(into),
+                strategy=cls._resolve_roadmap,
+                message=f"gcc(import): merge {name} into {into}\n",
+            )
         return ws
 
 
@@ -582,11 +664,19 @@ def tool_specs(workspace: GCCWorkspace) -> list[ToolSpec]:
 
     return [
         ToolSpec("gcc_log", "Log one Observation-Thought-Action step of your work.", gcc_log),
-        ToolSpec("gcc_commit", "Commit a milestone: summarise what the steps since the last commit "
-                 "achieved; they are compressed into this summary.", gcc_commit),
-        ToolSpec("gcc_branch", "Create a branch to explore an alternative (name, purpose) and switch to it.",
-                 gcc_branch),
+        ToolSpec(
+            "gcc_commit",
+            "Commit a milestone: summarise what the steps since the last commit "
+            "achieved; they are compressed into this summary.",
+            gcc_commit,
+        ),
+        ToolSpec(
+            "gcc_branch", "Create a branch to explore an alternative (name, purpose) and switch to it.", gcc_branch
+        ),
         ToolSpec("gcc_merge", "Merge a finished branch back into its parent branch.", gcc_merge),
-        ToolSpec("gcc_context", "Read your context: the roadmap, the last k milestone summaries and the "
-                 "steps since the last milestone.", gcc_context),
+        ToolSpec(
+            "gcc_context",
+            "Read your context: the roadmap, the last k milestone summaries and the steps since the last milestone.",
+            gcc_context,
+        ),
     ]

@@ -1,6 +1,6 @@
 """Mergeable memory across agents: workers, a central repository, merges with review.
 
-§6.3 of arXiv 2606.14470 (DESIGN §4): N agents learn lessons in parallel; git
+§6.3 of arXiv 2606.14470 (ARCHITECTURE §1): N agents learn lessons in parallel; git
 merges their memories. Lessons live one file per topic key on a memory branch
 (:mod:`got_core.memory.git`), so disjoint topics merge cleanly while two agents'
 different lessons on one topic surface as a conflict with both sides — never kept
@@ -33,9 +33,10 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from got_core.errors import (
     ConcurrentUpdateError,
@@ -45,32 +46,32 @@ from got_core.errors import (
     StorageError,
     UnknownRefError,
 )
-from got_core.inbound import InboundLimits
 from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import GitMemory, parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
+from got_core.storage.inbound import InboundLimits
 from got_core.types import Conflict, Identity, MergeResult
 
 __all__ = [
-    "Orchestrator",
-    "Worker",
-    "PendingMerge",
+    "PENDING_PREFIX",
+    "ConcatenationResult",
     "LessonConflict",
     "MergeReport",
-    "ConcatenationResult",
-    "PENDING_PREFIX",
+    "Orchestrator",
+    "PendingMerge",
+    "Worker",
+    "adjudicator",
     "agent_branch",
     "agent_notes_ref",
-    "pending_ref",
-    "merge_recorded",
-    "preview_merge",
-    "merge_status",
-    "resolve_pending",
-    "decisions_resolver",
-    "adjudicator",
-    "lessons_at",
     "concatenate_lessons",
+    "decisions_resolver",
+    "lessons_at",
+    "merge_recorded",
+    "merge_status",
+    "pending_ref",
+    "preview_merge",
+    "resolve_pending",
 ]
 
 PENDING_PREFIX = "refs/got/merge-pending/"
@@ -105,10 +106,11 @@ class LessonConflict:
     theirs: tuple[Lesson, ...]
 
     @classmethod
-    def from_conflict(cls, conflict: Conflict) -> "LessonConflict":
+    def from_conflict(cls, conflict: Conflict) -> LessonConflict:
         """Parse a :class:`~got_core.types.Conflict` on a topic file."""
-        sides = [tuple(parse_topic_file(text)) if text else () for text in
-                 (conflict.base, conflict.ours, conflict.theirs)]
+        sides = [
+            tuple(parse_topic_file(text)) if text else () for text in (conflict.base, conflict.ours, conflict.theirs)
+        ]
         key = next((l.topic_key for side in sides for l in side if l.topic_key), "")
         if not key:
             stem = conflict.path.rsplit("/", 1)[-1].removesuffix(".md")
@@ -167,8 +169,15 @@ def preview_merge(repo: ReasoningRepo, theirs: str, into: str = "memory") -> Mer
     return MergeResult(result.status, None, result.conflicts, result.ours, result.theirs, result.base)
 
 
-def merge_recorded(repo: ReasoningRepo, theirs: str, *, name: str, into: str = "memory",
-                   strategy: str | Callable[[Conflict], Any] = "review", message: str | None = None) -> MergeResult:
+def merge_recorded(
+    repo: ReasoningRepo,
+    theirs: str,
+    *,
+    name: str,
+    into: str = "memory",
+    strategy: str | Callable[[Conflict], Any] = "review",
+    message: str | None = None,
+) -> MergeResult:
     """Merge ``theirs`` into ``into``; park it under ``refs/got/merge-pending/`` when conflicted.
 
     A resolver that abstains (raises :class:`MergeConflictError`) also leaves the
@@ -176,7 +185,7 @@ def merge_recorded(repo: ReasoningRepo, theirs: str, *, name: str, into: str = "
 
     Args:
         name: who this merge comes from (a worker id or peer name), for the pending entry.
-        strategy: ``review``, ``ours``, ``theirs`` or a resolver (see :mod:`got_core.sharing`).
+        strategy: ``review``, ``ours``, ``theirs`` or a resolver (see :mod:`got_core.repo.sharing`).
 
     Returns:
         The merge result; ``status == "conflicted"`` means it is pending review.
@@ -184,8 +193,7 @@ def merge_recorded(repo: ReasoningRepo, theirs: str, *, name: str, into: str = "
     commit = repo.resolve(theirs)
     ref = pending_ref(into, name)
     try:
-        result = repo.merge(commit, into=into, strategy=strategy,
-                            message=message or f"Merge {name} into {into}\n")
+        result = repo.merge(commit, into=into, strategy=strategy, message=message or f"Merge {name} into {into}\n")
     except MergeConflictError:
         preview = preview_merge(repo, commit, into)
         result = MergeResult("conflicted", None, preview.conflicts, preview.ours, commit, preview.base)
@@ -205,7 +213,7 @@ def merge_status(repo: ReasoningRepo, into: str | None = None) -> list[PendingMe
     prefix = PENDING_PREFIX + (encode_component(into, "branch") + "/" if into else "")
     out = []
     for ref, commit in sorted(repo.refs(prefix).items()):
-        target_enc, _, name_enc = ref[len(PENDING_PREFIX):].partition("/")
+        target_enc, _, name_enc = ref[len(PENDING_PREFIX) :].partition("/")
         target, name = decode_component(target_enc), decode_component(name_enc)
         preview = preview_merge(repo, commit, target)
         if preview.status == "up-to-date":
@@ -217,6 +225,7 @@ def merge_status(repo: ReasoningRepo, into: str | None = None) -> list[PendingMe
 
 def decisions_resolver(decisions: Mapping[str, str | bytes | None]) -> Callable[[Conflict], str | bytes | None]:
     """A resolver from explicit decisions (path -> content; None deletes); abstains elsewhere."""
+
     def decide(conflict: Conflict) -> str | bytes | None:
         if conflict.path not in decisions:
             raise MergeConflictError(f"no decision given for {conflict.path}", [conflict])
@@ -226,8 +235,9 @@ def decisions_resolver(decisions: Mapping[str, str | bytes | None]) -> Callable[
     return decide
 
 
-def resolve_pending(repo: ReasoningRepo, name: str, strategy: str | Callable[[Conflict], Any], *,
-                    into: str = "memory") -> MergeResult:
+def resolve_pending(
+    repo: ReasoningRepo, name: str, strategy: str | Callable[[Conflict], Any], *, into: str = "memory"
+) -> MergeResult:
     """Decide a merge left for review with ``ours``, ``theirs`` or a resolver.
 
     Raises:
@@ -256,7 +266,8 @@ def adjudicator(model: Any, *, instructions: str | None = None) -> Callable[[Con
     system = instructions or (
         "You merge the memories of two agents. Both wrote advice on the same topic and they disagree. "
         "Reply with one short, answer-free lesson that is correct in general (say when each side "
-        "applies if both can be), or reply ABSTAIN if a human must decide.")
+        "applies if both can be), or reply ABSTAIN if a human must decide."
+    )
 
     def adjudicate(conflict: Conflict) -> str | None:
         lc = LessonConflict.from_conflict(conflict)
@@ -264,17 +275,23 @@ def adjudicator(model: Any, *, instructions: str | None = None) -> Callable[[Con
         def show(side: tuple[Lesson, ...]) -> str:
             return "\n".join(f"- ({l.outcome}, confidence {l.score:.2f}) {l.text}" for l in side) or "- (nothing)"
 
-        prompt = (f"Topic: {lc.topic_key}\n\nAgent A says:\n{show(lc.ours)}\n\nAgent B says:\n{show(lc.theirs)}\n\n"
-                  "Your lesson (or ABSTAIN):")
+        prompt = (
+            f"Topic: {lc.topic_key}\n\nAgent A says:\n{show(lc.ours)}\n\nAgent B says:\n{show(lc.theirs)}\n\n"
+            "Your lesson (or ABSTAIN):"
+        )
         reply = model.complete([{"role": "system", "content": system}, {"role": "user", "content": prompt}])
         text = (getattr(reply, "text", reply) or "").strip()
         if not text or text.upper().startswith("ABSTAIN"):
             raise MergeConflictError(f"the adjudicator abstained on {lc.topic_key!r}", [conflict])
         sides = lc.ours + lc.theirs
-        lesson = Lesson(validate_text(text, "adjudicated lesson").strip(), lc.topic_key,
-                        outcome="insight", score=max((l.score for l in sides), default=0.5),
-                        created=max((l.created for l in sides), default=0.0),
-                        meta={"adjudicated": True, "replaces": [l.text for l in sides]})
+        lesson = Lesson(
+            validate_text(text, "adjudicated lesson").strip(),
+            lc.topic_key,
+            outcome="insight",
+            score=max((l.score for l in sides), default=0.5),
+            created=max((l.created for l in sides), default=0.0),
+            meta={"adjudicated": True, "replaces": [l.text for l in sides]},
+        )
         return render_topic_file([lesson])
 
     adjudicate.__name__ = "adjudicator"
@@ -290,8 +307,12 @@ def lessons_at(repo: ReasoningRepo, rev: str | None) -> list[Lesson]:
         tip = repo.resolve(rev)
     except UnknownRefError:
         return []
-    return [l for path, data in sorted(repo.files(tip, "lessons").items()) if path.endswith(".md")
-            for l in parse_topic_file(data.decode("utf-8", "replace"))]
+    return [
+        l
+        for path, data in sorted(repo.files(tip, "lessons").items())
+        if path.endswith(".md")
+        for l in parse_topic_file(data.decode("utf-8", "replace"))
+    ]
 
 
 @dataclass(frozen=True)
@@ -307,8 +328,9 @@ class ConcatenationResult:
     conflicts: int = 0
 
 
-def concatenate_lessons(repo: ReasoningRepo, path: str | Path, sources: Mapping[str, str], *,
-                        since: str | None = "memory") -> ConcatenationResult:
+def concatenate_lessons(
+    repo: ReasoningRepo, path: str | Path, sources: Mapping[str, str], *, since: str | None = "memory"
+) -> ConcatenationResult:
     """Append every source's new lessons to one markdown log, with no conflict signal.
 
     Args:
@@ -344,18 +366,28 @@ class Orchestrator:
         identity: author of merge commits.
     """
 
-    def __init__(self, central_path: str | os.PathLike[str], *, into: str = "memory",
-                 identity: Identity | None = None, **repo_options: Any) -> None:
-        self.repo = ReasoningRepo.init(central_path, identity=identity or Identity("got-orchestrator",
-                                                                                    "orchestrator@got.local"),
-                                       **repo_options)
+    def __init__(
+        self,
+        central_path: str | os.PathLike[str],
+        *,
+        into: str = "memory",
+        identity: Identity | None = None,
+        **repo_options: Any,
+    ) -> None:
+        self.repo = ReasoningRepo.init(
+            central_path, identity=identity or Identity("got-orchestrator", "orchestrator@got.local"), **repo_options
+        )
         self.into = into
         if self.repo.tip(into) is None:
             # One shared root, so every worker's branch has a merge base with memory.
             try:
-                self.repo.commit_files(into, {"README.md": (
-                    "Shared memory of GitOfThoughts agents: one file per topic key under lessons/.\n")},
-                    "memory: shared root\n", parents=[], expected=None)
+                self.repo.commit_files(
+                    into,
+                    {"README.md": ("Shared memory of GitOfThoughts agents: one file per topic key under lessons/.\n")},
+                    "memory: shared root\n",
+                    parents=[],
+                    expected=None,
+                )
             except ConcurrentUpdateError:  # another orchestrator created it first
                 if self.repo.tip(into) is None:
                     raise
@@ -369,13 +401,14 @@ class Orchestrator:
         """Worker id -> tip of its ``agents/<id>/memory`` branch in the central repository."""
         out = {}
         for ref, oid in self.repo.refs("refs/heads/agents/").items():
-            rest = ref[len("refs/heads/agents/"):]
+            rest = ref[len("refs/heads/agents/") :]
             if rest.endswith("/memory") and rest.count("/") == 1:
-                out[decode_component(rest[:-len("/memory")])] = oid
+                out[decode_component(rest[: -len("/memory")])] = oid
         return dict(sorted(out.items()))
 
-    def merge_workers(self, agents: Sequence[str] | None = None, *,
-                      strategy: str | Callable[[Conflict], Any] = "review") -> MergeReport:
+    def merge_workers(
+        self, agents: Sequence[str] | None = None, *, strategy: str | Callable[[Conflict], Any] = "review"
+    ) -> MergeReport:
         """Merge each worker's branch into the memory branch, in order of worker id.
 
         Conflicted merges (``review``, or a resolver that abstains) are parked for
@@ -383,20 +416,30 @@ class Orchestrator:
         """
         known = self.workers()
         report = MergeReport()
-        for agent in (agents if agents is not None else known):
+        for agent in agents if agents is not None else known:
             if agent not in known:
                 raise UnknownRefError(f"no worker {agent!r} has pushed to {self.path}")
             report.results[agent] = merge_recorded(
-                self.repo, f"refs/heads/{agent_branch(agent)}", name=agent, into=self.into, strategy=strategy,
-                message=f"Merge lessons of agent {agent} into {self.into}\n")
+                self.repo,
+                f"refs/heads/{agent_branch(agent)}",
+                name=agent,
+                into=self.into,
+                strategy=strategy,
+                message=f"Merge lessons of agent {agent} into {self.into}\n",
+            )
         return report
 
     def merge_status(self) -> list[PendingMerge]:
         """Open conflicts left for review (see :func:`merge_status`)."""
         return merge_status(self.repo, self.into)
 
-    def resolve(self, agent: str, strategy: str | Callable[[Conflict], Any] | None = None, *,
-                decisions: Mapping[str, str | bytes | None] | None = None) -> MergeResult:
+    def resolve(
+        self,
+        agent: str,
+        strategy: str | Callable[[Conflict], Any] | None = None,
+        *,
+        decisions: Mapping[str, str | bytes | None] | None = None,
+    ) -> MergeResult:
         """Decide a pending merge: ``ours``, ``theirs``, a resolver, or explicit ``decisions``."""
         if decisions is not None:
             strategy = decisions_resolver(decisions)
@@ -408,14 +451,16 @@ class Orchestrator:
         """Every lesson on the merged memory branch."""
         return lessons_at(self.repo, self.into)
 
-    def concatenate_lessons(self, path: str | Path, agents: Sequence[str] | None = None, *,
-                            since: str | None = None) -> ConcatenationResult:
+    def concatenate_lessons(
+        self, path: str | Path, agents: Sequence[str] | None = None, *, since: str | None = None
+    ) -> ConcatenationResult:
         """The control arm: append every worker's new lessons (not yet on ``since``,
         default the memory branch) to one log; see :func:`concatenate_lessons`."""
         known = self.workers()
         names = list(agents) if agents is not None else list(known)
-        return concatenate_lessons(self.repo, path, {a: f"refs/heads/{agent_branch(a)}" for a in names},
-                                   since=since or self.into)
+        return concatenate_lessons(
+            self.repo, path, {a: f"refs/heads/{agent_branch(a)}" for a in names}, since=since or self.into
+        )
 
 
 class Worker:
@@ -431,17 +476,28 @@ class Worker:
         **repo_options: passed to :class:`ReasoningRepo` (clock, signer, ...).
     """
 
-    def __init__(self, path: str | os.PathLike[str], central: str | os.PathLike[str], agent_id: str,
-                 *, identity: Identity | None = None, limits: InboundLimits | None = None,
-                 **repo_options: Any) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        central: str | os.PathLike[str],
+        agent_id: str,
+        *,
+        identity: Identity | None = None,
+        limits: InboundLimits | None = None,
+        **repo_options: Any,
+    ) -> None:
         self.agent_id = agent_id
         self.limits = limits
         self.branch = agent_branch(agent_id)
         self.notes_ref = agent_notes_ref(agent_id)
         self.central = str(central)
         enc = encode_component(agent_id, "agent id")
-        self.repo = ReasoningRepo.open(path, identity=identity or Identity(f"agent {agent_id}", f"{enc}@got.local"),
-                                       notes_ref=self.notes_ref, **repo_options)
+        self.repo = ReasoningRepo.open(
+            path,
+            identity=identity or Identity(f"agent {agent_id}", f"{enc}@got.local"),
+            notes_ref=self.notes_ref,
+            **repo_options,
+        )
         self.memory = GitMemory(repo=self.repo, branch=self.branch)
 
     def sync(self) -> MergeResult:
@@ -451,7 +507,7 @@ class Worker:
             The merge into ``agents/<id>/memory`` (``conflicted`` leaves our branch as it was).
 
         Raises:
-            RemoteError: central is unreachable or asks for credentials.
+            RemoteError: central cannot be reached or asks for credentials.
             UntrustedContentError: what central sent broke a check or a limit; nothing changed.
         """
         self.repo.fetch(self.central, branches=["memory"], name="central", limits=self.limits)
@@ -460,19 +516,24 @@ class Worker:
             self.repo.set_ref(self.branch, remote, expected=None)
             tip = self.repo.tip(self.branch)
             return MergeResult("fast-forward", tip, (), None, tip, None)
-        return self.repo.merge(remote, into=self.branch, strategy="review",
-                               message=f"Sync central memory into agent {self.agent_id}\n")
+        return self.repo.merge(
+            remote, into=self.branch, strategy="review", message=f"Sync central memory into agent {self.agent_id}\n"
+        )
 
-    def add_lesson(self, text: str, *, topic_key: str = "", outcome: str = "insight", score: float = 0.5,
-                   source_problem: str = "") -> tuple[Lesson, str]:
+    def add_lesson(
+        self, text: str, *, topic_key: str = "", outcome: str = "insight", score: float = 0.5, source_problem: str = ""
+    ) -> tuple[Lesson, str]:
         """Learn one lesson: a commit on our branch, its score as a note on our notes ref,
         and a ``success_`` tag when ``outcome == "success"``.
 
         Returns:
             (the stored lesson, the commit that stored it).
         """
-        add = {"insight": self.memory.add_insight, "success": self.memory.add_success,
-               "failure": self.memory.add_failure}.get(outcome)
+        add = {
+            "insight": self.memory.add_insight,
+            "success": self.memory.add_success,
+            "failure": self.memory.add_failure,
+        }.get(outcome)
         if add is None:
             raise InvalidInputError(f"outcome must be insight, success or failure, not {outcome!r}")
         lesson = add(text, topic_key=topic_key, score=score, source_problem=source_problem)
@@ -503,8 +564,9 @@ class Worker:
         Raises:
             RemoteError: central refused (e.g. not a fast-forward) or asked for credentials.
         """
-        return self.repo.push(self.central, branches=(self.branch,), tag_prefixes=tuple(self.shareable_tags()),
-                              notes=(self.notes_ref,))
+        return self.repo.push(
+            self.central, branches=(self.branch,), tag_prefixes=tuple(self.shareable_tags()), notes=(self.notes_ref,)
+        )
 
     def close(self) -> None:
         """Release the repository's handles."""

@@ -1,6 +1,6 @@
 """A derived SQLite index over the repository, so history search is not O(history).
 
-Git stays the source of truth (DESIGN §5): the index holds nothing that cannot be
+Git stays the source of truth (ARCHITECTURE §6): the index holds nothing that cannot be
 rebuilt from the repository, and every query first *syncs* it:
 
 * the ref fingerprint (``packed-refs`` plus the mtime of every directory under
@@ -34,15 +34,17 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import NamedTuple
 
 from pygit2 import GitError
 
-from got_core._git import CommitData, GitRepo
-from got_core.errors import CorruptRepositoryError, InvalidInputError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
+from got_core.storage.git import CommitData, GitRepo
+from got_core.types import parse_trailers, tag_value, trailer_score
 
-__all__ = ["DerivedIndex", "Row", "RACY_NS", "MAX_INDEXED_BLOB"]
+__all__ = ["MAX_INDEXED_BLOB", "RACY_NS", "CommitRow", "DerivedIndex", "RankedRow"]
 
 RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
 MAX_INDEXED_BLOB = 1 << 20
@@ -72,7 +74,57 @@ CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', token
 CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
 """
 
-Row = tuple  # (oid, message, time, parents, score, node_id, problem_id)
+
+class CommitRow(NamedTuple):
+    """One indexed commit, as queries return it (``score``: the note's, else the trailer's)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str  # space-separated parent SHAs
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+
+    @property
+    def parent_list(self) -> tuple[str, ...]:
+        """The parent SHAs."""
+        return tuple(self.parents.split()) if self.parents else ()
+
+
+class RankedRow(NamedTuple):
+    """A keyword hit ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+    tag: float
+    match: float
+    recency: float
+    rho: float
+
+
+class _TagValue:
+    """SQLite aggregate over a commit's tag names: the retrieval tag term of
+    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def step(self, name: str | None) -> None:
+        if name is not None:
+            self.names.append(name)
+
+    def finalize(self) -> float:
+        return tag_value(self.names)[0]
+
+
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
 _BROKEN = (CorruptRepositoryError, GitError)
 _HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -89,26 +141,9 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
-def _parse_trailers(message: str) -> tuple[str | None, str | None, str | None, float | None]:
-    node = problem = outcome = None
-    score = None
-    for line in message.splitlines():
-        if not line.startswith("Got-"):
-            continue
-        key, _, value = line.partition(": ")
-        value = value.strip()
-        if key == "Got-Node":
-            node = value
-        elif key == "Got-Problem":
-            problem = value
-        elif key == "Got-Outcome":
-            outcome = value
-        elif key == "Got-Score":
-            try:
-                score = float(value)
-            except ValueError:
-                pass
-    return node, problem, outcome, score
+def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
+    t = parse_trailers(message)
+    return t.get("Node"), t.get("Problem"), t.get("Outcome"), trailer_score(t)
 
 
 #: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
@@ -139,7 +174,9 @@ class DerivedIndex:
         self.path = path
         self.db = self._connect(path)
         self._fp_dirs: list[str] = []
-        self._cache: dict[object, object] = {}  # per-sync memo (time ranges, counts)
+        # per-sync memo: the commit count, and time ranges by scope
+        self._count: int | None = None
+        self._times: dict[tuple[str, ...] | None, tuple[int, int]] = {}
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -150,6 +187,8 @@ class DerivedIndex:
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
         db.execute("PRAGMA busy_timeout=60000")
+        # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
+        db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
             try:
@@ -166,8 +205,9 @@ class DerivedIndex:
 
     @staticmethod
     def _reset(db: sqlite3.Connection) -> None:
-        tables = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()]
+        tables = [
+            r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()
+        ]
         for name in tables:
             if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
                 db.execute(f'DROP TABLE IF EXISTS "{name}"')
@@ -237,7 +277,8 @@ class DerivedIndex:
                 self._sync_notes(refs.get(self.notes_ref))
                 db.execute("INSERT OR REPLACE INTO meta VALUES('fp', ?)", (fp or "",))
                 db.execute("COMMIT")
-                self._cache.clear()
+                self._count = None
+                self._times.clear()
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -248,12 +289,15 @@ class DerivedIndex:
 
     def _add_commit(self, c: CommitData) -> int:
         db = self.db
-        node, problem, outcome, score = _parse_trailers(c.message)
+        node, problem, outcome, score = _trailer_fields(c.message)
         cur = db.execute(
             "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
             " VALUES(?,?,?,?,?,?,?,?)",
-            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score))
+            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score),
+        )
         crow = cur.lastrowid
+        if crow is None:  # sqlite3 sets it after every INSERT
+            raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
         db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
         try:
@@ -301,8 +345,7 @@ class DerivedIndex:
 
     def _sync_refs(self, refs: dict[str, str]) -> None:
         db = self.db
-        indexed = {n: o for n, o in refs.items()
-                   if not n.startswith(("refs/tags/", "refs/notes/"))}
+        indexed = {n: o for n, o in refs.items() if not n.startswith(("refs/tags/", "refs/notes/"))}
         old = dict(db.execute("SELECT name, oid FROM refs").fetchall())
         for name in old.keys() - indexed.keys():
             db.execute("DELETE FROM member WHERE ref=?", (name,))
@@ -318,7 +361,7 @@ class DerivedIndex:
                 ahead = prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip)
             except _BROKEN:
                 ahead = False
-            if not (ahead and self._walk_into(name, [tip], [prev])):
+            if not (ahead and prev is not None and self._walk_into(name, [tip], [prev])):
                 db.execute("DELETE FROM member WHERE ref=?", (name,))
                 self._walk_into(name, [tip], [])
             db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, oid))
@@ -330,7 +373,7 @@ class DerivedIndex:
             if name.startswith("refs/tags/"):
                 target = self.git.peel_to_commit(oid)
                 if target:
-                    tags[name[len("refs/tags/"):]] = target
+                    tags[name[len("refs/tags/") :]] = target
         old = dict(db.execute("SELECT name, target FROM tags").fetchall())
         if old == tags:
             return
@@ -372,8 +415,7 @@ class DerivedIndex:
                     db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))
                     continue
                 body, score = self._note_body(new)
-                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)",
-                           (self.notes_ref, target, body, score))
+                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)", (self.notes_ref, target, body, score))
         db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
 
     def _note_body(self, blob: str) -> tuple[str | None, float | None]:
@@ -393,9 +435,11 @@ class DerivedIndex:
         return body, None
 
     # ------------------------------------------------------------------ queries
-    _SELECT = ("SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
-               "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
-               "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid ")
+    _SELECT = (
+        "SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
+        "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
+        "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+    )
 
     def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
         if refs is None:
@@ -403,57 +447,78 @@ class DerivedIndex:
         marks = ",".join("?" * len(refs))
         return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
 
-    def rows(self, where: str = "1", params: Iterable[object] = (), refs: Sequence[str] | None = None,
-             order: str = "c.time DESC, c.rowid DESC", limit: int | None = None) -> list[tuple]:
-        """Commit rows (rowid, oid, message, time, parents, score, node_id, problem_id)."""
+    def _rows(
+        self,
+        where: str = "1",
+        params: Iterable[object] = (),
+        refs: Sequence[str] | None = None,
+        order: str = "c.time DESC, c.rowid DESC",
+        limit: int | None = None,
+    ) -> list[CommitRow]:
         scope, sparams = self._scope_sql(refs)
         sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
-            return self.db.execute(sql, [self.notes_ref, *params, *sparams]).fetchall()
+            return [CommitRow(*r) for r in self.db.execute(sql, [self.notes_ref, *params, *sparams])]
 
-    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool,
-             refs: Sequence[str] | None) -> list[tuple]:
+    def by_oids(self, oids: Sequence[str]) -> list[CommitRow]:
+        """The indexed rows of these commits (any order; unknown SHAs are left out)."""
+        out: list[CommitRow] = []
+        oids = list(oids)
+        for i in range(0, len(oids), 500):
+            chunk = oids[i : i + 500]
+            out += self._rows("c.oid IN ({})".format(",".join("?" * len(chunk))), chunk)
+        return out
+
+    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         try:
             rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
         except (re.error, RecursionError, OverflowError) as exc:
-            raise InvalidInputError(f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
-                                    "fix it, or pass fixed=True (`got grep -F`) to search for the text") from None
+            raise InvalidInputError(
+                f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
+                "fix it, or pass fixed=True (`got grep -F`) to search for the text"
+            ) from None
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self.rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
+            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
         else:
-            rows = self.rows("1", (), refs)
-        return [r for r in rows if rx.search(r[2])]
+            rows = self._rows("1", (), refs)
+        return [r for r in rows if rx.search(r.message)]
 
     def doc_freq(self, stem: str) -> int:
         """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
-        row = self.db.execute("SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?",
-                              (stem, stem + "\U0010ffff")).fetchone()
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?", (stem, stem + "\U0010ffff")
+        ).fetchone()
         return int(row[0])
 
     def commit_count(self) -> int:
         """Number of indexed commits (memoised until the next sync)."""
-        key = ("count",)
-        if key not in self._cache:
-            self._cache[key] = self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0]
-        return int(self._cache[key])  # type: ignore[call-overload]
+        if self._count is None:
+            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+        return self._count
 
-    def ranked(self, stems: Sequence[str], refs: Sequence[str] | None, weights: dict[str, float], k: int,
-               extra: Sequence[int] = (), max_df: float = 0.1) -> list[tuple]:
-        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.retrieval`), best first.
+    def ranked(
+        self,
+        stems: Sequence[str],
+        refs: Sequence[str] | None,
+        weights: dict[str, float],
+        k: int,
+        extra: Sequence[int] = (),
+        max_df: float = 0.1,
+    ) -> list[RankedRow]:
+        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
 
         Each stem matches words that start with it. Stems found in more than ``max_df``
         of all messages are dropped (they select everything and discriminate nothing),
         keeping at least the rarest one — an IDF cut that keeps queries fast at 10k+.
         ``extra`` adds candidate rowids (pickaxe hits).
 
-        Returns rows (rowid, oid, message, time, parents, score, node_id, problem_id,
-        tag value, match fraction, recency, rho).
+        Returns :class:`RankedRow` s, best first.
         """
         with self._lock:
             n = max(self.commit_count(), 1)
@@ -471,15 +536,15 @@ class DerivedIndex:
                 conds.append("c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?)")
                 params.append(" OR ".join(terms))
             if extra:
-                conds.append("c.rowid IN (%s)" % ",".join(str(int(r)) for r in extra))
-            match_sql = " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))"
-                                   for _ in terms) or "0"
+                conds.append("c.rowid IN ({})".format(",".join(str(int(r)) for r in extra)))
+            match_sql = (
+                " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))" for _ in terms) or "0"
+            )
             match_params = list(terms)
             scope, sparams = self._scope_sql(refs)
-            tag_sql = ("(CASE WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND "
-                       "(t.name GLOB 'success_*' OR t.name = 'best' OR t.name GLOB 'best_*')) THEN 1.0 "
-                       "WHEN EXISTS(SELECT 1 FROM tags t WHERE t.target=c.oid AND t.name GLOB 'failed_*') "
-                       "THEN 0.0 ELSE 0.5 END)")
+            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
+            untagged = tag_value(())[0]
+            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
             sql = (
                 "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
                 "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
@@ -491,11 +556,23 @@ class DerivedIndex:
                 f"WHERE ({' OR '.join(conds)}){scope}) "
                 "ORDER BY rho DESC, m DESC, time DESC, oid LIMIT ?"
             )
-            args = [weights["score"], weights["tag"], weights["recency"], weights["match"],
-                    *match_params, max(len(terms), 1), tmin, span, self.notes_ref, *params, *sparams, int(k)]
-            return self.db.execute(sql, args).fetchall()
+            args = [
+                weights["score"],
+                weights["tag"],
+                weights["recency"],
+                weights["match"],
+                *match_params,
+                max(len(terms), 1),
+                tmin,
+                span,
+                self.notes_ref,
+                *params,
+                *sparams,
+                int(k),
+            ]
+            return [RankedRow(*r) for r in self.db.execute(sql, args)]
 
-    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[tuple]:
+    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[CommitRow]:
         """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
 
         With ``added_only``, only commits where the count grows (the one that introduced it).
@@ -505,20 +582,21 @@ class DerivedIndex:
             if len(needle) >= 3:
                 cand = db.execute(
                     "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),)).fetchall()
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
+                ).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
-            texts = {oid: text for oid, text in cand}
+            texts = dict(cand)
             raw_needle = needle.encode("utf-8")
-            for oid, in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
+            for (oid,) in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
                 if raw_needle in self.git.read_blob(oid):
                     texts[oid] = None  # counted from bytes below
             if not texts:
                 return []
             marks = ",".join("?" * len(texts))
             changes = db.execute(
-                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})",
-                [*texts, *texts]).fetchall()
+                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})", [*texts, *texts]
+            ).fetchall()
 
         def count(blob: str | None) -> int:
             if blob is None:
@@ -534,8 +612,8 @@ class DerivedIndex:
             crows = {crow for crow, old, new in changes if count(old) != count(new)}
         if not crows:
             return []
-        rows = self.rows("c.rowid IN (%s)" % ",".join(str(c) for c in crows), (), refs)
-        return [r for r in rows if " " not in (r[4] or "")]  # git log -S skips merge diffs
+        rows = self._rows("c.rowid IN ({})".format(",".join(str(c) for c in crows)), (), refs)
+        return [r for r in rows if len(r.parent_list) < 2]  # git log -S skips merge diffs
 
     def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
         """Tag names per commit SHA."""
@@ -545,42 +623,50 @@ class DerivedIndex:
             return out
         with self._lock:
             for i in range(0, len(oids), 500):
-                chunk = oids[i:i + 500]
+                chunk = oids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
                 for name, target in self.db.execute(
-                        f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk):
+                    f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk
+                ):
                     out.setdefault(target, []).append(name)
         return out
 
-    def tagged(self, prefix: str) -> list[tuple]:
+    def tagged(self, prefix: str) -> list[CommitRow]:
         """Commits carrying a tag that starts with ``prefix``."""
         with self._lock:
-            targets = [r[0] for r in self.db.execute(
-                "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix))]
+            targets = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+                )
+            ]
         if not targets:
             return []
         marks = ",".join("?" * len(targets))
-        return self.rows(f"c.oid IN ({marks})", targets)
+        return self._rows(f"c.oid IN ({marks})", targets)
 
-    def frontier(self, base: str, tip: str) -> list[tuple]:
+    def frontier(self, base: str, tip: str) -> list[CommitRow]:
         """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
-        return self.rows("c.rowid IN (SELECT crow FROM member WHERE ref=?) AND "
-                         "c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)", [tip, base])
+        return self._rows(
+            "c.rowid IN (SELECT crow FROM member WHERE ref=?) AND c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)",
+            [tip, base],
+        )
 
-    def by_node_id(self, node_id: str) -> list[tuple]:
+    def by_node_id(self, node_id: str) -> list[CommitRow]:
         """Commits whose ``Got-Node`` trailer is ``node_id``."""
-        return self.rows("c.node_id = ?", [node_id])
+        return self._rows("c.node_id = ?", [node_id])
 
     def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
         """(oldest, newest) commit time in scope (memoised until the next sync)."""
-        key = ("time", tuple(refs) if refs is not None else None)
+        key = tuple(refs) if refs is not None else None
         with self._lock:
-            if key not in self._cache:
+            if key not in self._times:
                 scope, sparams = self._scope_sql(refs)
-                row = self.db.execute(f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}",
-                                      sparams).fetchone()
-                self._cache[key] = (row[0] or 0, row[1] or 0)
-            return self._cache[key]  # type: ignore[return-value]
+                row = self.db.execute(
+                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
+                ).fetchone()
+                self._times[key] = (row[0] or 0, row[1] or 0)
+            return self._times[key]
 
     def close(self) -> None:
         """Fold the write-ahead log back into the database and close the handle."""

@@ -5,44 +5,54 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
 
 from got_core.errors import RepositoryNotFoundError, StorageError
 
-__all__ = ["locked", "atomic_write_bytes", "file_stamp", "prepare_store_dir"]
+__all__ = ["atomic_write_bytes", "file_stamp", "locked", "prepare_store_dir"]
+
+
+# Seconds between tries while another process holds a store's lock (filelock polls a
+# non-blocking lock; a write holds it for about a millisecond).
+_POLL_S = 0.002
 
 
 @contextmanager
 def locked(lock_path: Path, thread_lock: threading.Lock) -> Iterator[None]:
-    """Hold ``thread_lock`` and an exclusive ``flock`` on ``lock_path``.
+    """Hold ``thread_lock`` and an exclusive process lock on ``lock_path``.
 
-    ``flock`` locks belong to the open file description, so a fresh ``open``
-    per critical section excludes other threads' sections as well as other
-    processes'.
+    The process lock is filelock's descriptor lock (``flock`` on POSIX, ``LockFileEx`` on
+    Windows: the primitive its ``FileLock`` uses, without that class's per-acquire
+    bookkeeping, which would cost more than a graph-memory write). Such locks belong to
+    the open file, so a fresh ``open`` per critical section excludes other threads'
+    sections as well as other processes'; ``thread_lock`` keeps threads from polling.
 
     Raises:
-        StorageError: the lock file cannot be created or locked.
+        StorageError: the lock file cannot be created, or the file system cannot lock it.
     """
+    from filelock import lock_descriptor, unlock_descriptor  # first use only: keeps imports light
+
     with thread_lock:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot create lock file {lock_path}: {exc}; "
-                               "check the directory exists and is writable") from None
+            raise StorageError(
+                f"cannot create lock file {lock_path}: {exc}; check the directory exists and is writable"
+            ) from None
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                lock_descriptor(fd, poll_interval=_POLL_S)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot lock {lock_path}: {exc}; keep the store on a local file system that supports file locks"
+                ) from None
+            try:
+                yield
+            finally:
+                unlock_descriptor(fd)
         finally:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
 
@@ -88,8 +98,16 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, read_only: bool,
-                      create: bool = True, markers: tuple[Path, ...] = ()) -> None:
+def prepare_store_dir(
+    path: Path,
+    lock_path: Path,
+    what: str,
+    holds: str,
+    *,
+    read_only: bool,
+    create: bool = True,
+    markers: tuple[Path, ...] = (),
+) -> None:
     """Check a file-based backend's directory and, unless read-only, create it and its lock file.
 
     Args:
@@ -102,16 +120,18 @@ def prepare_store_dir(path: Path, lock_path: Path, what: str, holds: str, *, rea
     """
     try:
         if path.exists() and not path.is_dir():
-            raise StorageError(f"{what} path {path} is a file, not a directory; "
-                               f"pass the directory that should hold {holds}")
+            raise StorageError(
+                f"{what} path {path} is a file, not a directory; pass the directory that should hold {holds}"
+            )
         found = any(p.exists() for p in (lock_path, *markers))
     except PermissionError as exc:
-        raise StorageError(f"permission denied: cannot read {what} at {path} ({exc}); "
-                           "fix its permissions or choose another path") from None
+        raise StorageError(
+            f"permission denied: cannot read {what} at {path} ({exc}); fix its permissions or choose another path"
+        ) from None
     if not create and not found:
         raise RepositoryNotFoundError(
-            f"no {what} at {path} (no {holds} there); check the path, or store a lesson "
-            "there first to create one")
+            f"no {what} at {path} (no {holds} there); check the path, or store a lesson there first to create one"
+        )
     if read_only:
         return
     try:

@@ -1,22 +1,22 @@
-"""The one module that talks to pygit2 (STYLE practice 4).
+"""The one module that talks to pygit2 (ARCHITECTURE §5, invariant 4).
 
 Everything above speaks hex SHAs, bytes and our own types. Objects are written
 straight into the object database (blob → tree → commit) and refs are moved with
 compare-and-swap; there is no working tree, no index file and no repository-wide
-lock on the hot path (DESIGN §2, §5).
+lock on the hot path (ARCHITECTURE §3, §5).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import cast
 
 import pygit2
 from pygit2 import GitError
@@ -24,10 +24,10 @@ from pygit2.enums import MergeFavor, SortMode
 
 from got_core.errors import (
     CorruptRepositoryError,
+    CredentialsRequiredError,
     GotError,
+    PushRejectedError,
     RemoteError,
-    RepositoryAccessError,
-    RepositoryNotFoundError,
     StorageError,
     UnknownRefError,
     UntrustedContentError,
@@ -39,9 +39,11 @@ from got_core.names import (
     check_path,
     path_component_problem,
 )
+from got_core.storage._access import check_readable, refuse_unopenable
+from got_core.storage.objects import check_object, damaged_under
 from got_core.types import Identity
 
-__all__ = ["GitRepo", "RefRace", "CommitData", "BlobId", "EMPTY_TREE", "init_bare"]
+__all__ = ["EMPTY_TREE", "BlobId", "CommitData", "GitRepo", "RefRace", "enable_fsync", "init_bare", "is_valid_ref_name"]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -52,29 +54,6 @@ _T_BLOB, _T_TREE = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE
 _SHORT_PATH = MAX_PATH_BYTES // 4  # a str this long is within MAX_PATH_BYTES in any encoding
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
-_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
-
-
-def _parse_tree(data: bytes) -> list[tuple[int, str, str]] | None:
-    """Raw tree content as (mode, name, SHA) entries; None when it is not a well-formed tree.
-
-    Names are decoded for reports only (undecodable bytes as escapes), never used as paths.
-    """
-    out: list[tuple[int, str, str]] = []
-    i, n = 0, len(data)
-    while i < n:
-        space = data.find(b" ", i)
-        nul = data.find(b"\0", space + 1) if space >= 0 else -1
-        if space < 0 or nul < 0 or nul + 21 > n:
-            return None
-        try:
-            mode = int(data[i:space], 8)
-        except ValueError:
-            return None
-        name = data[space + 1:nul].decode("utf-8", "backslashreplace")
-        out.append((mode, name, data[nul + 1:nul + 21].hex()))
-        i = nul + 21
-    return out
 
 
 _strict_lock = threading.Lock()
@@ -104,6 +83,32 @@ def _trusted_writes() -> Iterator[None]:
                 pygit2.settings.enable_strict_object_creation(True)
 
 
+def enable_fsync() -> None:
+    """fsync objects and refs from now on (libgit2 keeps this setting per process)."""
+    pygit2.settings.enable_fsync_gitdir(True)
+
+
+def is_valid_ref_name(name: str) -> bool:
+    """Whether libgit2 accepts ``name`` as a ref name (``git_reference_name_is_valid``).
+
+    Names holding NUL are refused here: pygit2 hands the name to C as a NUL-terminated
+    string, so ``"refs/heads/a\\0b"`` would be judged as ``"refs/heads/a"`` (and accepted).
+    Lone surrogates (text that is not UTF-8) are refused too.
+
+    Args:
+        name: the full ref name, e.g. ``refs/heads/main``.
+
+    Returns:
+        True when libgit2 would create a ref of that name.
+    """
+    if "\x00" in name:
+        return False
+    try:
+        return bool(pygit2.reference_is_valid_name(name))
+    except UnicodeEncodeError:
+        return False
+
+
 class RefRace(Exception):
     """Internal: a compare-and-swap on a ref lost (moved, created, or locked by another writer)."""
 
@@ -127,11 +132,14 @@ class CommitData:
 
 def _commit_data(c: pygit2.Commit) -> CommitData:
     return CommitData(
-        str(c.id), str(c.tree_id), tuple(str(p) for p in c.parent_ids),
-        c.message, c.author.name, c.author.email, c.commit_time,
+        str(c.id),
+        str(c.tree_id),
+        tuple(str(p) for p in c.parent_ids),
+        c.message,
+        c.author.name,
+        c.author.email,
+        c.commit_time,
     )
-
-
 
 
 # Names already judged usable (bounded): listing a tree checks every name, and the
@@ -149,81 +157,6 @@ def _usable_name(name: str) -> bool:
     return False
 
 
-def _owner_hint(path: Path) -> str:
-    try:
-        uid = path.stat().st_uid
-    except OSError:
-        return "another user"
-    try:
-        import pwd
-
-        return f"user {pwd.getpwuid(uid).pw_name!r} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _unreadable(path: Path) -> Path | None:
-    """The first of a repository's own entries this process may not read, or None."""
-    for p in (path, path / "HEAD", path / "config", path / "objects", path / "refs"):
-        try:
-            exists = p.exists()
-        except OSError:
-            return p
-        if exists and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
-            return p
-    return None
-
-
-def _check_readable(gitdir: Path) -> None:
-    bad = _unreadable(gitdir)
-    if bad is not None:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {bad} (owned by {_owner_hint(bad)}); "
-            "fix its permissions or open the repository as a user who can read it")
-
-
-def _refuse_unopenable(path: Path, why: str, create: bool) -> None:
-    """Explain why libgit2 would not open ``path``; returns only when creating one there is safe.
-
-    Raises:
-        RepositoryAccessError: a repository owned by another user, or one this user cannot read.
-        RepositoryNotFoundError: nothing there and ``create`` is false, or something that is
-            not a repository (never overwritten).
-        StorageError: ``path`` is a file.
-    """
-    try:
-        exists, is_dir = path.exists(), path.is_dir()
-        entries = None
-        if is_dir:
-            with os.scandir(path) as listing:
-                entries = next(listing, None)
-    except PermissionError:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {path} (owned by {_owner_hint(path)}); "
-            "fix its permissions or choose another path") from None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from None
-    if exists and not is_dir:
-        raise StorageError(f"{path} is a file, not a directory; choose another repository path") from None
-    bad = _unreadable(path) if exists else None
-    if bad is not None:
-        raise RepositoryAccessError(
-            f"permission denied: cannot read {bad} (owned by {_owner_hint(bad)}), so the repository "
-            f"at {path} cannot be opened; fix its permissions or open it as a user who can read it") from None
-    if "not owned by current user" in why:
-        raise RepositoryAccessError(
-            f"the repository at {path} belongs to {_owner_hint(path)}, not to the current user, "
-            "so git refuses to open it (its safe.directory rule); if you trust it, run "
-            f"`git config --global --add safe.directory {path.resolve()}`, or run as its owner") from None
-    if exists and entries is not None:
-        raise RepositoryNotFoundError(
-            f"{path} holds files but no git repository that can be opened ({why}); nothing was "
-            "created over it: choose another path, or move it away") from None
-    if not create:
-        raise RepositoryNotFoundError(
-            f"no git repository at {path}; create one with ReasoningRepo.init({str(path)!r})") from None
-
-
 class GitRepo:
     """A bare (or existing) git repository, driven through libgit2.
 
@@ -233,19 +166,18 @@ class GitRepo:
         initial_branch: HEAD's branch for a new repository.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 initial_branch: str = "master") -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, initial_branch: str = "master") -> None:
         path = Path(path)
         try:
             self._r = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except (GitError, KeyError) as exc:
-            _refuse_unopenable(path, str(exc), create)
+            refuse_unopenable(path, str(exc), create)
             try:
                 self._r = pygit2.init_repository(str(path), bare=True, initial_head=initial_branch)
             except (GitError, OSError) as exc2:
                 raise StorageError(f"cannot create a repository at {path}: {exc2}") from None
         else:
-            _check_readable(Path(self._r.path))
+            check_readable(Path(self._r.path))
         self.gitdir = Path(self._r.path)
         self.workdir = Path(self._r.workdir) if self._r.workdir else None
 
@@ -264,7 +196,7 @@ class GitRepo:
             CorruptRepositoryError: missing, damaged, or not a blob.
         """
         obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_BLOB:
+        if not isinstance(obj, pygit2.Blob):
             raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
         return obj.data
 
@@ -274,6 +206,14 @@ class GitRepo:
             return oid in self._r
         except (GitError, ValueError):
             return False
+
+    def is_tree(self, oid: str) -> bool:
+        """Whether ``oid`` is a tree in the object database."""
+        try:
+            obj = self._r.get(oid)
+        except (GitError, ValueError, TypeError):
+            return False
+        return obj is not None and obj.type == pygit2.GIT_OBJECT_TREE
 
     def _get(self, oid: str) -> pygit2.Object:
         try:
@@ -288,12 +228,12 @@ class GitRepo:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
 
         Unchanged subtrees and blobs are reused by SHA, so a change costs only the
-        objects on its path (DESIGN §5).
+        objects on its path (ARCHITECTURE §6).
         """
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
             nested[check_path(path)] = value
-        base = self._get(base_tree) if base_tree else None
+        base = self._tree(base_tree, "base tree") if base_tree else None
         try:
             with _trusted_writes():
                 new = self._build(base, nested)
@@ -304,7 +244,7 @@ class GitRepo:
     def _empty_tree(self) -> str:
         return str(self._r.TreeBuilder().write())
 
-    def _build(self, base: pygit2.Object | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
+    def _build(self, base: pygit2.Tree | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
         tb = self._r.TreeBuilder(base) if base is not None else self._r.TreeBuilder()
         groups: dict[str, dict[tuple[str, ...], bytes | BlobId | None]] = {}
         for parts, value in changes.items():
@@ -321,7 +261,7 @@ class GitRepo:
                 groups.setdefault(parts[0], {})[parts[1:]] = value
         for name, sub in groups.items():
             existing = tb.get(name)
-            sub_base = existing if existing is not None and existing.type == pygit2.GIT_OBJECT_TREE else None
+            sub_base = existing if isinstance(existing, pygit2.Tree) else None
             new_sub = self._build(sub_base, sub)
             if new_sub is None:
                 if existing is not None:
@@ -334,9 +274,18 @@ class GitRepo:
 
     def _tree(self, oid: str, what: str = "tree") -> pygit2.Tree:
         obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_TREE:
+        if not isinstance(obj, pygit2.Tree):
             raise CorruptRepositoryError(f"{what} {oid} is a {obj.type_str}, expected a tree; run `got fsck`")
         return obj
+
+    def _commit(self, oid: str) -> pygit2.Commit:
+        obj = self._get(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a commit")
+        return obj
+
+    def _commit_tree(self, oid: str) -> pygit2.Tree:
+        return self._tree(str(self._commit(oid).tree_id), f"tree of commit {oid}")
 
     def _subtree(self, root: pygit2.Tree, path: str) -> pygit2.Tree | None:
         """The tree at ``path`` under ``root`` (``""``: root itself), or None."""
@@ -381,6 +330,8 @@ class GitRepo:
                 if kind != _T_BLOB and kind != _T_TREE:
                     continue  # a gitlink: another repository's commit
                 name = entry.name
+                if name is None:  # only objects looked up by id lack a name, never a tree's entries
+                    continue
                 if name not in known and not _usable_name(name):
                     continue
                 path = f"{base}/{name}" if base else name
@@ -405,9 +356,12 @@ class GitRepo:
         stack: list[tuple[tuple[bytes, ...], pygit2.Tree]] = [((), self._tree(tree))]
         while stack:
             base, t = stack.pop()
-            subtrees = []
+            subtrees: list[tuple[tuple[bytes, ...], pygit2.Tree]] = []
             for entry in t:
-                parts = (*base, entry.raw_name)
+                raw_name = entry.raw_name
+                if raw_name is None:  # only objects looked up by id lack a name, never a tree's entries
+                    raise CorruptRepositoryError(f"an entry of tree {t.id} has no name; run `got fsck`")
+                parts = (*base, raw_name)
                 if entry.filemode == _TREE:
                     subtrees.append((parts, self._tree(str(entry.id), "tree entry")))
                 else:
@@ -459,22 +413,35 @@ class GitRepo:
         t = self._subtree(self._tree(tree), path)
         if t is None:
             return []
-        return [(e.name, e.type == _T_TREE) for e in t
-                if e.type in (_T_BLOB, _T_TREE) and (e.name in _USABLE_NAMES or _usable_name(e.name))]
+        return [
+            (e.name, e.type == _T_TREE)
+            for e in t
+            if e.type in (_T_BLOB, _T_TREE)
+            and e.name is not None  # a tree's entries always have one
+            and (e.name in _USABLE_NAMES or _usable_name(e.name))
+        ]
 
     # ------------------------------------------------------------------ commits
-    def write_commit(self, tree: str, parents: Iterable[str], message: str, author: Identity,
-                     committer: Identity, when: tuple[int, int],
-                     sign: Callable[[str], str] | None = None) -> str:
+    def write_commit(
+        self,
+        tree: str,
+        parents: Iterable[str],
+        message: str,
+        author: Identity,
+        committer: Identity,
+        when: tuple[int, int],
+        sign: Callable[[str], str] | None = None,
+    ) -> str:
         """Create a commit object (no ref moves); ``sign(payload) -> armored signature``."""
         a = pygit2.Signature(author.name, author.email, when[0], when[1])
         c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
-        parents = list(parents)
+        parent_ids: list[str | pygit2.Oid] = list(parents)
         try:
             if sign is None:
                 with _trusted_writes():
-                    return str(self._r.create_commit(None, a, c, message, tree, parents))
-            payload = self._r.create_commit_string(a, c, message, tree, parents)
+                    return str(self._r.create_commit(None, a, c, message, tree, parent_ids))
+            # pygit2's stubs say Oid; create_commit_string returns the commit's text (a str)
+            payload = cast(str, self._r.create_commit_string(a, c, message, tree, parent_ids))
             return str(self._r.create_commit_with_signature(payload, sign(payload)))
         except (GitError, OSError) as exc:
             raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
@@ -485,15 +452,11 @@ class GitRepo:
         Raises:
             CorruptRepositoryError: missing or not a commit.
         """
-        obj = self._get(oid)
-        if obj.type != pygit2.GIT_OBJECT_COMMIT:
-            raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a commit")
-        return _commit_data(obj)
+        return _commit_data(self._commit(oid))
 
     def commit_signature(self, oid: str) -> tuple[bytes | None, bytes | None]:
         """(armored signature, signed payload) of a commit; (None, None) when unsigned."""
-        obj = self._get(oid)
-        sig, payload = obj.gpg_signature
+        sig, payload = self._commit(oid).gpg_signature  # (None, None) when unsigned (the stubs say bytes)
         return sig, payload
 
     def object_problem(self, oid: str, expected: str | None = None) -> tuple[str | None, bytes | None]:
@@ -514,52 +477,14 @@ class GitRepo:
             if "hash mismatch" in text:
                 return "does not hash to its id (its content was altered)", None
             return f"cannot be read ({text[:120]})", None
-        name = _TYPE_NAMES.get(int(kind), str(kind))
-        algo = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
-        if algo(f"{name} {len(data)}\0".encode() + data).hexdigest() != oid:
-            return "does not hash to its id (its content was altered)", None
-        if expected is not None and name != expected:
-            return f"is a {name}, not the {expected} its parent names", None
-        return None, data
+        return check_object(oid, _TYPE_NAMES.get(int(kind), str(kind)), data, expected)
 
-    def damaged_under(self, tree: str, seen: dict[str, str | None] | None = None,
-                      prefix: str = "") -> list[tuple[str, str, str]]:
-        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id.
-
-        Args:
-            tree: the root tree SHA.
-            seen: object SHA -> problem (or None when sound), shared between calls so an
-                object reached from many commits is hashed once.
-            prefix: path of ``tree`` itself, for the report.
-
-        Returns:
-            ``(path, object SHA, problem)`` for each damaged object (the root is ``""``);
-            gitlinks (submodule commits) are not followed, as ``git fsck`` does not.
-        """
-        seen = {} if seen is None else seen
-        out: list[tuple[str, str, str]] = []
-        stack: list[tuple[str, str, str]] = [(prefix, tree, "tree")]
-        while stack:
-            path, oid, kind = stack.pop()
-            if oid in seen:
-                if seen[oid] is not None:
-                    out.append((path, oid, seen[oid]))  # type: ignore[arg-type]
-                continue
-            problem, data = self.object_problem(oid, kind)
-            if problem is None and kind == "tree":
-                entries = _parse_tree(data or b"")
-                if entries is None:
-                    problem = "is not a well-formed tree"
-                else:
-                    for mode, name, child in entries:
-                        if mode == 0o160000:
-                            continue  # a gitlink names a commit of another repository
-                        child_path = f"{path}/{name}" if path else name
-                        stack.append((child_path, child, "tree" if mode == 0o040000 else "blob"))
-            seen[oid] = problem
-            if problem is not None:
-                out.append((path, oid, problem))
-        return out
+    def damaged_under(
+        self, tree: str, seen: dict[str, str | None] | None = None, prefix: str = ""
+    ) -> list[tuple[str, str, str]]:
+        """Every tree and blob reachable from ``tree`` that is missing or does not hash to its id
+        (see :func:`got_core.storage.objects.damaged_under`)."""
+        return damaged_under(self.object_problem, tree, seen, prefix)
 
     def resolve(self, rev: str) -> str:
         """A commit SHA for any revision (SHA or prefix, branch, tag, ``refs/...``, ``x~1``).
@@ -611,7 +536,8 @@ class GitRepo:
             return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
         except (GitError, ValueError, KeyError) as exc:
             raise CorruptRepositoryError(
-                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`") from None
+                f"cannot walk the history between {ancestor} and {descendant}: {exc}; run `got fsck`"
+            ) from None
 
     def merge_base(self, a: str, b: str) -> str | None:
         """Best common ancestor of two commits, or None for unrelated histories.
@@ -622,8 +548,7 @@ class GitRepo:
         try:
             base = self._r.merge_base(a, b)
         except (GitError, ValueError, KeyError) as exc:
-            raise CorruptRepositoryError(
-                f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
+            raise CorruptRepositoryError(f"cannot find where {a} and {b} meet: {exc}; run `got fsck`") from None
         return str(base) if base else None
 
     def changed_paths(self, commit: CommitData) -> list[tuple[str, str | None, str | None]]:
@@ -643,8 +568,9 @@ class GitRepo:
             diff = self._tree(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
             deltas = list(diff.deltas)
         except GitError as exc:
-            raise CorruptRepositoryError(f"cannot compare trees {old_tree} and {new_tree}: {exc}; "
-                                         "run `got fsck`") from None
+            raise CorruptRepositoryError(
+                f"cannot compare trees {old_tree} and {new_tree}: {exc}; run `got fsck`"
+            ) from None
         out = []
         for delta in deltas:
             old_f, new_f = delta.old_file, delta.new_file
@@ -656,8 +582,7 @@ class GitRepo:
             out.append((raw.decode("utf-8", "backslashreplace"), old_id, new_id))
         return out
 
-    def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None,
-                   context: int = 3) -> str:
+    def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None, context: int = 3) -> str:
         """Unified, git-style patch text between two trees (optionally only some paths).
 
         Text that is not UTF-8 (in names or content) is shown with U+FFFD replacements,
@@ -669,6 +594,8 @@ class GitRepo:
             diff = ta.diff_to_tree(tb, context_lines=context)
             parts = []
             for patch in diff:
+                if patch is None:  # libgit2 gives no patch for an unchanged delta
+                    continue
                 delta = patch.delta
                 path = (delta.new_file.raw_path or delta.old_file.raw_path).decode("utf-8", "surrogateescape")
                 if wanted is None or path in wanted:
@@ -696,7 +623,8 @@ class GitRepo:
     def peel_to_commit(self, oid: str) -> str | None:
         """The commit an object (annotated tag or commit) points to, or None."""
         try:
-            return str(self._r.get(oid).peel(pygit2.Commit).id)
+            obj = self._r.get(oid)
+            return None if obj is None else str(obj.peel(pygit2.Commit).id)
         except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
             return None
 
@@ -716,41 +644,101 @@ class GitRepo:
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
 
+        libgit2 writes the ref under its lock file and checks, under that lock, that it
+        still holds ``expected``. Only :mod:`got_core.storage.refs` calls this; everything
+        else moves refs through that module's retry primitive.
+
         Raises:
-            RefRace: the ref did not hold ``expected`` or another writer held its lock.
+            RefRace: the ref did not hold ``expected``, or another writer held its lock.
+            StorageError: the disk refused the write (the ref is unchanged).
         """
-        try:
-            if expected is None:
-                self._r.references.create(name, new, force=False)
-                return
-            ref = self._r.references.get(name)
-            if ref is None or str(ref.target) != expected:
-                raise RefRace(name)
-            ref.set_target(new)
-        except (pygit2.AlreadyExistsError, GitError, OSError, ValueError) as exc:
-            if isinstance(exc, (GitError, OSError)) and not self._is_race(exc):
-                raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
-            raise RefRace(name) from None
+        self._ref_op(name, expected, lambda: self._set_ref(name, new, expected))
 
     def delete_ref(self, name: str, expected: str | None = None) -> bool:
-        """Delete a ref (only if it still points at ``expected`` when given); False when absent."""
-        try:
+        """Delete a ref (only while it still points at ``expected`` when given); False when absent.
+
+        Raises:
+            RefRace: the ref moved away from ``expected`` or its lock was held.
+            StorageError: the disk refused the change.
+        """
+        found: list[bool] = []
+
+        def delete() -> None:
             ref = self._r.references.get(name)
             if ref is None:
-                return False
+                found.append(False)
+                return
             if expected is not None and str(ref.target) != expected:
                 raise RefRace(name)
             ref.delete()
-            return True
-        except (GitError, OSError) as exc:
-            if self._is_race(exc):
-                raise RefRace(name) from None
-            raise StorageError(f"cannot delete {name}: {exc}") from None
+            found.append(True)
 
-    @staticmethod
-    def _is_race(exc: BaseException) -> bool:
-        text = str(exc).lower()
-        return any(s in text for s in ("lock", "exists", "does not match", "modified", "changed"))
+        self._ref_op(name, expected, delete, check_value=expected is not None)
+        return found[-1]
+
+    def cas_refs(self, updates: Mapping[str, tuple[str | None, str | None]]) -> None:
+        """Move several refs at once: ``{name: (expected, new)}`` (``new`` None deletes).
+
+        Every ref is locked first (libgit2's ref transaction), each is checked against its
+        expected value under its lock, and only then are they all written.
+
+        Raises:
+            RefRace: a ref did not hold its expected value, or a lock was held.
+            StorageError: the disk refused the writes.
+        """
+        if not updates:
+            return
+        try:
+            with self._r.transaction() as txn:
+                for name in sorted(updates):
+                    txn.lock_ref(name)
+                for name, (expected, new) in sorted(updates.items()):
+                    if self.ref_target(name) != expected:
+                        raise RefRace(name)
+                    if new is None:
+                        txn.remove(name)
+                    else:
+                        txn.set_target(name, new)
+        except RefRace:
+            raise
+        except (GitError, OSError, ValueError) as exc:
+            if any(self._lost_race(n, e) for n, (e, _new) in updates.items()):
+                raise RefRace(next(iter(updates))) from None
+            raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
+
+    def _set_ref(self, name: str, new: str, expected: str | None) -> None:
+        if expected is None:
+            self._r.references.create(name, new, force=False)
+            return
+        ref = self._r.references.get(name)
+        if ref is None or str(ref.target) != expected:
+            raise RefRace(name)
+        ref.set_target(new)
+
+    def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
+        """Run one ref write; a failure is a lost race when the state says so, else retried once.
+
+        A race is recognised from the repository's state, not from libgit2's message: the
+        ref's lock file exists, or the ref no longer holds ``expected``.
+        """
+        for attempt in (0, 1):
+            try:
+                op()
+                return
+            except RefRace:
+                raise
+            except pygit2.AlreadyExistsError:
+                raise RefRace(name) from None
+            except (GitError, OSError, ValueError) as exc:
+                if self._lost_race(name, expected if check_value else self.ref_target(name)):
+                    raise RefRace(name) from None
+                if attempt:
+                    raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
+
+    def _lost_race(self, name: str, expected: str | None) -> bool:
+        if (self.gitdir / (name + ".lock")).exists() or (self.gitdir / "packed-refs.lock").exists():
+            return True
+        return self.ref_target(name) != expected
 
     def break_stale_lock(self, name: str, max_age: float) -> bool:
         """Remove ``<ref>.lock`` left by a killed writer when older than ``max_age`` seconds."""
@@ -773,7 +761,9 @@ class GitRepo:
             pass  # another writer holds packed-refs.lock; packing is an optimisation
 
     # ------------------------------------------------------------------ merge
-    def merge_trees(self, base: str | None, ours: str, theirs: str) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], object]:
+    def merge_trees(
+        self, base: str | None, ours: str, theirs: str
+    ) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
         """Three-way merge of commit trees in memory.
 
         Returns:
@@ -785,31 +775,36 @@ class GitRepo:
             CorruptRepositoryError: an object is missing or damaged.
         """
         try:
-            base_tree = self._get(self._get(base).tree_id) if base else self._get(self._empty_tree())
-            idx = self._r.merge_trees(base_tree, self._get(self._get(ours).tree_id),
-                                      self._get(self._get(theirs).tree_id), favor=MergeFavor.NORMAL)
+            base_tree = self._commit_tree(base) if base else self._tree(self._empty_tree())
+            idx = self._r.merge_trees(
+                base_tree, self._commit_tree(ours), self._commit_tree(theirs), favor=MergeFavor.NORMAL
+            )
             conflicts = []
             if idx.conflicts is not None:
                 for anc, our, their in idx.conflicts:
                     entry = our or their or anc
-                    conflicts.append((entry.path,
-                                      str(anc.id) if anc else None,
-                                      str(our.id) if our else None,
-                                      str(their.id) if their else None))
+                    conflicts.append(
+                        (
+                            entry.path,
+                            str(anc.id) if anc else None,
+                            str(our.id) if our else None,
+                            str(their.id) if their else None,
+                        )
+                    )
             if conflicts:
                 return None, sorted(conflicts), idx
             return str(idx.write_tree(self._r)), [], idx
         except (GitError, OSError, KeyError, ValueError) as exc:
             raise _merge_error(exc, ours, theirs) from None
 
-    def resolve_merge(self, state: object, decisions: Mapping[str, bytes | None]) -> str:
+    def resolve_merge(self, state: pygit2.Index, decisions: Mapping[str, bytes | None]) -> str:
         """Write the merged tree after deciding each conflicted path (bytes, or None to delete).
 
         Raises:
             CorruptRepositoryError: conflicts are left undecided, or the tree cannot be written.
             UntrustedContentError: a decided path is one libgit2 refuses.
         """
-        idx = state  # a pygit2.Index from merge_trees
+        idx = state  # the in-memory index merge_trees returned
         try:
             for path, content in decisions.items():
                 if idx.conflicts is not None and path in idx.conflicts:
@@ -820,7 +815,7 @@ class GitRepo:
                     except (GitError, OSError, KeyError):
                         pass
                 else:
-                    idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), _BLOB))
+                    idx.add(pygit2.IndexEntry(path, self._r.create_blob(content), pygit2.enums.FileMode.BLOB))
             if idx.conflicts is not None and len(list(idx.conflicts)):
                 raise CorruptRepositoryError("merge still has undecided conflicts")
             return str(idx.write_tree(self._r))
@@ -828,8 +823,7 @@ class GitRepo:
             raise _merge_error(exc, None, None) from None
 
     # ------------------------------------------------------------------ remotes
-    def fetch(self, url: str, refspecs: list[str],
-              progress: Callable[[int, int, int], None] | None = None) -> None:
+    def fetch(self, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None) -> None:
         """Fetch ``refspecs`` from ``url`` (a path or URL); never prompts for credentials.
 
         libgit2 does the transfer in-process: nothing of the peer is executed (no
@@ -846,8 +840,9 @@ class GitRepo:
         """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
         self._remote("push", url, refspecs)
 
-    def _remote(self, verb: str, url: str, refspecs: list[str],
-                progress: Callable[[int, int, int], None] | None = None) -> None:
+    def _remote(
+        self, verb: str, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None
+    ) -> None:
         try:
             remote = self._r.remotes.create_anonymous(url)
             getattr(remote, verb)(refspecs, callbacks=_NoPrompt(url, progress))
@@ -891,8 +886,12 @@ def init_bare(path: Path) -> None:
         raise StorageError(f"cannot create a repository at {path}: {exc}") from None
 
 
-_TYPE_NAMES = {int(pygit2.GIT_OBJECT_COMMIT): "commit", int(pygit2.GIT_OBJECT_TREE): "tree",
-               int(pygit2.GIT_OBJECT_BLOB): "blob", int(pygit2.GIT_OBJECT_TAG): "tag"}
+_TYPE_NAMES = {
+    int(pygit2.GIT_OBJECT_COMMIT): "commit",
+    int(pygit2.GIT_OBJECT_TREE): "tree",
+    int(pygit2.GIT_OBJECT_BLOB): "blob",
+    int(pygit2.GIT_OBJECT_TAG): "tag",
+}
 
 
 def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Exception:
@@ -902,7 +901,9 @@ def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Ex
     if "invalid path" in text.lower():
         return UntrustedContentError(
             f"refusing to merge{between}: {text}; the branch holds a path git refuses "
-            "(see `got fsck`), so it cannot be merged", path=text.partition("'")[2].rstrip("'") or None)
+            "(see `got fsck`), so it cannot be merged",
+            path=text.partition("'")[2].rstrip("'") or None,
+        )
     if isinstance(exc, OSError):
         return StorageError(f"cannot write the merge{between}: {exc}")
     return CorruptRepositoryError(f"merge{between} failed: {text}; run `got fsck`")
@@ -917,16 +918,16 @@ class _NoPrompt(pygit2.RemoteCallbacks):
         self._url = url
         self._progress = progress
 
-    def credentials(self, url, username_from_url, allowed_types):  # noqa: D401 - libgit2 callback
-        raise RemoteError(
+    def credentials(self, url, username_from_url, allowed_types):
+        raise CredentialsRequiredError(
             f"{self._url} asks for credentials; GitOfThoughts never prompts. "
             "Use a local path, a URL that needs none, or configure access outside the agent"
         )
 
-    def transfer_progress(self, stats):  # noqa: D401 - libgit2 callback
+    def transfer_progress(self, stats):
         if self._progress is not None:
             self._progress(stats.total_objects, stats.received_objects, stats.received_bytes)
 
-    def push_update_reference(self, refname, message):  # noqa: D401 - libgit2 callback
+    def push_update_reference(self, refname, message):
         if message:
-            raise RemoteError(f"push of {refname} to {self._url} was rejected: {message}")
+            raise PushRejectedError(f"push of {refname} to {self._url} was rejected: {message}")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from got_core.errors import ConfigError, GotRuntimeError
 
-__all__ = ["git_env", "run_git", "GitCommandError", "HARDENING"]
+__all__ = ["HARDENING", "GitCommandError", "git_env", "run_git"]
 
 
 class GitCommandError(GotRuntimeError):
@@ -32,15 +32,17 @@ class GitCommandError(GotRuntimeError):
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of the environment with git's user-level configuration switched off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "",
-        "SSH_ASKPASS": "",
-        "GIT_PAGER": "cat",
-        "LC_ALL": "C",
-    })
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "",
+            "SSH_ASKPASS": "",
+            "GIT_PAGER": "cat",
+            "LC_ALL": "C",
+        }
+    )
     if extra:
         env.update(extra)
     return env
@@ -59,9 +61,16 @@ HARDENING = (
 )
 
 
-def run_git(args: Sequence[str], *, git_dir: Path | str | None = None, cwd: Path | str | None = None,
-            input: bytes | None = None, check: bool = True, timeout: float = 600,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(
+    args: Sequence[str],
+    *,
+    git_dir: Path | str | None = None,
+    cwd: Path | str | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
     """Run ``git -c <HARDENING> [--git-dir=...] args`` with the scrubbed environment.
 
     Raises:
@@ -77,8 +86,7 @@ def run_git(args: Sequence[str], *, git_dir: Path | str | None = None, cwd: Path
     if git_dir is not None:
         cmd.append(f"--git-dir={git_dir}")
     cmd += list(args)
-    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, timeout=timeout,
-                          env=git_env(env))
+    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, timeout=timeout, env=git_env(env))
     if check and proc.returncode != 0:
         raise GitCommandError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
     return proc

@@ -1,0 +1,222 @@
+"""Reasoning nodes: one commit of four files per scored thought (ARCHITECTURE §1, §3).
+
+``commit_node`` is the commit-on-score path: ``thought.md``, ``scores.json``,
+``trace.jsonl`` and ``metadata.json`` in one commit with a structured message
+(``Got-Node``, ``Got-Problem``, ``Got-Depth``, ``Got-Outcome``, ``Got-Score``
+trailers), then the score as a note and the outcome as a tag. ``read_node`` is
+replay: any revision gives the whole node back. :class:`~got_core.repo.ReasoningRepo`
+exposes both as methods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
+from got_core.names import decode_component, encode_component
+from got_core.repo.base import Publish
+from got_core.repo.notes import note_json, set_note
+from got_core.types import NODE_FILES, OUTCOME_TAG_PREFIX, Node, canonical_json
+from got_core.validate import clean_revs, clean_text
+
+if TYPE_CHECKING:
+    from got_core.repo.base import RepoBase as ReasoningRepo
+
+__all__ = ["OUTCOME_TAGS", "commit_node", "node_message", "read_node", "tag_outcome"]
+
+#: Outcomes that get a tag, and the tag prefix for each (defined once, in :mod:`got_core.types`).
+OUTCOME_TAGS = OUTCOME_TAG_PREFIX
+
+
+def commit_node(
+    repo: ReasoningRepo,
+    node: Node,
+    *,
+    ref: str | None = None,
+    parents: Sequence[str] | None = None,
+    note: bool = True,
+    tag: bool = True,
+) -> Node:
+    """Record one scored reasoning node (ARCHITECTURE §3's commit-on-score path).
+
+    One commit of ``thought.md``, ``scores.json``, ``trace.jsonl``, ``metadata.json``
+    with a structured message; then the score as a note and, for a ``success`` /
+    ``failed`` outcome, the outcome tag.
+
+    Args:
+        node: the node; its ``node_id`` is derived from content when empty.
+        ref: the branch to move (default: the session branch).
+        parents: parent node SHAs (default: the branch tip).
+        note: write ``scores`` as a note too.
+        tag: tag ``success_<id>`` / ``failed_<id>`` when the outcome says so.
+
+    Returns:
+        The node as stored (``oid``, ``parents``, ``node_id`` filled in). ``node_id``
+        is the id as given (or derived); refs, tags and trailers hold it encoded with
+        :func:`~got_core.names.encode_component`, and ``read_node`` / ``resolve``
+        accept either spelling.
+
+    Raises:
+        InvalidInputError: a field of the wrong type, or scores/trace/metadata that are
+            not JSON-serialisable.
+        InvalidNameError: an id that cannot be encoded (not text, or too long).
+    """
+    ref_name = repo.ref(ref) if ref else repo.session_ref
+    _check_fields(node)
+    parents = clean_revs(parents)
+    thought = clean_text(node.thought, "thought")
+    try:
+        scores_text = canonical_json(dict(node.scores))
+        trace_text = "".join(
+            json.dumps(step, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for step in node.trace
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"node scores/trace must be JSON-serialisable: {exc}") from None
+    explicit = [repo.resolve(p) for p in parents] if parents is not None else None
+    git = repo.git
+
+    def build(tip: str | None) -> Publish:
+        these = explicit if explicit is not None else ([tip] if tip else [])
+        given_id = node.node_id or node.derive_id(these)  # the id depends on the parents
+        node_id = encode_component(given_id, "node id")
+        meta = dict(node.metadata)
+        meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth, "outcome": node.outcome})
+        try:
+            meta_text = canonical_json(meta)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"node metadata must be JSON-serialisable: {exc}") from None
+        files = repo.file_payload(
+            {"thought.md": thought, "scores.json": scores_text, "trace.jsonl": trace_text, "metadata.json": meta_text}
+        )
+        oid = repo.write_commit(git.build_tree(None, files), these, node_message(node, node_id, thought))
+        return Publish(oid, (oid, these, given_id, node_id, meta))
+
+    # With explicit parents the commit was built on them: a lost race is the caller's to decide.
+    oid, these, given_id, node_id, meta = repo.update_ref(ref_name, build, retry=explicit is None)
+    stored = Node(
+        thought=thought,
+        scores=dict(node.scores),
+        trace=list(node.trace),
+        metadata=meta,
+        problem_id=node.problem_id,
+        depth=node.depth,
+        outcome=node.outcome,
+        node_id=given_id,
+        oid=oid,
+        parents=tuple(these),
+    )
+    if note and node.scores:
+        stored.note = dict(node.scores)
+        set_note(repo, oid, scores_text)
+    if tag and node.outcome in OUTCOME_TAG_PREFIX:
+        stored.tags = [tag_outcome(repo, oid, node.outcome, node_id)]
+    return stored
+
+
+def tag_outcome(repo: ReasoningRepo, target: str, outcome: str, node_id: str | None = None) -> str:
+    """Tag a validated node ``success_<id>`` or ``failed_<id>``; returns the tag name.
+
+    Raises:
+        InvalidInputError: ``outcome`` is not one of :data:`~got_core.types.OUTCOME_TAG_PREFIX`.
+    """
+    if not isinstance(outcome, str) or outcome not in OUTCOME_TAG_PREFIX:
+        raise InvalidInputError(f"outcome must be one of {sorted(OUTCOME_TAG_PREFIX)}, not {outcome!r}")
+    oid = repo.resolve(target)
+    ident = encode_component(node_id, "node id") if node_id else oid[:16]
+    return repo.tag(OUTCOME_TAG_PREFIX[outcome] + ident, oid)
+
+
+def _check_fields(node: Node) -> None:
+    """Refuse fields of the wrong type before anything is derived or written."""
+    if not isinstance(node, Node):
+        raise InvalidInputError(f"commit_node needs a Node, not {type(node).__name__}")
+    for name in ("problem_id", "outcome", "node_id"):
+        value = getattr(node, name)
+        if not isinstance(value, str):
+            raise InvalidNameError(f"node {name} must be text (str), not {type(value).__name__}")
+        if value:
+            encode_component(value, f"node {name.replace('_', ' ')}")  # valid Unicode, not too long
+    if isinstance(node.depth, bool) or not isinstance(node.depth, int):
+        raise InvalidInputError(f"node depth must be an int, not {type(node.depth).__name__}")
+    for name in ("scores", "metadata"):
+        if not isinstance(getattr(node, name), Mapping):
+            raise InvalidInputError(f"node {name} must be a mapping, not {type(getattr(node, name)).__name__}")
+    if not isinstance(node.trace, (list, tuple)) or not all(isinstance(s, Mapping) for s in node.trace):
+        raise InvalidInputError("node trace must be a list of mappings (one per step)")
+
+
+def node_message(node: Node, node_id: str, thought: str) -> str:
+    """The structured commit message of a node: summary, thought, ``Got-*`` trailers."""
+    first = thought.strip().split("\n", 1)[0][:72] or "(empty thought)"
+    score = node.scores.get("s_comb")
+    lines = [f"node {node_id}: {first}", "", thought.strip()[:4000], ""]
+    lines.append(f"Got-Node: {node_id}")
+    if node.problem_id:
+        lines.append(f"Got-Problem: {encode_component(node.problem_id, 'problem id')}")
+    lines.append(f"Got-Depth: {int(node.depth)}")
+    if node.outcome:
+        lines.append(f"Got-Outcome: {encode_component(node.outcome, 'outcome')}")
+    if isinstance(score, (int, float)):
+        lines.append(f"Got-Score: {float(score):.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def _decoded_id(value: Any) -> str:
+    """A stored (encoded) id back as the caller gave it; ids we did not write stay as stored."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        return decode_component(value)
+    except InvalidNameError:
+        return value
+
+
+def read_node(repo: ReasoningRepo, rev: str) -> Node:
+    """Replay: the whole node at a SHA, tag, branch or node id.
+
+    Raises:
+        UnknownRefError: no such revision.
+        CorruptRepositoryError: the commit is not a node or its files do not parse.
+    """
+    oid = repo.resolve(rev)
+    commit = repo.git.read_commit(oid)
+    files = {p: repo.git.read_blob(b) for p, b in repo.git.tree_files(commit.tree).items() if p in NODE_FILES}
+    if "thought.md" not in files:
+        raise CorruptRepositoryError(f"{rev} ({oid[:12]}) is not a reasoning node (no thought.md)")
+    try:
+        scores = json.loads(files.get("scores.json", b"{}") or b"{}")
+        meta = json.loads(files.get("metadata.json", b"{}") or b"{}")
+        trace = [
+            json.loads(line) for line in files.get("trace.jsonl", b"").decode("utf-8").splitlines() if line.strip()
+        ]
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CorruptRepositoryError(f"node {oid[:12]} has unreadable files: {exc}") from None
+    depth = meta.get("depth", 0) if isinstance(meta, dict) else None
+    if (
+        not isinstance(scores, dict)
+        or not isinstance(meta, dict)
+        or not all(isinstance(s, dict) for s in trace)
+        or isinstance(depth, bool)
+        or not isinstance(depth, int)
+        or not all(isinstance(meta.get(k, ""), str) for k in ("problem_id", "outcome", "node_id"))
+    ):
+        raise CorruptRepositoryError(
+            f"node {oid[:12]} has files of the wrong shape (scores.json and metadata.json must be objects, "
+            "trace.jsonl one object per line, depth a number); it was not written by GitOfThoughts"
+        )
+    return Node(
+        thought=files["thought.md"].decode("utf-8", "replace"),
+        scores=scores,
+        trace=trace,
+        metadata=meta,
+        problem_id=meta.get("problem_id", ""),
+        depth=depth,
+        outcome=meta.get("outcome", ""),
+        node_id=_decoded_id(meta.get("node_id", "")),
+        oid=oid,
+        parents=commit.parents,
+        note=note_json(repo, oid),
+        tags=repo.tags_at(oid),
+    )
