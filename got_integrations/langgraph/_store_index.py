@@ -40,11 +40,14 @@ from typing import Any, NamedTuple
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.repo import ReasoningRepo
 
-__all__ = ["RACY_NS", "ItemIndex", "Row", "index_path", "prefix_bounds"]
+__all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds"]
 
 SCHEMA = "got-store-index/1"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
 RACY_NS = 100_000_000
+#: Longest a read snapshot is kept open between calls (an open snapshot keeps SQLite from
+#: recycling its write-ahead log past it).
+READ_HOLD = 0.5
 #: Above this many changed files a sync recounts the namespaces in one pass.
 _BULK = 2000
 _CHUNK = 500
@@ -128,6 +131,7 @@ class ItemIndex:
         self._packed = repo.gitdir / "packed-refs"
         self._stamp_seen: tuple | None = None  # the ref's stamp when the index was last found at its tip
         self._tip: str | None = None  # the tip this connection last saw in the index
+        self._reading: float | None = None  # when the read snapshot now open began
         self.db = self._connect(self.path)
 
     # ------------------------------------------------------------------ the file
@@ -135,6 +139,10 @@ class ItemIndex:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout=60000")
+            if self._schema_ok(db):  # the usual open: one read (WAL mode persists in the file)
+                db.execute("PRAGMA synchronous=OFF")
+                return db
             db.execute("PRAGMA journal_mode=WAL")
         except (sqlite3.Error, OSError):
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -142,17 +150,20 @@ class ItemIndex:
         db.execute("PRAGMA busy_timeout=60000")
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
-            try:
-                found = dict(db.execute("SELECT k, v FROM meta WHERE k IN ('schema', 'ref', 'mode')").fetchall())
-            except sqlite3.DatabaseError:
-                found = {}
-            if found != {"schema": SCHEMA, "ref": self.ref, "mode": self.mode}:
+            if not self._schema_ok(db):
                 self._reset(db)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         return db
+
+    def _schema_ok(self, db: sqlite3.Connection) -> bool:
+        try:
+            found = dict(db.execute("SELECT k, v FROM meta WHERE k IN ('schema', 'ref', 'mode')").fetchall())
+        except sqlite3.DatabaseError:
+            return False
+        return found == {"schema": SCHEMA, "ref": self.ref, "mode": self.mode}
 
     def _reset(self, db: sqlite3.Connection) -> None:
         for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():
@@ -171,6 +182,7 @@ class ItemIndex:
     def close(self) -> None:
         """Close the SQLite connection."""
         try:
+            self._end_read()
             self.db.close()
         except sqlite3.Error:
             pass
@@ -201,22 +213,49 @@ class ItemIndex:
         return ("packed", st.st_ino, st.st_mtime_ns, st.st_size)
 
     def fresh(self) -> str | None:
-        """Bring the index to the ref's current tip; returns the tip it holds.
+        """Bring the index to the ref's current tip and open a read snapshot of it.
 
-        When the ref's file is unchanged since the index was last found at its tip, no
-        statement runs: the index only moves when the ref does (syncs follow the ref,
-        and a writer's own update comes after its ref move, which changes the file).
+        Returns the tip the snapshot holds: every read until the next call (or write)
+        sees that one tip, even while other processes move the index on. When the ref's
+        file is unchanged since the index was last found at its tip, the snapshot already
+        open is kept (up to :data:`READ_HOLD` seconds): the index only moves when the ref
+        does (syncs follow the ref, and a writer's own update comes after its ref move,
+        which changes the file), so no statement is needed to know it is current.
 
         Raises:
             CorruptRepositoryError: see :meth:`sync`.
         """
         stamp = self._stamp()
         if stamp is not None and stamp == self._stamp_seen:
-            return self._tip
-        tip = self.repo.tip(self.ref)  # read after the stamp: a move in between only costs a re-read
-        held = self.sync(tip)
-        self._stamp_seen = stamp if held == tip else None
-        return held
+            if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
+                return self._tip
+            self._end_read()
+            self._begin_read()
+            if self._meta_tip() == self._tip:
+                return self._tip
+        for _ in range(1000):
+            self._end_read()
+            tip = self.repo.tip(self.ref)  # read after the stamp: a move in between only costs a re-read
+            self._begin_read()
+            held = self._meta_tip()
+            if held == tip:  # the snapshot holds the ref's tip
+                self._tip, self._stamp_seen = held, stamp
+                return held
+            self._end_read()
+            self.sync(tip)
+        self._end_read()  # pragma: no cover - other processes moving the ref non-stop
+        raise StorageError(f"the store index {self.path} kept moving; retry")  # pragma: no cover
+
+    def _begin_read(self) -> None:
+        self.db.execute("BEGIN")
+        self._reading = time.monotonic()
+
+    def _end_read(self) -> None:
+        """Close the read snapshot (before a write, or to see what others wrote)."""
+        if self._reading is not None:
+            self._reading = None
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
 
     def forget_stamp(self) -> None:
         """Check the ref and the index again next time (after a write of our own)."""
@@ -248,33 +287,6 @@ class ItemIndex:
                 self._catch_up(stored, tip)
             self._set_tip(tip)
         return tip
-
-    @contextmanager
-    def snapshot(self, consistent: bool) -> Iterator[str | None]:
-        """Sync with the ref, then read: yields the tip the reads see.
-
-        Args:
-            consistent: hold one read transaction, so that several reads see one tip even
-                while another process moves the index on (one read is atomic by itself).
-        """
-        tip = self.fresh()
-        if not consistent:
-            yield tip
-            return
-        db = self.db
-        for _ in range(1000):
-            db.execute("BEGIN")
-            held = self._meta_tip()
-            if held == tip:
-                break
-            db.execute("COMMIT")
-            tip = self.sync(self.repo.tip(self.ref))
-        else:  # pragma: no cover - another process moving the ref non-stop
-            raise StorageError(f"the store index {self.path} kept moving; retry")
-        try:
-            yield tip
-        finally:
-            db.execute("COMMIT")
 
     def rebuild(self) -> None:
         """Drop every row and index the ref's tree again."""
@@ -333,6 +345,7 @@ class ItemIndex:
     @contextmanager
     def _write(self) -> Iterator[None]:
         """A write transaction (serialises index writers across processes)."""
+        self._end_read()
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:

@@ -342,14 +342,9 @@ class GitStore(TTLSweeperMixin, BaseStore):
                     puts.pop(path, None)  # last write wins, in order
                     puts[path] = op
             refresh: dict[str, Row] = {}
-            if len(ops) - len(puts) > 1:  # several reads: one snapshot for all of them
-                with self.index.snapshot(True) as tip:
-                    results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
-                    existing = self.index.rows_at(puts) if puts else {}
-            else:
-                tip = self.index.fresh()
-                results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
-                existing = self.index.rows_at(puts) if puts else {}
+            tip = self.index.fresh()  # one snapshot for every read of the batch
+            results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
+            existing = self.index.rows_at(puts) if puts else {}
             if puts or refresh:
                 self._write(tip, puts, existing, refresh, now, embed_docs)
         return results
