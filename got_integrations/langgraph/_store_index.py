@@ -21,26 +21,28 @@ never in a tracked tree), and can be deleted at any time.
   over (:meth:`ItemIndex.apply_own`): no blob is read back and no tree is listed.
 * **Freshness, cheaply.** :meth:`ItemIndex.fresh` stats the ref file (or
   ``packed-refs``) instead of reading the ref; a stamp younger than :data:`RACY_NS` is not
-  trusted (the clock may not have ticked between two writes), as git itself does.
+  trusted (the clock may not have ticked between two writes), as git itself does. Each
+  batch reads inside one SQLite read snapshot, kept open across batches (up to
+  :data:`READ_HOLD`) while the stamp holds, so a steady-state read is one statement.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
+import json
 import os
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.repo import ReasoningRepo
+from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
 
-__all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds"]
+__all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
 
 SCHEMA = "got-store-index/1"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
@@ -88,6 +90,25 @@ class Row(NamedTuple):
 _COLS = ", ".join(Row._fields)
 _INSERT = f"INSERT OR REPLACE INTO items({_COLS}) VALUES({', '.join('?' * len(Row._fields))})"
 _LIVE = "(exp IS NULL OR exp > ?)"
+
+
+def row_of_doc(doc: dict[str, Any], path: str, blob: str, *, values: bool) -> Row:
+    """The row of an item document (its value only with ``values``: readable stores)."""
+    expires = doc.get("expires_at")
+    ttl = doc.get("ttl")
+    return Row(
+        ns_blob(tuple(doc["namespace"])),
+        key_blob(doc["key"]),
+        path,
+        blob,
+        doc["created_at"],
+        doc["updated_at"],
+        to_us(doc["updated_at"]),
+        to_us(expires) if expires is not None else None,
+        float(ttl) if ttl is not None else None,
+        json.dumps(doc.get("index")),
+        value_json(doc["value"]) if values else None,
+    )
 
 
 def index_path(gitdir: Path, ref: str, mode: str) -> Path:
@@ -483,91 +504,3 @@ class ItemIndex:
     def expired(self, now_us: int) -> list[str]:
         """Paths of the items expired at ``now_us`` (from the expiry index)."""
         return [p for (p,) in self.db.execute("SELECT path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,))]
-
-
-# ---------------------------------------------------------------------------- filters in SQL
-_SAFE_KEY = re.compile(r"[A-Za-z0-9_\- ]{1,200}\Z")
-_EXACT_INT = 1 << 53
-_NUMERIC = "json_type(value, ?) IN ('integer', 'real', 'true', 'false')"
-
-
-def _slack(x: float) -> float:
-    # SQLite's text-to-double conversion may differ from Python's by an ulp: widen the
-    # SQL bound by far more than that; the exact comparison in Python decides.
-    return abs(x) * 1e-12 + 1e-300
-
-
-def filter_sql(wanted: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
-    """SQL conditions on the ``value`` JSON that every item passing ``wanted`` meets.
-
-    A superset, never a subset: whatever cannot be said exactly in SQL (``$ne``, lists
-    as operands, keys with unusual characters, huge numbers) is left to the exact
-    Python check that follows. Returns (clauses, parameters).
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    for key, value in wanted.items():
-        if isinstance(key, str) and _SAFE_KEY.match(key):
-            _cond(f'$."{key}"', value, clauses, params)
-    return clauses, params
-
-
-def _cond(path: str, wanted: Any, out: list[str], params: list[Any]) -> None:
-    if isinstance(wanted, dict):
-        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
-            for op, arg in wanted.items():
-                _operator(path, op, arg, out, params)
-            return
-        out.append("json_type(value, ?) = 'object'")
-        params.append(path)
-        for key, value in wanted.items():
-            if isinstance(key, str) and _SAFE_KEY.match(key):
-                _cond(f'{path}."{key}"', value, out, params)
-        return
-    if isinstance(wanted, (list, tuple)):
-        out.append("json_type(value, ?) = 'array' AND json_array_length(value, ?) = ?")
-        params += [path, path, len(wanted)]
-        for i, value in enumerate(wanted):
-            _cond(f"{path}[{i}]", value, out, params)
-        return
-    _equal(path, wanted, out, params)
-
-
-def _equal(path: str, wanted: Any, out: list[str], params: list[Any]) -> None:
-    if wanted is None:
-        out.append("json_extract(value, ?) IS NULL")  # missing or null, as Python's None == None
-        params.append(path)
-    elif isinstance(wanted, str):
-        try:
-            wanted.encode("utf-8")
-        except UnicodeEncodeError:
-            return  # a lone surrogate: SQLite cannot bind it
-        out.append("json_extract(value, ?) = ?")
-        params += [path, wanted]
-    elif isinstance(wanted, (bool, int, float)):
-        x = float(wanted) if not isinstance(wanted, int) or abs(wanted) < _EXACT_INT else math.nan
-        if math.isfinite(x):
-            out.append(f"{_NUMERIC} AND json_extract(value, ?) BETWEEN ? AND ?")
-            params += [path, path, x - _slack(x), x + _slack(x)]
-
-
-def _operator(path: str, op: Any, arg: Any, out: list[str], params: list[Any]) -> None:
-    if op == "$eq":
-        if not isinstance(arg, (dict, list, tuple)):
-            _equal(path, arg, out, params)
-        return
-    if op not in ("$gt", "$gte", "$lt", "$lte"):
-        return  # $ne, and unknown operators (the Python check reports those)
-    try:
-        x = float(arg)
-    except (TypeError, ValueError, OverflowError):
-        return
-    if not math.isfinite(x):
-        return
-    # Python compares float(value): numbers and booleans here, text (float("3")) in Python
-    if op in ("$gt", "$gte"):
-        test, bound = ">=", x - _slack(x)
-    else:
-        test, bound = "<=", x + _slack(x)
-    out.append(f"(json_type(value, ?) = 'text' OR ({_NUMERIC} AND json_extract(value, ?) {test} ?))")
-    params += [path, path, path, bound]

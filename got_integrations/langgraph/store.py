@@ -94,7 +94,8 @@ from got_integrations.langgraph._store_doc import (
     utc_now,
     value_json,
 )
-from got_integrations.langgraph._store_index import ItemIndex, Row, filter_sql
+from got_integrations.langgraph._store_filter import filter_sql
+from got_integrations.langgraph._store_index import ItemIndex, Row, row_of_doc
 from got_integrations.langgraph._store_ttl import TTLSweeperMixin
 from got_integrations.langgraph._store_vectors import VectorCache, cosine, item_texts
 
@@ -201,22 +202,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
         return item_path(namespace, key)
 
     def _row(self, doc: dict[str, Any], path: str, blob: str) -> Row:
-        """The index row of an item document (its value only when values are readable)."""
-        expires = doc.get("expires_at")
-        ttl = doc.get("ttl")
-        return Row(
-            ns_blob(tuple(doc["namespace"])),
-            key_blob(doc["key"]),
-            path,
-            blob,
-            doc["created_at"],
-            doc["updated_at"],
-            to_us(doc["updated_at"]),
-            to_us(expires) if expires is not None else None,
-            float(ttl) if ttl is not None else None,
-            json.dumps(doc.get("index")),
-            value_json(doc["value"]) if self.readable else None,
-        )
+        return row_of_doc(doc, path, blob, values=self.readable)
 
     def _row_of(self, path: str, blob: str) -> Row:
         """Read, validate and index one item file (the index calls this while it catches up)."""
