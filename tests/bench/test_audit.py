@@ -482,6 +482,23 @@ def test_a_changed_data_file_fails(run, tmp_path):
     assert row.status == "FAIL" and "gpqa.csv changed since the run" in row.detail
 
 
+def test_a_task_dropped_from_the_config_fails(run):
+    """Dropping an arm's bad question from config.json (and its identity) breaks the paired design."""
+    config = _config(run)
+    task = _mcq_test_task(run)
+    config["tasks"] = [t for t in config["tasks"] if t["key"] != task["key"]]
+    _save_config(run, config)
+    _, checks = _audit(run)
+    assert "config.json lists" in checks["results complete"].detail
+    config["identity"]["tasks"] = [k for k in config["identity"]["tasks"] if k != task["key"]]
+    _save_config(run, config)
+    _, checks = _audit(run)
+    row = checks["results complete"]
+    assert (
+        row.status == "FAIL" and f"arm git has no task for 1 test problems (first: {task['problem_id']})" in row.detail
+    )
+
+
 def test_a_gold_answer_edited_in_the_config_fails(run):
     config = _config(run)
     entry = next(p for p in config["problems"] if p["kind"] == "math")

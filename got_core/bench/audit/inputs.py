@@ -128,14 +128,15 @@ def _gold_stated(text: str, answer: str | None, min_chars: int) -> list[str]:
     ][:1]
 
 
-def _scan(view: RunView, tv: TaskView, min_chars: int) -> list[str]:
-    """Every place the gold stands in ``tv``'s model inputs (one line each)."""
+def _scan(view: RunView, tv: TaskView, min_chars: int) -> tuple[list[str], int]:
+    """Every place the gold stands in ``tv``'s model inputs (one line each), and how many inputs there were."""
     rec = tv.record or {}
     entry = view.problems.get(str(rec.get("problem_id")), {})
     answer, letter = entry.get("answer"), entry.get("gold_letter")
     letters = letter or ""
     hits: list[str] = []
-    for kind, where, text in model_inputs(view, tv):
+    inputs = model_inputs(view, tv)
+    for kind, where, text in inputs:
         if kind == "trace":
             found = _gold_stated(text, answer, min_chars) + [
                 c for lt, c in letter_markers(text, letters) if lt == letter
@@ -150,7 +151,7 @@ def _scan(view: RunView, tv: TaskView, min_chars: int) -> list[str]:
                 f"key in node {n.oid[:10]} ({n.label}) {label}: {k}"
                 for k in gold_keys(value, answer, letter, min_chars)
             ]
-    return hits
+    return hits, len(inputs)
 
 
 def _by_design(view: RunView, tv: TaskView) -> bool:
@@ -175,8 +176,8 @@ def check_inputs(view: RunView, min_chars: int = MIN_ANSWER_CHARS) -> tuple[Chec
     for tv in view.finished():
         hits: list[str] = []
         with finding(leaks, tv.key):
-            hits = _scan(view, tv, min_chars)
-            n_inputs += len(model_inputs(view, tv))
+            hits, n = _scan(view, tv, min_chars)
+            n_inputs += n
         arm = str((tv.record or {}).get("arm"))
         if _by_design(view, tv):
             questions[arm] += 1

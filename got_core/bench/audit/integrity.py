@@ -18,8 +18,9 @@ def check_complete(view: RunView) -> Check:
     """Every task of the config has a readable result commit."""
     missing = [t.key for t in view.tasks if t.sha is None]
     broken = [f"{t.key} ({t.error})" for t in view.tasks if t.sha is not None and t.record is None]
-    if missing or broken:
-        parts = []
+    unpaired = _unpaired(view)
+    if missing or broken or unpaired:
+        parts = [listing(unpaired)] if unpaired else []
         if missing:
             parts.append(
                 f"{len(missing)} of {len(view.tasks)} tasks have no result commit (first: "
@@ -29,6 +30,25 @@ def check_complete(view: RunView) -> Check:
             parts.append(f"{len(broken)} result records cannot be read: {listing(broken)}")
         return Check("results complete", "FAIL", "; ".join(parts))
     return Check("results complete", "PASS", f"{len(view.tasks)} result commits in central.git")
+
+
+def _unpaired(view: RunView) -> list[str]:
+    """The paired design: every test arm has a task for every test problem, and the task list
+    is the one the run's identity names (a task dropped from config.json shows here)."""
+    out = []
+    keys = [t.key for t in view.tasks]
+    named = (view.config.get("identity") or {}).get("tasks")
+    if isinstance(named, list) and named != keys:
+        out.append(f"config.json lists {len(keys)} tasks, its identity {len(named)}")
+    test = [t.entry for t in view.tasks if t.entry.get("phase") == "test"]
+    split = view.config.get("split")
+    problems = list(split["test"]) if split else list(dict.fromkeys(str(e["problem_id"]) for e in test))
+    have = {(str(e["arm"]), str(e["problem_id"])) for e in test}
+    for arm in dict.fromkeys(str(e["arm"]) for e in test):
+        lacking = [p for p in problems if (arm, p) not in have]
+        if lacking:
+            out.append(f"arm {arm} has no task for {len(lacking)} test problems (first: {lacking[0]})")
+    return out
 
 
 def _repo_damage(gitdir: Path, prefixes: tuple[str, ...], label: str) -> tuple[int, list[str]]:
