@@ -565,6 +565,15 @@ def test_not_a_run_directory_is_a_user_error(tmp_path):
         audit_run(tmp_path)
 
 
+def test_a_config_that_does_not_describe_a_run_is_a_user_error(run):
+    config = _config(run)
+    for t in config["tasks"]:
+        del t["ref"]
+    _save_config(run, config)
+    with pytest.raises(ConfigError, match="does not describe a run"):
+        audit_run(run, rerun=False)
+
+
 def _cli() -> typer.Typer:
     app = typer.Typer()
     register(app)

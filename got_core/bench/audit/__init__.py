@@ -132,7 +132,13 @@ def audit_run(
         raise ConfigError(f"{run_dir} has no central.git; the run never started")
     report = AuditReport(run_dir, config.get("experiment", "?"))
     with ReasoningRepo(run_dir / "central.git", create=False) as central:
-        view = RunView(run_dir, config, central)
+        try:
+            view = RunView(run_dir, config, central)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(
+                f"{run_dir}/config.json does not describe a run ({type(exc).__name__}: {exc}); "
+                "was it edited by hand? Audit the directory a cookbook wrote"
+            ) from None
         report.checks += [
             guarded("results complete", check_complete, view),
             guarded("objects intact", check_objects, view),

@@ -16,7 +16,7 @@ from got_core.bench.audit._core import Check, finding, listing
 from got_core.bench.audit._view import RunView, walk_commits
 from got_core.bench.audit.needles import MIN_ANSWER_CHARS, letter_markers, occurrences
 from got_core.bench.runner import INGEST_PREFIX, LESSON_PREFIX, memory_fingerprint
-from got_core.errors import GotError
+from got_core.errors import CorruptRepositoryError, GotError
 from got_core.storage.git import GitRepo
 
 __all__ = ["MemoryText", "check_fresh", "check_memory_answers", "check_stores", "memory_texts", "online_chain"]
@@ -50,12 +50,15 @@ def _git_texts(gitdir: Path, prefixes: tuple[str, ...], label: str, readable: bo
     out: list[MemoryText] = []
     blobs: set[str] = set()
     for oid, tree, _parents in commits:
-        out.append(MemoryText(f"{label} commit {oid[:10]} message", git.read_commit(oid).message, readable))
-        for path, blob in git.tree_files(tree).items():
-            if blob not in blobs:
-                blobs.add(blob)
-                data = git.read_blob(blob)
-                out.append(MemoryText(f"{label} {path} (blob {blob[:10]})", data.decode("utf-8", "replace"), readable))
+        try:
+            out.append(MemoryText(f"{label} commit {oid[:10]} message", git.read_commit(oid).message, readable))
+            for path, blob in git.tree_files(tree).items():
+                if blob not in blobs:
+                    blobs.add(blob)
+                    data = git.read_blob(blob).decode("utf-8", "replace")
+                    out.append(MemoryText(f"{label} {path} (blob {blob[:10]})", data, readable))
+        except CorruptRepositoryError:
+            continue  # a damaged object: the 'objects intact' row names it and fails the audit
     return out
 
 

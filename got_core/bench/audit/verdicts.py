@@ -13,7 +13,7 @@ __all__ = ["check_answers", "check_verdicts", "rederive"]
 
 #: Seconds a second, patient math check may take before a disagreement is reported (the run
 #: checks with 5 s; a busy machine can time out where the run did not).
-_PATIENT_S = float(os.environ.get("GOT_AUDIT_CHECK_TIMEOUT", "120"))
+_PATIENT_S = float(os.environ.get("GOT_AUDIT_CHECK_TIMEOUT", "30"))
 
 
 def _answer_problems(view: RunView, tv: TaskView) -> list[str]:
@@ -77,7 +77,7 @@ def rederive(problem: Any, text: str) -> bool:
     """The run's verdict rule: ``bool(text) and check_answer(problem, text)``.
 
     A math check that comes back false is tried once more with a patient timeout
-    (``GOT_AUDIT_CHECK_TIMEOUT``, default 120 s): only a timeout makes math-verify say false
+    (``GOT_AUDIT_CHECK_TIMEOUT``, default 30 s): only a timeout makes math-verify say false
     where it would say true, and a busy machine must not turn into a FAIL.
     """
     import logging
@@ -108,7 +108,7 @@ def _verdict(view: RunView, tv: TaskView) -> tuple[bool | None, bool]:
     elif problem.kind == "mcq":
         by_answer = answer == problem.gold_letter
     else:
-        by_answer = check_math("\\boxed{" + str(answer) + "}", problem.answer, timeout_s=_PATIENT_S)
+        by_answer = check_math("\\boxed{" + str(answer) + "}", problem.answer)
     return verdict, by_answer
 
 
