@@ -280,6 +280,10 @@ def summarize(
     return out
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _signed(x: float) -> str:
     value = round(x, 1)
     return f"{0.0 if value == 0 else value:+.1f}"
@@ -459,7 +463,7 @@ def run_scienceworld(
     rows = summarize(records, opts.backends, lessons=lessons, bootstrap=opts.bootstrap, seed=opts.seed)
     caption = (
         f"**Table 5 — cross-episode memory on ScienceWorld** (model: {label}; {len(episodes)} episodes per arm: "
-        f"{len(opts.tasks)} tasks × {opts.n_variations} {opts.split} variations, interleaved; ≤ {opts.max_steps} "
+        f"{_n(len(opts.tasks), 'task')} × {_n(opts.n_variations, opts.split + ' variation')}, interleaved; ≤ {opts.max_steps} "
         f"steps; simplification '{opts.simplification or 'none'}'). Task score 0–100 (a final score below 0 counts 0); "
         f"95% bootstrap intervals ({opts.bootstrap} resamples), Δ paired over episodes, * when it excludes 0."
     )
@@ -573,3 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"git fsck {result.run_dir / 'repos' / (arm + '.git')}: {'ok' if ok else 'FAILED'}")
     print("files: " + ", ".join(str(p) for p in result.files.values()))
     return 0 if all(result.fsck.values()) else 1
+
+
+if __name__ == "__main__":  # python -m got_core.bench.scienceworld_run (the cookbook's entry point)
+    sys.exit(main())
