@@ -397,7 +397,9 @@ class ScienceWorldEnv:
         Raises:
             InvalidInputError: an unknown task name (the message lists them).
         """
-        return int(self._env.get_max_variations(self._check_task(task)))
+        task = self._check_task(task)
+        with self._lock:
+            return int(self._env.get_max_variations(task))
 
     def variations(self, task: str, split: str = "train") -> list[int]:
         """The variation indices of ``split`` (``train``, ``dev`` or ``test``) for ``task``."""

@@ -45,7 +45,7 @@ from got_core.bench.scienceworld import (
     step_prompt,
     system_prompt,
 )
-from got_core.errors import ModelError
+from got_core.errors import ConfigError, ModelError
 from got_core.memory.base import MemoryBackend
 from got_core.names import encode_component
 from got_core.repo.reasoning import ReasoningRepo
@@ -189,8 +189,6 @@ def run_episode(
         ScienceWorldError: the simulator failed.
         ConfigError: the episode's branch exists already (the run directory holds a run).
     """
-    from got_core.errors import ConfigError
-
     t0 = time.perf_counter()
     if repo.tip(episode.branch) is not None:
         raise ConfigError(f"{repo.path} already has {episode.branch}; start the run in a new --out")

@@ -353,6 +353,9 @@ def plot_curve(curve: Sequence[dict[str, Any]], path: str | Path, title: str) ->
         marker, dash = styles[i % len(styles)]  # arms that coincide stay visible as different dashes
         (line,) = ax.plot(xs, [p["mean_so_far"] for p in pts], marker=marker, ms=4, ls=dash, label=arm)
         ax.fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=line.get_color(), alpha=0.12)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # episodes are whole numbers
     ax.set_xlabel("episode (memory accumulates across episodes)")
     ax.set_ylabel("mean task score so far (0–100), 95% CI")
     ax.set_ylim(-2, 102)
