@@ -148,8 +148,9 @@ class ItemIndex:
         self.mode = mode
         self.row_of = row_of
         self.path = path or index_path(repo.gitdir, ref, mode)
-        self._loose = repo.gitdir / ref
-        self._packed = repo.gitdir / "packed-refs"
+        # plain strings: os.stat on a Path converts it on every call, and this runs per batch
+        self._loose = os.fspath(repo.gitdir / ref)
+        self._packed = os.fspath(repo.gitdir / "packed-refs")
         self._stamp_seen: tuple | None = None  # the ref's stamp when the index was last found at its tip
         self._tip: str | None = None  # the tip this connection last saw in the index
         self._reading: float | None = None  # when the read snapshot now open began
