@@ -92,7 +92,9 @@ class _App:
                 "version": self.version(),
             },
             "/api/version": lambda: {"version": self.version()},
-            "/api/tree": lambda: trees.tree_view(self.repo(q), q.get("ref") or None, page("offset", 0), page("limit", trees.PAGE)),
+            "/api/tree": lambda: trees.tree_view(
+                self.repo(q), q.get("ref") or None, page("offset", 0), page("limit", trees.PAGE), q.get("win", "")
+            ),
             "/api/node": lambda: trees.node_view(self.repo(q), _need(q, "rev")),
             "/api/diff": lambda: trees.diff_view(self.repo(q), _need(q, "a"), _need(q, "b")),
             "/api/threads": lambda: threads.threads_view(self.repo(q)),

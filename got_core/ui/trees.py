@@ -58,8 +58,12 @@ def _tips(repo: ReasoningRepo, ref: str | None) -> dict[str, str]:
     return out
 
 
-def tree_view(repo: ReasoningRepo, ref: str | None = None, offset: int = 0, limit: int = PAGE) -> dict[str, Any]:
+def tree_view(
+    repo: ReasoningRepo, ref: str | None = None, offset: int = 0, limit: int = PAGE, win: str = ""
+) -> dict[str, Any]:
     """One page of the reasoning DAG reachable from ``ref`` (default: every branch and tag).
+
+    ``win`` names the winning node's label (a run's ``winner_label``) where no tag marks it.
 
     Returns:
         ``nodes`` (oid, parents, summary, node id, score, outcome, tags, refs, round, status)
@@ -108,11 +112,11 @@ def tree_view(repo: ReasoningRepo, ref: str | None = None, offset: int = 0, limi
                 "time": c.time,
             }
         )
-    _mark_status(nodes)
+    _mark_status(nodes, win)
     return {"nodes": nodes, "offset": offset, "limit": limit, "more": more, "refs": sorted(short_ref(r) for r in tips)}
 
 
-def _mark_status(nodes: list[dict[str, Any]]) -> None:
+def _mark_status(nodes: list[dict[str, Any]], win: str = "") -> None:
     """``winner`` on the path from a success/best node to its root; ``pruned`` for other leaves."""
     by_oid = {n["oid"]: n for n in nodes}
     children: dict[str, int] = {}
@@ -120,7 +124,9 @@ def _mark_status(nodes: list[dict[str, Any]]) -> None:
         for p in n["parents"]:
             children[p] = children.get(p, 0) + 1
     winners: set[str] = set()
-    stack = [n["oid"] for n in nodes if n["outcome"] == "success" or "best" in n["tags"]]
+    stack = [
+        n["oid"] for n in nodes if n["outcome"] == "success" or "best" in n["tags"] or (win and n["label"] == win)
+    ]
     while stack:
         oid = stack.pop()
         if oid in winners or oid not in by_oid:

@@ -5,7 +5,7 @@
 
 const TOKEN = document.querySelector('meta[name="got-token"]').content;
 const SVG = "http://www.w3.org/2000/svg";
-const state = { info: null, version: null, compare: [] };
+const state = { info: null, version: null, compare: [], audit: null };
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -168,7 +168,7 @@ const legend = () => h("div", { class: "legend" },
 async function pageTrees(p) {
   const repo = p.repo || "repo";
   const offset = Number(p.offset || 0);
-  const data = await api("tree", { repo, ref: p.ref || "", offset });
+  const data = await api("tree", { repo, ref: p.ref || "", offset, win: p.win || "" });
   const pager = h("div", { class: "pager" },
     offset > 0 ? h("a", { href: route("trees", { ...p, offset: Math.max(0, offset - data.limit) }), class: "button" }, "← newer") : null,
     h("span", { class: "muted" }, `nodes ${offset + 1}–${offset + data.nodes.length}`),
@@ -341,8 +341,11 @@ async function pageMerges(p) {
 async function pageRun() {
   const d = await api("run");
   const audit = h("div", { id: "audit" });
+  const showAudit = (a) => audit.replaceChildren(h("p", { class: a.ok ? "ok" : "error" }, a.ok ? "audit passed" : "audit FAILED"),
+    h("table", { class: "list" }, h("tbody", {}, a.checks.map((c) => h("tr", { class: c.status === "PASS" ? "success" : c.status === "FAIL" ? "failed" : "" }, h("td", {}, c.name), h("td", {}, c.status), h("td", {}, c.detail))))));
+  if (state.audit) showAudit(state.audit); // kept across live re-renders
   const rows = d.rows.map((r) => h("tr", { class: r.correct ? "success" : "failed" },
-    h("td", {}, r.phase), h("td", {}, r.arm), h("td", { class: "mono" }, r.ref ? h("a", { href: route("trees", { repo: "central", ref: r.ref }), "data-drill": `${r.arm}/${r.problem_id}` }, r.problem_id) : r.problem_id),
+    h("td", {}, r.phase), h("td", {}, r.arm), h("td", { class: "mono" }, r.ref ? h("a", { href: route("trees", { repo: "central", ref: r.ref, win: r.winner_label || "" }), "data-drill": `${r.arm}/${r.problem_id}` }, r.problem_id) : r.problem_id),
     h("td", {}, r.correct ? "✓" : "✗"), h("td", {}, r.answer ?? ""), h("td", { class: "num" }, r.n_nodes ?? "")));
   return [h("h1", {}, `Run ${d.dir}` + (d.experiment ? ` (${d.experiment})` : "")),
     section("Table", markdown(d.table_html)),
@@ -351,9 +354,8 @@ async function pageRun() {
     section("Audit", h("button", { id: "run-audit", onclick: async (e) => {
       e.target.disabled = true; audit.replaceChildren(h("p", { class: "muted" }, "auditing…"));
       try {
-        const a = await api("run/audit");
-        audit.replaceChildren(h("p", { class: a.ok ? "ok" : "error" }, a.ok ? "audit passed" : "audit FAILED"),
-          h("table", { class: "list" }, h("tbody", {}, a.checks.map((c) => h("tr", { class: c.status === "PASS" ? "success" : c.status === "FAIL" ? "failed" : "" }, h("td", {}, c.name), h("td", {}, c.status), h("td", {}, c.detail))))));
+        state.audit = await api("run/audit");
+        showAudit(state.audit);
       } catch (err) { audit.replaceChildren(h("p", { class: "error" }, err.message)); }
       e.target.disabled = false;
     } }, "Run the audit"), audit)];
