@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -14,7 +15,9 @@ __all__ = ["register"]
 
 def ui(
     path: Path | None = RepoOption,
-    run: Path | None = typer.Option(None, "--run", help="An experiment run directory (its table, plots, trees, audit)."),
+    run: Path | None = typer.Option(
+        None, "--run", help="An experiment run directory (its table, plots, trees, audit)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
     port: int = typer.Option(8777, "--port", help="Port (0 picks a free one)."),
     allow_write: bool = typer.Option(False, "--allow-write", help="Allow resolving merges from the page."),
@@ -28,7 +31,8 @@ def ui(
     if not repo.exists():
         raise ConfigError(f"no repository at {repo}; pass --repo (e.g. the one `got demo` wrote)")
     server = make_server(UIConfig(repo, run, allow_write), host, port)
-    bound_host, bound_port = server.server_address[:2]
+    address: Any = server.server_address
+    bound_host, bound_port = address[0], address[1]
     console.print(f"got ui: http://{bound_host}:{bound_port}/  (writes {'on' if allow_write else 'off'}; Ctrl-C stops)")
     try:
         server.serve_forever()

@@ -47,7 +47,9 @@ def memory_view(repo: ReasoningRepo, branch: str = "memory", limit: int = 2000) 
     for path, blob in sorted(repo.list_files(tip, "lessons/").items()):
         text = repo.read_blob(blob)[:MAX_FILE].decode("utf-8", errors="replace")
         stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-        topics.append({"path": path, "topic": decode_component(stem), "lessons": _lessons(text), "history": history.get(path, [])})
+        topics.append(
+            {"path": path, "topic": decode_component(stem), "lessons": _lessons(text), "history": history.get(path, [])}
+        )
     return {"branch": branch, "tip": tip, "topics": topics}
 
 
@@ -60,7 +62,9 @@ def merges_view(repo: ReasoningRepo) -> dict[str, Any]:
                 "name": m.name,
                 "into": m.into,
                 "commit": m.commit,
-                "conflicts": [{"path": c.path, "base": c.base, "ours": c.ours, "theirs": c.theirs} for c in m.conflicts],
+                "conflicts": [
+                    {"path": c.path, "base": c.base, "ours": c.ours, "theirs": c.theirs} for c in m.conflicts
+                ],
             }
         )
     return {"merges": out}
@@ -170,4 +174,7 @@ def run_audit(run_dir: Path) -> dict[str, Any]:
     from got_core.bench.audit import audit_run
 
     report = audit_run(run_dir, rerun=False)
-    return {"ok": report.ok, "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in report.checks]}
+    return {
+        "ok": report.ok,
+        "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in report.checks],
+    }

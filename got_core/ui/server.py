@@ -155,7 +155,8 @@ def _handler(app: _App) -> type[BaseHTTPRequestHandler]:
             self._send(status, json.dumps(value, default=str).encode(), "application/json; charset=utf-8")
 
         def _host_ok(self) -> bool:
-            host, port = self.server.server_address[:2]
+            address: Any = self.server.server_address
+            host, port = address[0], address[1]
             allowed = {f"{host}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
             return self.headers.get("Host", "") in allowed
 

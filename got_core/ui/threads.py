@@ -146,7 +146,8 @@ def checkpoint_view(repo: ReasoningRepo, thread: str, rev: str) -> dict[str, Any
         else:
             values[name] = spec
     cid = str(cp.get("checkpoint_id", "")) if isinstance(cp, dict) else ""
-    writes, interrupts = [], []
+    writes: list[dict[str, str]] = []
+    interrupts: list[dict[str, str]] = []
     base = THREADS + encode_component(thread, "thread id") + "/"
     wrefs = [r for r in repo.refs(base) if r.endswith("/writes") and r.count("/") == base.count("/") + 1]
     for wref in wrefs if cid else ():

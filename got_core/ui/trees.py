@@ -77,7 +77,7 @@ def tree_view(
         labels.setdefault(oid, []).append(short_ref(name))
     commits = []
     kept = 0
-    for c in repo.git.walk(list(dict.fromkeys(tips.values())), topo=True):
+    for c in repo.git.walk(list(dict.fromkeys(tips.values()))):  # time order streams; topo loads all
         if not ref and "Node" not in parse_trailers(c.message):
             continue  # lessons, checkpoints, sessions: not reasoning nodes (they have pages of their own)
         kept += 1
@@ -124,9 +124,7 @@ def _mark_status(nodes: list[dict[str, Any]], win: str = "") -> None:
         for p in n["parents"]:
             children[p] = children.get(p, 0) + 1
     winners: set[str] = set()
-    stack = [
-        n["oid"] for n in nodes if n["outcome"] == "success" or "best" in n["tags"] or (win and n["label"] == win)
-    ]
+    stack = [n["oid"] for n in nodes if n["outcome"] == "success" or "best" in n["tags"] or (win and n["label"] == win)]
     while stack:
         oid = stack.pop()
         if oid in winners or oid not in by_oid:

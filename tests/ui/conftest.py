@@ -132,7 +132,13 @@ def browser(tmp_path_factory):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(arg)
     options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)

@@ -28,15 +28,11 @@ def wait(driver, css: str, *, count: int = 1):
 
 
 def wait_text(driver, css: str, text: str):
-    WebDriverWait(driver, TIMEOUT).until(
-        lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css))
-    )
+    WebDriverWait(driver, TIMEOUT).until(lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css)))
 
 
 def page(driver, name: str) -> None:
-    WebDriverWait(driver, TIMEOUT).until(
-        lambda d: d.find_element(By.ID, "main").get_attribute("data-page") == name
-    )
+    WebDriverWait(driver, TIMEOUT).until(lambda d: d.find_element(By.ID, "main").get_attribute("data-page") == name)
 
 
 def test_tree_node_diff_clickthrough(browser, serve, built, tmp_path):
@@ -173,7 +169,7 @@ def test_new_commits_appear_without_a_reload(browser, serve, tmp_path):
         assert browser.execute_script("return window.__sameDocument") == 42  # no reload happened
 
 
-HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=1;alert(1)\">"
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1;alert(1)">'
 
 
 def test_hostile_content_never_executes(browser, serve, tmp_path):

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-
 from pathlib import Path
 
 from gitcli import git
@@ -76,7 +75,14 @@ def test_only_listed_plots_are_served(serve, built):
 
 
 def test_got_ui_rejects_a_directory_that_is_not_a_run(tmp_path):
-    cmd = [sys.executable, "-c", "from got_core.cli import main; raise SystemExit(main())", "ui", "--run", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from got_core.cli import main; raise SystemExit(main())",
+        "ui",
+        "--run",
+        str(tmp_path),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 2 and "not a run directory" in proc.stdout + proc.stderr
