@@ -77,7 +77,7 @@ def tree_view(
         labels.setdefault(oid, []).append(short_ref(name))
     commits = []
     kept = 0
-    for c in repo.git.walk(list(dict.fromkeys(tips.values()))):  # time order streams; topo loads all
+    for c in repo.git.walk(list(dict.fromkeys(tips.values())), topo=True):
         if not ref and "Node" not in parse_trailers(c.message):
             continue  # lessons, checkpoints, sessions: not reasoning nodes (they have pages of their own)
         kept += 1
