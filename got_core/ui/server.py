@@ -63,6 +63,15 @@ class _App:
             same = central.resolve() == config.repo.resolve()
             self.repos["central"] = self.repos["repo"] if same else ReasoningRepo.open(central)
 
+        # Walk the default tree once in the background, so the first page a person opens is warm.
+        threading.Thread(target=self._warm, daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            self.get("/api/tree", {})
+        except Exception:  # a damaged repository shows its error on the page instead
+            pass
+
     def repo(self, q: dict[str, str]) -> ReasoningRepo:
         name = q.get("repo", "repo")
         if name not in self.repos:

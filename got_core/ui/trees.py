@@ -58,6 +58,47 @@ def _tips(repo: ReasoningRepo, ref: str | None) -> dict[str, str]:
     return out
 
 
+class _Order:
+    """The walk order of each tree page's commits, kept per (repository, ref) and extended, not redone.
+
+    A topological walk of a large DAG loads every commit first (hundreds of ms at 10k nodes, more
+    when one result commit names thousands of parents); pages, re-renders and live updates then
+    slice this list. When the tips move, only the commits new since the last tips are walked
+    (``hide`` = the old tips) and put in front. Derived data (ARCHITECTURE §5, invariant 1):
+    a rewritten ref (old tips no longer ancestors) rebuilds it.
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self.entries: dict[tuple[str, str], tuple[tuple[str, ...], list[str]]] = {}
+
+    def oids(self, repo: ReasoningRepo, ref: str | None, tips: dict[str, str]) -> list[str]:
+        key = (str(repo.path), ref or "")
+        now = tuple(sorted(set(tips.values())))
+        cached = self.entries.get(key)
+        if cached and cached[0] == now:
+            return cached[1]
+        old = cached[0] if cached else ()
+        added = [t for t in now if t not in old]
+        # Still valid when every old tip is kept or lies under a new one (refs only moved forward).
+        kept_old = bool(old) and all(o in now or any(repo.git.is_ancestor(o, t) for t in added) for o in old)
+        hide = old if kept_old else ()
+        fresh = [
+            c.oid
+            for c in repo.git.walk(list(now), hide=hide, topo=True)
+            if ref or "Node" in parse_trailers(c.message)  # lessons, checkpoints: they have pages of their own
+        ]
+        order = fresh + cached[1] if cached and kept_old else fresh
+        self.entries.pop(key, None)
+        self.entries[key] = (now, order)
+        while len(self.entries) > self.size:
+            self.entries.pop(next(iter(self.entries)))
+        return order
+
+
+_ORDER = _Order()
+
+
 def tree_view(
     repo: ReasoningRepo, ref: str | None = None, offset: int = 0, limit: int = PAGE, win: str = ""
 ) -> dict[str, Any]:
@@ -75,18 +116,9 @@ def tree_view(
     labels: dict[str, list[str]] = {}
     for name, oid in tips.items():
         labels.setdefault(oid, []).append(short_ref(name))
-    commits = []
-    kept = 0
-    for c in repo.git.walk(list(dict.fromkeys(tips.values())), topo=True):
-        if not ref and "Node" not in parse_trailers(c.message):
-            continue  # lessons, checkpoints, sessions: not reasoning nodes (they have pages of their own)
-        kept += 1
-        if kept > offset + limit + 1:
-            break
-        if kept > offset:
-            commits.append(c)
-    more = len(commits) > limit
-    commits = commits[:limit]
+    order = _ORDER.oids(repo, ref, tips)
+    more = len(order) > offset + limit
+    commits = [repo.git.read_commit(oid) for oid in order[offset : offset + limit]]
     idx_tags: dict[str, list[str]] = {}
     for tag, target in repo.tags().items():
         idx_tags.setdefault(target, []).append(tag)

@@ -60,6 +60,16 @@ def built(tmp_path_factory) -> dict[str, Path]:
         )
         result = merge_recorded(repo, "agents/alice/memory", name="alice", into="memory")
         assert result.status == "conflicted"
+    sessions = base / "sessions.git"
+    from llama_index.core.llms import ChatMessage
+
+    from got_integrations.llamaindex import GitMemory
+
+    memory = GitMemory.from_defaults(path=sessions, session_id="alice")
+    memory.put(ChatMessage(role="user", content="What is the boiling point of water at sea level?"))
+    memory.put(ChatMessage(role="assistant", content="100 °C (212 °F) at 1 atm."))
+    memory.put(ChatMessage(role="user", content="And on Everest?"))
+    memory.repo.close()
     run = base / "run"
     proc = subprocess.run(
         [
@@ -86,7 +96,13 @@ def built(tmp_path_factory) -> dict[str, Path]:
         timeout=TIMEOUT,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return {"demo": base / "demo.git", "threads": base / "threads.git", "merge": merge, "run": run}
+    return {
+        "demo": base / "demo.git",
+        "threads": base / "threads.git",
+        "merge": merge,
+        "run": run,
+        "sessions": sessions,
+    }
 
 
 class Served:

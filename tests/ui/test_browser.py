@@ -99,6 +99,27 @@ def test_thread_fork_state_diff(browser, serve, built, tmp_path):
     browser.save_screenshot(str(tmp_path / "state-diff.png"))
 
 
+def test_session_and_memory_pages(browser, serve, built, tmp_path):
+    s = serve(built["sessions"])
+    browser.get(s.url + "#/sessions")
+    wait(browser, "main li a")
+    browser.find_element(By.LINK_TEXT, "alice").click()
+    page(browser, "session")
+    msgs = wait(browser, ".chat .msg", count=3)
+    assert "boiling point" in msgs[0].text and "100 °C" in msgs[1].text and "Everest" in msgs[2].text
+    commits = [m.find_element(By.CSS_SELECTOR, ".commit a").text for m in msgs]
+    assert len(set(commits)) == 3  # each message with the commit of its own write
+    browser.save_screenshot(str(tmp_path / "session.png"))
+
+    d = serve(built["demo"])
+    browser.get(d.url + "#/memory")
+    page(browser, "memory")
+    wait_text(browser, ".lesson", "divide total distance by total time")
+    browser.find_element(By.CSS_SELECTOR, "details summary").click()
+    wait_text(browser, "details li", "added")
+    browser.save_screenshot(str(tmp_path / "memory.png"))
+
+
 def test_resolve_a_conflict_in_the_browser(browser, serve, built, tmp_path):
     # A copy of the conflicted repository: this test writes.
     repo_dir = tmp_path / "merge.git"
