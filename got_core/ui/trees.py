@@ -118,34 +118,56 @@ def tree_view(
         labels.setdefault(oid, []).append(short_ref(name))
     order = _ORDER.oids(repo, ref, tips)
     more = len(order) > offset + limit
-    commits = [repo.git.read_commit(oid) for oid in order[offset : offset + limit]]
+    page_oids = order[offset : offset + limit]
     idx_tags: dict[str, list[str]] = {}
     for tag, target in repo.tags().items():
         idx_tags.setdefault(target, []).append(tag)
     nodes = []
-    for c in commits:
-        trailers = parse_trailers(c.message)
-        tags = sorted(idx_tags.get(c.oid, ()))
-        note = repo.note_json(c.oid) or {}
-        score = note.get("s_comb") if isinstance(note.get("s_comb"), (int, float)) else trailer_score(trailers)
-        meta = _json_file(repo, c.oid, "metadata.json")
+    for oid in page_oids:
+        fixed = _fixed(repo, oid)
+        tags = sorted(idx_tags.get(oid, ()))
+        note = repo.note_json(oid) or {}  # re-scores move notes, so scores are read each time
+        s_comb = note.get("s_comb")
+        score = s_comb if isinstance(s_comb, (int, float)) else fixed["trailer_score"]
         nodes.append(
             {
-                "oid": c.oid,
-                "parents": list(c.parents),
-                "summary": c.message.split("\n", 1)[0],
-                "node": trailers.get("Node", ""),
+                **{k: v for k, v in fixed.items() if k not in ("trailers", "trailer_score")},
                 "score": score,
-                "outcome": _outcome(tags, trailers),
+                "outcome": _outcome(tags, fixed["trailers"]),
                 "tags": tags,
-                "refs": labels.get(c.oid, []),
-                "round": meta.get("round", 1) if isinstance(meta.get("round", 1), int) else 1,
-                "label": str(meta.get("label", ""))[:40],
-                "time": c.time,
+                "refs": labels.get(oid, []),
             }
         )
     _mark_status(nodes, win)
     return {"nodes": nodes, "offset": offset, "limit": limit, "more": more, "refs": sorted(short_ref(r) for r in tips)}
+
+
+#: What a commit says about itself never changes: kept per SHA (bounded) so pages cost reads of tags and notes only.
+_FIXED: dict[str, dict[str, Any]] = {}
+_FIXED_MAX = 100_000
+
+
+def _fixed(repo: ReasoningRepo, oid: str) -> dict[str, Any]:
+    if oid in _FIXED:
+        return _FIXED[oid]
+    c = repo.git.read_commit(oid)
+    trailers = parse_trailers(c.message)
+    meta = _json_file(repo, oid, "metadata.json")
+    value = {
+        "oid": oid,
+        "parents": list(c.parents),
+        "summary": c.message.split("\n", 1)[0],
+        "node": trailers.get("Node", ""),
+        "round": meta.get("round", 1) if isinstance(meta.get("round", 1), int) else 1,
+        "label": str(meta.get("label", ""))[:40],
+        "time": c.time,
+        "trailers": trailers,
+        "trailer_score": trailer_score(trailers),
+    }
+    if len(_FIXED) >= _FIXED_MAX:
+        _FIXED.clear()
+    _FIXED[oid] = value
+    return value
 
 
 def _mark_status(nodes: list[dict[str, Any]], win: str = "") -> None:
