@@ -53,7 +53,7 @@ def _lines(repo: ReasoningRepo, thread: str) -> dict[str, str]:
             out[f"{ns or '(root)'} · {label}"] = oid
     if not out:
         raise UnknownRefError(f"no thread {thread!r} in this repository; see the Threads page for the list")
-    return out
+    return dict(sorted(out.items(), key=lambda kv: (" · fork " in kv[0], kv[0])))  # each head before its forks
 
 
 def thread_view(repo: ReasoningRepo, thread: str, limit: int = 500) -> dict[str, Any]:

@@ -41,3 +41,18 @@ def test_markdown_escapes_html_and_drops_script_links():
     assert "&lt;script&gt;" in html
     assert 'href="javascript:' not in html
     assert 'href="https://ok.example"' in html
+
+
+def test_node_page_lists_every_rescore_of_its_note(tmp_path):
+    from got_core.ui.trees import node_view
+
+    with ReasoningRepo.init(tmp_path / "r.git") as repo:
+        node = repo.commit_node(Node("a thought", scores={"s_comb": 0.4}, problem_id="p"))
+        oid = node.committed_oid()
+        repo.set_note(oid, {"s_comb": 0.7, "why": "re-scored by the judge"})
+        repo.set_note(oid, {"s_comb": 0.9, "why": "validated"})
+        notes = node_view(repo, oid)["notes"]
+        texts = [n["note"] for n in notes]
+        assert "validated" in texts[0] and "re-scored by the judge" in texts[1]  # newest first
+        assert len({n["commit"] for n in notes}) == len(notes) >= 2
+        assert tree_view(repo)["nodes"][0]["score"] == 0.9  # the page shows the latest score
