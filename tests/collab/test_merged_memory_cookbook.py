@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from gitcli import fsck_clean, git
 
+from got_core.bench import merged_memory as mm
 from got_core.errors import InvalidInputError, MergeConflictError
 from got_core.memory.base import Lesson
 from got_core.memory.git import lesson_path, render_topic_file
@@ -22,27 +22,16 @@ COOKBOOK = ROOT / "cookbooks" / "merged_memory.py"
 TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
 
 
-def load_cookbook():
-    spec = importlib.util.spec_from_file_location("merged_memory_cookbook", COOKBOOK)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mm = load_cookbook()
-
-
-def cookbook(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, str(COOKBOOK), *args], capture_output=True, text=True, timeout=TIMEOUT, env=env
-    )
+def cookbook(cwd: Path, *args: str, module: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the cookbook script (or ``python -m got_core.bench.merged_memory``) in directory ``cwd``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "got_core.bench.merged_memory"] if module else [sys.executable, str(COOKBOOK)]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=cwd)
 
 
 def test_both_phases_with_worker_processes(tmp_path):
     out = tmp_path / "run"
-    proc = cookbook("--standin", "--out", str(out), "--bootstrap", "1000")
+    proc = cookbook(tmp_path, "--standin", "--out", str(out), "--bootstrap", "1000")
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
     rows = {(r["layout"], r["scenario"]): r for r in results["functional"]}
@@ -98,7 +87,9 @@ def test_both_phases_with_worker_processes(tmp_path):
 
 def test_k_contradictions_surface_as_k_conflicts(tmp_path):
     out = tmp_path / "run"
-    proc = cookbook("--no-accuracy", "--layouts", "keyed", "--contradictions", "2", "--out", str(out))
+    proc = cookbook(
+        tmp_path, "--no-accuracy", "--layouts", "keyed", "--contradictions", "2", "--out", str(out), module=True
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((out / "results.json").read_text())["functional"]
     (clean, contra) = rows
@@ -109,7 +100,7 @@ def test_k_contradictions_surface_as_k_conflicts(tmp_path):
 def test_the_data_makes_each_lesson_decide_its_questions():
     """Each question: its lesson alone gives the answer, the contradiction alone a wrong one,
     both together a tie (so concatenation guesses); other domains' lessons do not count."""
-    domains = mm.load_domains(mm.DEFAULT_DATA)
+    domains = mm.load_domains()
     every = [Lesson(e["lesson"], f"{d}/{t}") for d, ts in domains.items() for t, e in ts.items()]
     for q in mm.mixed_test_set(domains):
         d, t = q["topic"].split("/")
@@ -146,14 +137,14 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(InvalidInputError, match="cannot read"):
         mm.load_domains(bad)
-    proc = cookbook("--no-accuracy", "--domains", str(bad), "--out", str(tmp_path / "r"))
+    proc = cookbook(tmp_path, "--no-accuracy", "--domains", str(bad), "--out", str(tmp_path / "r"))
     assert proc.returncode == 2 and "cannot read the domains file" in proc.stderr
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
-    proc = cookbook("--no-accuracy", "--out", str(tmp_path / "full"))
+    proc = cookbook(tmp_path, "--no-accuracy", "--out", str(tmp_path / "full"))
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
-    proc = cookbook("--no-accuracy", "--layouts", "hashed", "--out", str(tmp_path / "r2"))
+    proc = cookbook(tmp_path, "--no-accuracy", "--layouts", "hashed", "--out", str(tmp_path / "r2"))
     assert proc.returncode == 2 and "--layouts" in proc.stderr
-    proc = cookbook("--out", str(tmp_path / "r3"))
+    proc = cookbook(tmp_path, "--out", str(tmp_path / "r3"))
     assert proc.returncode == 2 and "needs a model" in proc.stderr
