@@ -65,6 +65,8 @@ LETTERS = "ABCDEFGH"
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"what", "which", "with", "when", "does", "this", "that", "their", "from", "about", "into", "have", "kind"}
 MAX_DATA_BYTES = 1 << 20
+MAX_DOMAINS = 16  # one worker process each
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 # ----------------------------------------------------------------------------- the data
@@ -93,12 +95,17 @@ def load_domains(path: str | Path | None = None) -> dict[str, dict[str, dict[str
     def bad(where: str, what: str) -> InvalidInputError:
         return InvalidInputError(f"{p}: {where} {what}; see got_core/bench/merged_memory_data.py for the shape")
 
-    if not isinstance(data, dict) or len(data) < 2:
-        raise bad("the top level", "must map at least two domain names to topics")
+    if not isinstance(data, dict) or not 2 <= len(data) <= MAX_DOMAINS:
+        raise bad("the top level", f"must map 2 to {MAX_DOMAINS} domain names to topics")
     for domain, topics in data.items():
+        # a domain names a worker and its repository's file name: no path tricks
+        if not _NAME.fullmatch(domain):
+            raise bad(f"domain {domain[:80]!r}", "is not a name (letters, digits, '_' or '-', at most 64)")
         if not isinstance(topics, dict) or not topics:
             raise bad(f"domain {domain!r}", "must map topic names to entries")
         for topic, entry in topics.items():
+            if not _NAME.fullmatch(topic):
+                raise bad(f"topic {topic[:80]!r} of {domain!r}", "is not a name (letters, digits, '_' or '-')")
             where = f"{domain}/{topic}"
             if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("lesson", "contra")):
                 raise bad(where, "needs 'lesson' and 'contra' texts")

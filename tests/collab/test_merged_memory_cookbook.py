@@ -134,6 +134,15 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     bad.write_text(json.dumps({"a": {"t": {"lesson": "x", "contra": "y", "questions": [{"q": "?"}]}}, "b": {}}))
     with pytest.raises(InvalidInputError, match="domain 'a'|domain 'b'|question"):
         mm.load_domains(bad)
+    entry = {"lesson": "x", "contra": "y", "questions": [{"q": "?", "options": ["a", "b"], "answer": 0}]}
+    bad.write_text(json.dumps({"../../escape": {"t": entry}, "b": {"t": entry}}))
+    with pytest.raises(InvalidInputError, match="is not a name"):
+        mm.load_domains(bad)
+    bad.write_text(json.dumps({"a": {"t/../x": entry}, "b": {"t": entry}}))
+    with pytest.raises(InvalidInputError, match="is not a name"):
+        mm.load_domains(bad)
+    bad.write_text(json.dumps({"a": {"t": entry}, "b": {"t": entry}}))
+    assert sorted(mm.load_domains(bad)) == ["a", "b"]
     bad.write_text("{not json")
     with pytest.raises(InvalidInputError, match="cannot read"):
         mm.load_domains(bad)
