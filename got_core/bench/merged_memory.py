@@ -337,9 +337,9 @@ def prompt(lessons: Sequence[str], q: dict[str, Any]) -> list[dict[str, str]]:
 def parse_letter(text: str, n_options: int) -> str | None:
     """The option letter of a reply (``Final Answer: B``; else the last standalone letter)."""
     valid = LETTERS[:n_options]
-    m = re.search(rf"Final Answer:\s*\(?([{valid}])\b", text, re.IGNORECASE)
+    m = re.search(rf"(?i:final answer)\s*[:=]?\s*\(?([{valid}])\b", text)
     if m:
-        return m.group(1).upper()
+        return m.group(1)
     found = re.findall(rf"\b([{valid}])\b", text)
     return found[-1] if found else None
 

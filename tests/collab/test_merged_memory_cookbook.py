@@ -117,6 +117,21 @@ def test_the_data_makes_each_lesson_decide_its_questions():
         assert answer(mm.retrieve(every, q["q"], 3)) == right, q["id"]
 
 
+@pytest.mark.parametrize(
+    "reply,letter",
+    [
+        ("Final Answer: B", "B"),
+        ("final answer: (C) two", "C"),
+        ("It is two.\nFINAL ANSWER = D", "D"),
+        ("Final answer: a quadratic has no real roots, so B", "B"),
+        ("The answer is E", None),  # only A-D exist
+        ("no letter here", None),
+    ],
+)
+def test_parse_letter(reply, letter):
+    assert mm.parse_letter(reply, 4) == letter
+
+
 def test_score_resolver_keeps_the_confident_side_and_abstains_on_a_tie():
     def conflict(a, b):
         ours = render_topic_file([Lesson("Flip the sign.", "t", score=a)])
