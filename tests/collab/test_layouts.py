@@ -83,3 +83,16 @@ def test_unknown_layout_is_a_config_error(tmp_path):
     repo = ReasoningRepo.init(tmp_path / "m.git")
     with pytest.raises(ConfigError, match="keyed, content"):
         LessonMemory(repo=repo, layout="hashed")  # type: ignore[arg-type]
+
+
+def test_content_layout_still_conflicts_on_one_lesson_learned_twice_differently(tmp_path):
+    """The caveat is about *different* lessons: the same text with another score is one file, edited twice."""
+    orch = Orchestrator(tmp_path / "central.git")
+    for agent, score in (("a", 0.4), ("b", 0.9)):
+        w = Worker(tmp_path / f"{agent}.git", orch.path, agent, layout="content")
+        w.sync()
+        w.add_lesson(ALWAYS, topic_key="units", score=score)
+        w.push()
+        w.close()
+    report = orch.merge_workers()
+    assert [c.path for c in report.conflicts] == [content_path(ALWAYS)] and report.pending == ["b"]
