@@ -10,7 +10,8 @@ contradictory lessons *conflict* depends only on whether they land in the same f
   ``lessons/<hh>/<lesson id>.md``. Different lessons are always different files, so a
   merge never conflicts — and two contradictory lessons on one topic both land, silently.
   This is the paper's structural caveat: a content-addressed layout cannot surface a
-  contradiction, whatever the merge does.
+  contradiction, whatever the merge does. (One text learned by two agents with
+  different scores is still one file edited twice: that conflicts in either layout.)
 
 :class:`LessonMemory` is the git memory with either layout, and an optional topic
 prefix (an agent working on one domain keeps its topics in that domain's namespace,
