@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError, StorageError
 from got_core.memory import get_backend
@@ -63,7 +64,7 @@ def test_fresh_process_reopens_and_answers_text_queries_offline(tmp_path):
         [sys.executable, "-c", CHILD, str(tmp_path / "vec"), query],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=TEST_TIMEOUT,
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
