@@ -104,7 +104,23 @@ def _assert_outputs(out: Path, proc, pngs=("deltas.png",)):
         assert (out / name).stat().st_size > 0, name
     for png in pngs:
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert "stand-in model" in _png_title(out / png), png  # every run here uses --standin
     assert (out / "table.md").read_text().startswith("## ")
+    assert "stand-in model" in (out / "table.md").read_text().splitlines()[0]
+
+
+def _png_title(path: Path) -> str:
+    """The Title text chunk of a PNG (the plot's title, written beside the pixels)."""
+    data, pos = path.read_bytes(), 8
+    while pos < len(data):
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Title\x00"):
+            return body[6:].decode("latin-1")
+        if kind == b"iTXt" and body.startswith(b"Title\x00\x00"):  # uncompressed international text
+            return body[8:].split(b"\x00", 2)[2].decode("utf-8")
+        pos += 12 + length
+    return ""
 
 
 @pytest.mark.slow
