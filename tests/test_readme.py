@@ -11,6 +11,9 @@
   ``benchmarks/`` and ``tests/`` are linked into it, and the checkout must be unchanged after.
 * A block whose first line is ``# not run: <why>`` is skipped; such blocks are few, and each
   says why (a model server, the network, minutes of compute).
+* A block whose first line is ``# needs <program>: <why>`` (a system program no pip extra
+  installs, e.g. ``java``) is skipped where that program is not on PATH, except under CI
+  (``$CI`` set: ``.ci/run`` installs it), where it always runs.
 * The two install commands of "Fresh machine" are not run here (they build virtual
   environments); ``.ci/run`` runs the test command verbatim, which is checked.
 """
@@ -33,8 +36,11 @@ README = ROOT / "README.md"
 INSTALL_SECTION = "Fresh machine: two commands"
 NOT_RUN = "# not run:"
 AFTER_PYTHON = "# after the Python example above"
+_NEEDS = re.compile(r"^#\s*needs\s+(?P<program>[\w.+-]+)\s*:\s*(?P<why>.+)$")
 #: Blocks a reader cannot run here (model servers, network, minutes of compute): keep it few.
-MAX_NOT_RUN = 6
+#: Seven today: two `got solve` lines and two cookbook runs against a model server (vLLM),
+#: installing vLLM itself, the full-size cookbooks and the full-size benchmarks.
+MAX_NOT_RUN = 7
 
 
 @dataclass
@@ -51,6 +57,14 @@ class Block:
     @property
     def skipped(self) -> bool:
         return self.first.startswith(NOT_RUN)
+
+    @property
+    def missing_program(self) -> str | None:
+        """The system program a ``# needs <program>:`` block needs and this machine lacks (never under CI)."""
+        m = _NEEDS.match(self.first)
+        if m is None or shutil.which(m["program"]) is not None or os.environ.get("CI"):
+            return None
+        return m["program"]
 
     def __str__(self) -> str:
         return f"README.md:{self.line} ({self.section})"
@@ -158,6 +172,9 @@ def _script(tmp_path: Path) -> str:
             last_python[b.section] = b
         if b not in BASH or b.skipped:
             continue
+        if b.missing_program:
+            parts.append(f"echo '# skipped README.md:{b.line}: needs {b.missing_program}, which is not installed' >&2")
+            continue
         if b.first.startswith(AFTER_PYTHON):
             source = last_python.get(b.section)
             assert source is not None, f"{b} runs after a Python example, but its section has none"
@@ -226,3 +243,13 @@ def test_the_block_parser_sees_sections_fences_and_markers():
     joined = _commands(Block("bash", "A", 10, "# c\ngot a \\\n  --b   # exit 3 when\n\ngot c\n"))
     assert joined == [(12, "got a    --b   # exit 3 when"), (15, "got c")]
     assert _EXIT.findall(joined[0][1]) == ["3"]
+
+
+def test_a_needs_marker_skips_only_where_the_program_is_missing(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    absent = Block("bash", "A", 1, "# needs no-such-program-here: a system program\nx\n")
+    present = Block("bash", "A", 1, "# needs git: the git binary\nx\n")
+    assert absent.missing_program == "no-such-program-here" and not absent.skipped
+    assert present.missing_program is None  # the suite needs git anyway
+    monkeypatch.setenv("CI", "1")
+    assert absent.missing_program is None  # under CI the block always runs
