@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from timeouts import TEST_TIMEOUT as TIMEOUT
 
 from got_core.collab import merge_recorded
 from got_core.repo import ReasoningRepo
 from got_core.ui.server import UIConfig, make_server
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
 CHROMIUM = os.environ.get("GOT_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GOT_CHROMEDRIVER", "/usr/bin/chromedriver")
 

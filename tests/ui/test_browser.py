@@ -5,7 +5,6 @@ Screenshots land in each test's tmp_path (two of them are copied into docs/img/ 
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -13,12 +12,12 @@ from gitcli import fsck_clean, git
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from timeouts import TEST_TIMEOUT as TIMEOUT
 
 from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
 pytestmark = pytest.mark.slow
-TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
 
 
 def wait(driver, css: str, *, count: int = 1):

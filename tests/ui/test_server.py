@@ -11,13 +11,14 @@ import sys
 from pathlib import Path
 
 from gitcli import git
+from timeouts import TEST_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def request(served, method: str, path: str, body: dict | None = None, headers: dict | None = None):
     host, port = served.server.server_address[:2]
-    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn = http.client.HTTPConnection(host, port, timeout=TEST_TIMEOUT)
     data = json.dumps(body).encode() if body is not None else None
     conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
     res = conn.getresponse()
@@ -84,5 +85,5 @@ def test_got_ui_rejects_a_directory_that_is_not_a_run(tmp_path):
         str(tmp_path),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=TEST_TIMEOUT)
     assert proc.returncode == 2 and "not a run directory" in proc.stdout + proc.stderr
