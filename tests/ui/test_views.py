@@ -56,3 +56,40 @@ def test_node_page_lists_every_rescore_of_its_note(tmp_path):
         assert "validated" in texts[0] and "re-scored by the judge" in texts[1]  # newest first
         assert len({n["commit"] for n in notes}) == len(notes) >= 2
         assert tree_view(repo)["nodes"][0]["score"] == 0.9  # the page shows the latest score
+
+
+def test_checkpoint_page_shows_pending_writes_and_interrupts(tmp_path):
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from got_core.ui.threads import checkpoint_view, thread_view
+    from got_integrations.langgraph import GitCheckpointSaver
+
+    class State(TypedDict, total=False):
+        question: str
+        answer: str
+
+    def plan(state: State) -> dict:
+        return {"question": "<b>which</b> units?"}
+
+    def ask(state: State) -> dict:
+        return {"answer": interrupt({"ask": state["question"]})}
+
+    builder = StateGraph(State)
+    builder.add_node("plan", plan)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "ask")
+    builder.add_edge("ask", END)
+    saver = GitCheckpointSaver.from_path(tmp_path / "lg.git")
+    graph = builder.compile(checkpointer=saver)
+    out = graph.invoke({}, {"configurable": {"thread_id": "t-1"}}, durability="sync")
+    assert out["__interrupt__"]
+    repo = saver.repo
+    lanes = thread_view(repo, "t-1")["lanes"]
+    views = [checkpoint_view(repo, "t-1", oid) for oid in lanes[0]["commits"]]
+    interrupts = [i for v in views for i in v["interrupts"]]
+    assert interrupts and "<b>which</b> units?" in interrupts[0]["value"]
+    assert any(w["channel"] for v in views for w in v["writes"])
