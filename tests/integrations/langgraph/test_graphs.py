@@ -290,14 +290,14 @@ def test_growing_message_list_reuses_blobs(tmp_path):
         path = "messages/000/000000" + suffix
         old_blob = git(saver.repo.gitdir, "rev-parse", f"{first}:{path}")
         assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
-    # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint
+    # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint,
+    # and each segment (10 messages in one blob, for cold reads) written once
     objects = git(saver.repo.gitdir, "rev-list", "--objects", "refs/got/threads/t1/root/head").splitlines()
-    message_blobs = [
-        line
-        for line in objects
-        if line.split(" ", 1)[-1].startswith("messages/") and line.split(" ", 1)[-1].endswith((".json", ".bin"))
-    ]
+    paths = [line.split(" ", 1)[-1] for line in objects if " " in line]
+    message_blobs = [p for p in paths if p.startswith("messages/0") and p.endswith((".json", ".bin"))]
     assert len(message_blobs) == 2 * 48
+    segment_blobs = [p for p in paths if p.startswith("messages/segments/")]
+    assert sorted(segment_blobs) == [f"messages/segments/0000{i}0+10.bin" for i in range(4)]
 
 
 def test_cold_reader_sees_exactly_what_the_writer_cached(tmp_path):
