@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, Interrupt, StateSnapshot, interrupt
+from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
 from pydantic import BaseModel
 
 from got_core.solver.tools import calculate
@@ -102,6 +102,34 @@ def nested_graph() -> StateGraph:
     builder.add_edge(START, "sub")
     builder.add_edge("sub", "after")
     builder.add_edge("after", END)
+    return builder
+
+
+class FanState(TypedDict, total=False):
+    round: int
+    results: Annotated[list[str], operator.add]
+
+
+def fan_graph(rounds: int = 3) -> StateGraph:
+    """Four parallel tasks (Send) per round; one task of round 2 interrupts."""
+
+    def plan(state: FanState) -> dict[str, Any]:
+        return {"round": state.get("round", 0) + 1}
+
+    def fan(state: FanState) -> Any:
+        return END if state["round"] > rounds else [Send("work", {"round": state["round"], "k": k}) for k in range(4)]
+
+    def work(arg: dict[str, Any]) -> dict[str, Any]:
+        if arg["round"] == 2 and arg["k"] == 0:
+            return {"results": [f"r2 k0 {interrupt('go on?')}"]}
+        return {"results": [f"r{arg['round']} k{arg['k']}"]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("plan", plan)
+    builder.add_node("work", work)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan, ["work", END])
+    builder.add_edge("work", "plan")
     return builder
 
 
@@ -313,6 +341,30 @@ def test_cold_reader_sees_exactly_what_the_writer_cached(tmp_path):
         assert a.config == b.config and a.metadata == b.metadata and a.parent_config == b.parent_config
         assert a.checkpoint == b.checkpoint
         assert a.pending_writes == b.pending_writes
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_parallel_tasks_under_every_durability_match_in_memory(tmp_path, durability):
+    """Parallel tasks save their writes at the same time (under "exit", all at once when the
+    run stops): the writes that share a commit are all kept, and the interrupted run resumes."""
+
+    def scenario(saver):
+        graph = fan_graph().compile(checkpointer=saver)
+        first = graph.invoke({"round": 0}, CFG, durability=durability)
+        stopped = snap(graph.get_state(CFG))
+        final = graph.invoke(Command(resume="yes"), CFG, durability=durability)
+        return norm(first), stopped, norm(final), [snap(s) for s in graph.get_state_history(CFG)]
+
+    saver, (first, stopped, final, _history) = both(tmp_path, scenario)
+    assert first["__interrupt__"] == [("interrupt", "go on?")]
+    assert sorted(t["result"]["results"][0] for t in stopped["tasks"] if t["result"]) == [f"r2 k{k}" for k in (1, 2, 3)]
+    assert sorted(final["results"]) == sorted(
+        [f"r{r} k{k}" for r in (1, 3) for k in range(4)] + ["r2 k0 yes", "r2 k1", "r2 k2", "r2 k3"]
+    )
+    # a reader with cold caches sees the same pending writes
+    cold = GitCheckpointSaver.from_path(saver.repo.gitdir)
+    warm = {t.config["configurable"]["checkpoint_id"]: t.pending_writes for t in saver.list(CFG)}
+    assert {t.config["configurable"]["checkpoint_id"]: t.pending_writes for t in cold.list(CFG)} == warm
 
 
 def test_sync_and_async_runs_write_the_same_history(tmp_path):
