@@ -376,8 +376,9 @@ def segment_ranges(length: int) -> list[tuple[int, int]]:
 def pack_segment(items: list[tuple[str, bytes]]) -> bytes:
     """Several list elements (type tag, serializer bytes) in one file: a framed msgpack array of pairs.
 
-    Segments repeat what the element files hold, so reading a long list takes a few
-    blobs instead of one per element; the element files stay for ``git diff``.
+    Reading a long list takes a few blobs instead of one per element. An element a
+    segment holds has no ``.bin`` of its own unless it had one before the segment was
+    written; its ``.json`` rendering stays for ``git diff``.
     """
     return frame((SEGMENT_TAG, msgpack.packb([[tag, bytes(data)] for tag, data in items], use_bin_type=True)))
 

@@ -5,8 +5,9 @@ A cold read (a new process, nothing cached) of the latest checkpoint of a long t
 reads the ``head`` ref, the commit, ``checkpoint.json`` and, for a list channel, its
 ``segments/`` directory: one blob per full bucket of 100 elements and one per 10 in the
 open bucket, then the few elements after the last segment (at most 9). A 1,000-message
-thread is about 20 object reads, not 1,000. Segments only repeat what the element files
-hold; a checkpoint without them (an older saver wrote it) is read element by element.
+thread is about 20 object reads, not 1,000. Segments are what the reader trusts for the
+elements they cover (an element's own ``.bin`` is written only where no segment held it
+then); a checkpoint without segments (an older saver wrote it) is read element by element.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ commit on the thread's line) and ``put_writes`` (commits on the ``writes`` ref).
 What a super-step costs (ARCHITECTURE §6: files created are what a write costs): ``put``
 writes the commit, the root tree, the changed channel directories, ``checkpoint.json``
 and the new element's two files, typically 7 objects, and moves ``head``; a segment is
-added every 10 elements (and a bucket's segment every 100). ``put_writes`` writes the
+added every 10 elements (and a bucket's segment every 100), and the element that
+completes it gets no ``.bin`` of its own. A put of many new elements at once (a resumed
+or restored state, the one checkpoint ``durability="exit"`` saves) writes their segments
+and renderings only: half the blobs. ``put_writes`` writes the
 commit, two small trees and one file, and moves ``writes``. Concurrent ``put_writes``
 calls of one namespace (parallel tasks, and the burst LangGraph sends at exit under
 ``durability="exit"``) share one commit: the first caller to get the ref takes every
@@ -39,6 +42,7 @@ from got_core.repo import Keep, Publish
 from got_integrations.langgraph._history import _Ns
 from got_integrations.langgraph._layout import (
     FORMAT,
+    SEGMENT,
     blob_sha,
     channel_dir,
     check_writes_doc,
@@ -117,6 +121,7 @@ class WriteOps:
         def _dumps(self, value: Any) -> Typed: ...
         def _leaves(self, ns: _Ns) -> dict[str, str]: ...
         def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None: ...
+        def _read_list(self, commit: str, base: str, length: int, at: str) -> builtins.list[Typed]: ...
 
     # ------------------------------------------------------------------ encoding a checkpoint
     def _dump_list(
@@ -216,24 +221,35 @@ class WriteOps:
             previous = self._lists.get((parent, name)) if same_list else None
             prev_objs = self._objs.get((parent, name)) if previous is not None else None
             typed, keep = self._dump_list(value, prev_objs, previous)
+            if same_list and previous is None and parent is not None and old is not None:
+                # a writer that did not write the parent: its elements, from its segments
+                try:
+                    previous = self._read_list(parent, base, old["length"], f"of commit {parent[:12]}")
+                except CorruptRepositoryError:
+                    previous = None  # a damaged parent: the put carries the whole state, so write all of it
             first_changed = len(typed)
+            # Elements a segment holds need no .bin of their own (a bulk put, e.g. the one
+            # checkpoint durability="exit" saves, writes half the files); the rest always have one.
+            covered = len(typed) - len(typed) % SEGMENT
             # elements before `keep` are the parent's very objects, so the parent's files
-            for i in range(keep if previous is not None else 0, len(typed)):
+            for i in range(keep if prev_objs is not None else 0, len(typed)):
                 item = typed[i]
                 if previous is not None and i < len(previous) and previous[i] == item:
                     continue  # byte-identical to the parent's element: same blobs
+                first_changed = min(first_changed, i)
                 stem = elem_path(base, i)
-                data = frame(item)
-                sha = blob_sha(data)
-                if files.get(stem + ".bin") != sha:
-                    first_changed = min(first_changed, i)
-                    files[stem + ".bin"] = sha
-                    changes[stem + ".bin"] = data
-                    if readable:
-                        put(stem + ".json", render_json(value[i]))
-                        summary = message_summary(value[i]) or summary
-                    else:
-                        remove(stem + ".json")
+                if i < covered:
+                    remove(stem + ".bin")  # the segment has the bytes; an older .bin would contradict it
+                else:
+                    put(stem + ".bin", frame(item))
+                if readable:
+                    put(stem + ".json", render_json(value[i]))
+                    summary = message_summary(value[i]) or summary
+                else:
+                    remove(stem + ".json")
+            for i in range(covered, len(typed)):  # after a shrink, elements no segment holds any more
+                if elem_path(base, i) + ".bin" not in files:
+                    put(elem_path(base, i) + ".bin", frame(typed[i]))
             if same_list and old is not None:
                 drop(old, keep=len(value))
             self._segments(base, typed, first_changed, old["length"] if same_list and old else 0, files, put, remove)

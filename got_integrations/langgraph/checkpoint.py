@@ -19,8 +19,9 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
     <channel>/value.json | value.bin      a channel value: readable rendering | serializer bytes
                                           (values of up to 96 serialised bytes, e.g. None, flags and
                                           counters, sit inline in checkpoint.json instead)
-    <channel>/000/000003.json | .bin      a list channel (e.g. messages): one pair per element,
-                                          100 elements per directory
+    <channel>/000/000003.json | .bin      a list channel (e.g. messages): a rendering per element,
+                                          100 elements per directory; the .bin only where no
+                                          segment held the element when it was written
     <channel>/segments/000000+100.bin     the serializer bytes of elements 0-99 in one file (one per
     <channel>/segments/000100+10.bin      full bucket, then one per 10 elements of the open bucket):
                                           a cold read of a long list takes a few blobs

@@ -318,12 +318,14 @@ def test_growing_message_list_reuses_blobs(tmp_path):
         path = "messages/000/000000" + suffix
         old_blob = git(saver.repo.gitdir, "rev-parse", f"{first}:{path}")
         assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
-    # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint,
-    # and each segment (10 messages in one blob, for cold reads) written once
+    # storage is linear, not per checkpoint: one .json blob per message ever written, one .bin
+    # per message no segment held when it was written (all but the 10th, 20th, ... here: each
+    # completes a segment of 10), and each segment written once
     objects = git(saver.repo.gitdir, "rev-list", "--objects", "refs/got/threads/t1/root/head").splitlines()
     paths = [line.split(" ", 1)[-1] for line in objects if " " in line]
-    message_blobs = [p for p in paths if p.startswith("messages/0") and p.endswith((".json", ".bin"))]
-    assert len(message_blobs) == 2 * 48
+    assert len([p for p in paths if p.startswith("messages/0") and p.endswith(".json")]) == 48
+    bins = sorted(p for p in paths if p.startswith("messages/0") and p.endswith(".bin"))
+    assert bins == [f"messages/000/{i:06d}.bin" for i in range(48) if i % 10 != 9]
     segment_blobs = [p for p in paths if p.startswith("messages/segments/")]
     assert sorted(segment_blobs) == [f"messages/segments/0000{i}0+10.bin" for i in range(4)]
 

@@ -81,6 +81,10 @@ def test_a_cold_read_of_a_long_list_reads_its_segments(tmp_path):
     line = Line(saver)
     items = [f"message {i}: " + "x" * (i % 50) for i in range(250)]
     line.put(m=items[:200])
+    # a bulk put: the segments hold the elements' bytes, so each element has its .json only
+    first = saver.repo.list_files(saver.repo.tip(HEAD))
+    assert len([p for p in first if p.endswith(".json") and p.startswith("m/0")]) == 200
+    assert not [p for p in first if p.endswith(".bin") and p.startswith("m/0")]
     line.put(m=items)  # grown: bucket 2 has five small segments now
     line.put(m=[*items, "one more", "and another"])
     expected = [*items, "one more", "and another"]
@@ -222,3 +226,36 @@ def test_a_damaged_writes_file_refuses_only_its_own_call_in_a_shared_commit(tmp_
     assert saver.repo.read_file(tip, damaged) == b"{not json"  # nothing stored is lost
     good = writes_path(stored["configurable"]["checkpoint_id"], "task-good")
     assert b'"x"' in saver.repo.read_file(tip, good)
+
+
+def test_a_new_writer_extends_a_long_list_by_its_new_elements_only(tmp_path):
+    first = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    line = Line(first)
+    items = [f"item {i}" for i in range(25)]
+    for n in range(1, 26):
+        line.put(m=items[:n])
+    parent = first.repo.tip(HEAD)
+    # a new process resumes the thread: the parent's elements come from its segments, so the
+    # child changes only what the new element adds (its files and the segment it completes)
+    line.saver = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    line.put(m=[*items, "item 25"])
+    changed = git(first.repo.gitdir, "diff", "--name-only", parent, line.saver.repo.tip(HEAD), "--", "m").split()
+    assert changed == ["m/000/000025.bin", "m/000/000025.json"]
+
+
+def test_a_new_writer_on_a_damaged_parent_writes_a_whole_child(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "heal.git")
+    line = Line(saver)
+    items = [f"item {i}" for i in range(25)]
+    line.put(m=items)
+    path = segment_path("m", 10, 10)
+    saver.repo.commit_files(HEAD, {path: frame(("msgpack", b"\x90"))}, "tamper\n", expected=saver.repo.tip(HEAD))
+    # the put carries the whole state: a damaged parent does not stop it, and the child is sound
+    line.saver = GitCheckpointSaver.from_path(tmp_path / "heal.git")
+    config = line.put(m=[*items, "item 25"])
+    assert GitCheckpointSaver.from_path(tmp_path / "heal.git").get_tuple(config).checkpoint["channel_values"]["m"] == [
+        *items,
+        "item 25",
+    ]
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
