@@ -22,7 +22,8 @@ from other processes hits them alike. Three parts:
 
 Ratios are git / SQLite peer (sync vs ``SqliteSaver``, async vs ``AsyncSqliteSaver``).
 SQLite and PostgreSQL run with their defaults (both fsync their commits; the git saver
-does not, unless ``fsync=True``). Results (JSON, PNG plots) go under ``--out``.
+does not, unless ``fsync=True``). Results (JSON, PNG plots) go under ``--out`` (default
+``$TMPDIR/got-bench/langgraph_saver/``).
 
     python benchmarks/langgraph_saver.py                          # the whole run (~30 min on 2 cores)
     python benchmarks/langgraph_saver.py --steps 10,100 --scale 2000 --out /tmp/lg
@@ -639,7 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="Leave PostgreSQL out even when installed.")
     parser.add_argument("--dir", type=Path, default=None, help="Where the stores go (default: a temp dir, removed).")
     parser.add_argument(
-        "--out", type=Path, default=Path("runs/langgraph_saver"), help="Results: JSON and PNG (default runs/...)."
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "got-bench" / "langgraph_saver",
+        help="Where to write langgraph_saver.json and the PNG plots (they need matplotlib).",
     )
     args = parser.parse_args(argv)
     args.steps = sorted({int(s) for s in str(args.steps).split(",") if s.strip()})
