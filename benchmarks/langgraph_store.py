@@ -32,22 +32,19 @@ or the PostgreSQL binaries are missing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import random
-import shutil
-import socket
 import sqlite3
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _plot import log_lines
+from _pg import LocalPostgres
+from _pg import start as start_postgres
+from _plot import default_out, log_lines
 from langgraph.store.base import PutOp
 from rich.console import Console
 from rich.table import Table
@@ -144,51 +141,10 @@ def sqlite_peer(workdir: Path) -> Peer:
     return Peer("sqlite", opener, disk)
 
 
-class Postgres:
-    """A throwaway PostgreSQL server on 127.0.0.1 in a temporary directory."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = _free_port()
-        self.data = root / "pgdata"
-        self.user: list[str] = []
-        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-            self.user = ["runuser", "-u", "postgres", "--"]
-            shutil.chown(root, "postgres")
-            root.chmod(0o700)
-
-    def _run(self, *args: str) -> None:
-        proc = subprocess.run([*self.user, *args], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{args[0]} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
-
-    def start(self) -> str:
-        self._run("initdb", "-D", str(self.data), "-U", "bench", "--auth=trust", "-E", "UTF8")
-        options = f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.root}"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l", str(self.root / "log"), "start")
-        return f"postgresql://bench@127.0.0.1:{self.port}/postgres"
-
-    def stop(self) -> None:
-        with contextlib.suppress(RuntimeError, FileNotFoundError):
-            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def postgres_peer(uri: str, size: int) -> Peer:
-    import psycopg
+def postgres_peer(server: LocalPostgres, size: int) -> Peer:
     from langgraph.store.postgres import PostgresStore
 
-    database = f"store_{size}"
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {database}")
-        conn.execute(f"CREATE DATABASE {database}")
-    target = uri.rsplit("/", 1)[0] + "/" + database
+    target = server.create_database(f"store_{size}")
 
     def opener() -> tuple[Any, Callable[[], None]]:
         manager = PostgresStore.from_conn_string(target)
@@ -197,27 +153,9 @@ def postgres_peer(uri: str, size: int) -> Peer:
         return store, lambda: manager.__exit__(None, None, None)
 
     def disk() -> dict:
-        with psycopg.connect(target) as conn:
-            row = conn.execute(
-                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                "WHERE c.relname LIKE 'store%' AND c.relkind = 'r'"
-            ).fetchone()
-        return {"store": int(row[0] or 0)}
+        return {"store": server.tables_bytes(target)}  # after VACUUM FULL, indexes included
 
     return Peer("postgres", opener, disk)
-
-
-def postgres_available() -> str | None:
-    """Why PostgresStore cannot run here, or None when it can."""
-    try:
-        import psycopg  # noqa: F401
-        from langgraph.store.postgres import PostgresStore  # noqa: F401
-    except ImportError:
-        return "langgraph-checkpoint-postgres (with psycopg) is not installed"
-    for tool in ("initdb", "pg_ctl", "postgres"):
-        if shutil.which(tool) is None:
-            return f"the PostgreSQL binary {tool!r} is not on PATH"
-    return None
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -250,12 +188,12 @@ def _fill(peers: list[Peer], size: int) -> dict[str, float]:
     return {name: s / size for name, s in spent.items()}
 
 
-def run_size(size: int, workdir: Path, rounds: int, pg_uri: str | None) -> dict[str, Any]:
+def run_size(size: int, workdir: Path, rounds: int, pg: LocalPostgres | None) -> dict[str, Any]:
     """All measurements at one size; returns {op: {peer: stats}} plus disk and fill."""
     workdir.mkdir(parents=True, exist_ok=True)
     peers = [git_peer(workdir), sqlite_peer(workdir)]
-    if pg_uri:
-        peers.append(postgres_peer(pg_uri, size))
+    if pg is not None:
+        peers.append(postgres_peer(pg, size))
     users = max(1, size // PER_NAMESPACE)
     rng = random.Random(size)
     console.print(f"[bold]{size:,} items[/bold]: filling {', '.join(p.name for p in peers)} ...")
@@ -421,32 +359,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated item counts")
     parser.add_argument("--ops", type=int, default=200, help="rounds per operation and size")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "got-bench" / "langgraph_store")
+    parser.add_argument("--out", type=Path, default=default_out("langgraph_store"), help="output directory")
     parser.add_argument("--no-postgres", action="store_true", help="leave PostgresStore out")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
-    why = "not requested (--no-postgres)" if args.no_postgres else postgres_available()
-    if why:
-        console.print(f"PostgresStore skipped: {why}")
+    server = None
+    if args.no_postgres:
+        console.print("PostgresStore skipped: not requested (--no-postgres)")
+    else:
+        server, line = start_postgres()
+        console.print(line)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="got-store-bench-") as tmp:
-        server = None
-        try:
-            uri = None
-            if not why:
-                # its own directory: the server may run as another user, who cannot enter tmp
-                server = Postgres(Path(tempfile.mkdtemp(prefix="got-bench-pg-")))
-                try:
-                    uri = server.start()
-                    console.print(f"PostgreSQL started on 127.0.0.1:{server.port}")
-                except (RuntimeError, OSError) as exc:
-                    console.print(f"PostgresStore skipped: PostgreSQL did not start ({exc})")
+    try:
+        with tempfile.TemporaryDirectory(prefix="got-store-bench-") as tmp:
             for size in sizes:
-                runs.append(run_size(size, Path(tmp) / str(size), args.ops, uri))
-        finally:
-            if server is not None:
-                server.stop()
+                runs.append(run_size(size, Path(tmp) / str(size), args.ops, server))
+    finally:
+        if server is not None:
+            server.stop()
     report(runs)
     for line in targets(runs):
         console.print(line)
