@@ -1,0 +1,317 @@
+"""The LangGraph Agent Server (``langgraph dev``) with our checkpointer and store.
+
+The slow test starts the real server from a copy of ``cookbooks/agent_server`` on
+127.0.0.1 (a free port, no browser, no tracing, no version check: nothing leaves the
+machine), drives it with ``langgraph_sdk`` and checks with the real ``git`` binary that
+what the server saved is commits on the thread's refs. The fast tests cover the
+factories' configuration: the watched-directory guard, the default location, the key.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitcli import fsck_clean, git
+
+from got_core.errors import ConfigError
+from got_core.names import encode_component
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "cookbooks" / "agent_server"
+TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
+
+pytest.importorskip("langgraph_api", reason="the Agent Server needs the 'server' extra (langgraph-cli[inmem])")
+
+
+def _thread_refs(gitdir: Path, thread_id: str) -> list[str]:
+    out = git(gitdir, "for-each-ref", "--format=%(refname)", f"refs/got/threads/{encode_component(thread_id)}/")
+    return out.split()
+
+
+def _checkpoint_commits(gitdir: Path, ref: str) -> dict[str, str]:
+    """checkpoint id -> commit, read by git from the ``Checkpoint:`` trailers along ``ref``."""
+    out = git(gitdir, "log", "--format=%H %(trailers:key=Checkpoint,valueonly,separator=)", ref)
+    pairs = (line.split() for line in out.splitlines() if line.strip())
+    return {pair[1]: pair[0] for pair in pairs if len(pair) == 2}
+
+
+# ---------------------------------------------------------------------------- the factories
+async def test_repo_inside_the_watched_directory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from got_integrations.langgraph import server
+
+    app = tmp_path / "app"
+    app.mkdir()
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("GOT_REPO", "agent.git")
+    with pytest.raises(ConfigError, match="watches"):
+        async with server.checkpointer():
+            pass
+    monkeypatch.setenv("GOT_REPO", str(tmp_path / "outside.git"))
+    monkeypatch.setenv("GOT_STORE_REPO", str(app / "store.git"))
+    with pytest.raises(ConfigError, match="GOT_STORE_REPO"):
+        async with server.store():
+            pass
+    assert sorted(p.name for p in app.iterdir()) == []  # nothing was created inside the watched directory
+
+
+async def test_the_watched_directory_guard_can_be_lifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from got_integrations.langgraph import GitCheckpointSaver, server
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GOT_REPO", "agent.git")
+    monkeypatch.setenv("GOT_ALLOW_REPO_IN_WATCHED_DIR", "1")
+    async with server.checkpointer() as saver:
+        assert isinstance(saver, GitCheckpointSaver)
+        assert Path(saver.repo.gitdir).resolve() == (tmp_path / "agent.git").resolve()
+    assert "langgraph dev" in caplog.text
+
+
+async def test_default_repository_is_in_the_user_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from got_integrations.langgraph import GitStore, server
+
+    app = tmp_path / "app"
+    app.mkdir()
+    monkeypatch.chdir(app)
+    monkeypatch.delenv("GOT_REPO", raising=False)
+    monkeypatch.delenv("GOT_STORE_REPO", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    expected = (tmp_path / "data" / "gitofthoughts" / "agent-server.git").resolve()
+    async with server.checkpointer() as saver, server.store() as store:
+        assert isinstance(store, GitStore)
+        assert Path(saver.repo.gitdir).resolve() == expected
+        assert Path(store.repo.gitdir).resolve() == expected
+        await store.aput(("notes",), "n1", {"text": "kept in git"})
+    assert "refs/got/store" in git(expected, "for-each-ref", "--format=%(refname)")
+    assert list(app.iterdir()) == []
+
+
+async def test_a_key_of_the_wrong_length_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from got_integrations.langgraph import server
+
+    monkeypatch.setenv("GOT_REPO", str(tmp_path / "agent.git"))
+    monkeypatch.setenv("GOT_AES_KEY", "too short")
+    with pytest.raises(ConfigError, match="GOT_AES_KEY"):
+        async with server.checkpointer():
+            pass
+    assert not (tmp_path / "agent.git").exists()
+
+
+def _example_module() -> Any:
+    spec = importlib.util.spec_from_file_location("agent_server_example", EXAMPLE / "agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_with_a_key_nothing_readable_reaches_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph.types import Command
+
+    from got_integrations.langgraph import server
+
+    gitdir = tmp_path / "agent.git"
+    monkeypatch.setenv("GOT_REPO", str(gitdir))
+    monkeypatch.setenv("GOT_AES_KEY", "0123456789abcdef0123456789abcdef")
+    agent = _example_module()
+    async with server.checkpointer() as saver, server.store() as store:
+        graph = agent.builder.compile(checkpointer=saver, store=store)
+        config = {"configurable": {"thread_id": "t1"}}
+        await graph.ainvoke({"messages": [{"role": "user", "content": "a trip to Lisbon"}]}, config)
+        result = await graph.ainvoke(Command(resume="approve"), config)
+        assert result["messages"][-1].content.startswith("Approved. Plan for a trip to Lisbon")
+        found = await store.asearch(("plans",))
+        assert [item.value["plan"] for item in found] == ["Plan for a trip to Lisbon: 1. research 2. draft 3. check"]
+    refs = git(gitdir, "for-each-ref", "--format=%(refname)").split()
+    assert "refs/got/store" in refs and any(r.startswith("refs/got/threads/t1/") for r in refs)
+    # The plan text is in no blob and no commit message (only the namespace path, a ref-like name, is readable).
+    for word in ("research", "Approved"):
+        assert git(gitdir, "grep", "-l", word, *refs, check=False) == ""
+        assert git(gitdir, "log", "--all", f"--grep={word}", "--format=%H") == ""
+
+
+# ---------------------------------------------------------------------------- the real server
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _server_env(gitdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "GOT_"))}
+    env.update(
+        {
+            "GOT_REPO": str(gitdir),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+            # nothing may reach the internet: no tracing, no version check, no telemetry
+            "LANGSMITH_TRACING": "false",
+            "LANGCHAIN_TRACING_V2": "false",
+            "LANGGRAPH_NO_VERSION_CHECK": "true",
+            "DO_NOT_TRACK": "1",
+            "LOG_LEVEL": "INFO",
+        }
+    )
+    return env
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"langgraph dev exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"langgraph dev did not answer within {TIMEOUT}s:\n{log.read_text(errors='replace')}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # the session we started: the CLI and its reloader's worker
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    """``langgraph dev`` serving a copy of the example, the repository outside its directory."""
+    cli = Path(sys.executable).with_name("langgraph")
+    if not cli.exists():
+        pytest.skip("the langgraph CLI is not installed (extra 'server')")
+    app = tmp_path / "app"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api"))
+    gitdir = tmp_path / "data" / "agent.git"
+    log = tmp_path / "server.log"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=app,
+            env=_server_env(gitdir),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        _wait_ready(url, proc, log)
+        yield url, gitdir, log
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.slow
+async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Path, Path]) -> None:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph_sdk import get_client
+
+    from got_integrations.langgraph import GitCheckpointSaver
+
+    url, gitdir, log = agent_server
+    client = get_client(url=url, timeout=TIMEOUT)
+
+    # The server's start-up capability check found every extended capability of the saver.
+    started = log.read_text(errors="replace")
+    assert "Using custom checkpointer: GitCheckpointSaver" in started
+    assert "Using custom store" in started and "GitStore" in started
+    assert "Custom checkpointer missing" not in started
+    # (the server warns for each of these the saver leaves to BaseCheckpointSaver; it overrides them all)
+    extended = ("adelete_thread", "adelete_for_runs", "acopy_thread", "aprune")
+    assert [m for m in extended if getattr(GitCheckpointSaver, m) is getattr(BaseCheckpointSaver, m)] == []
+
+    # A run stops at the review interrupt; resuming it finishes the graph.
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "agent", input={"messages": [{"role": "user", "content": "a trip to Lisbon"}]})
+    paused = await client.threads.get_state(tid)
+    assert paused["next"] == ["review"]
+    assert [i["value"]["plan"] for i in paused["interrupts"]] == [
+        "Plan for a trip to Lisbon: 1. research 2. draft 3. check"
+    ]
+    done = await client.runs.wait(tid, "agent", command={"resume": "approve"})
+    assert done["messages"][-1]["content"] == "Approved. Plan for a trip to Lisbon: 1. research 2. draft 3. check"
+
+    # Every checkpoint of the history is a commit on the thread's head ref (git reads the trailers).
+    history = await client.threads.get_history(tid, limit=100)
+    ids = [state["checkpoint"]["checkpoint_id"] for state in history]
+    assert [state["next"] for state in history] == [[], ["finish"], ["review"], ["draft"], ["__start__"]]
+    head = f"refs/got/threads/{encode_component(tid)}/root/head"
+    assert head in _thread_refs(gitdir, tid)
+    commits = _checkpoint_commits(gitdir, head)
+    assert list(commits) == ids  # newest first, one commit per checkpoint, nothing else on the line
+    assert json.loads(git(gitdir, "show", f"{commits[ids[0]]}:checkpoint.json"))["checkpoint"]["id"] == ids[0]
+
+    # update_state from an old checkpoint (the paused one) forks: the new checkpoint is a commit whose parent
+    # is that checkpoint's commit; it is the latest, so it takes `head`, and the line it left keeps a fork ref.
+    old = next(state for state in history if state["next"] == ["review"])
+    forked = await client.threads.update_state(
+        tid,
+        {"messages": [{"role": "user", "content": "also a day in Sintra"}]},
+        checkpoint_id=old["checkpoint"]["checkpoint_id"],
+    )
+    new_id = forked["checkpoint"]["checkpoint_id"]
+    head_commits = _checkpoint_commits(gitdir, head)
+    assert next(iter(head_commits)) == new_id
+    assert git(gitdir, "rev-parse", f"{head_commits[new_id]}^").strip() == commits[old["checkpoint"]["checkpoint_id"]]
+    forks = [r for r in _thread_refs(gitdir, tid) if "/root/forks/" in r]
+    assert len(forks) == 1
+    assert _checkpoint_commits(gitdir, forks[0]) == commits  # the finished line is kept whole
+    latest = await client.threads.get_state(tid)
+    assert latest["checkpoint"]["checkpoint_id"] == new_id and latest["next"] == ["review"]
+    assert latest["values"]["messages"][-1]["content"] == "also a day in Sintra"
+
+    # Copy the thread: the copy's refs hold the same checkpoints.
+    copy = await client.threads.copy(tid)
+    cid = copy["thread_id"]
+    assert cid != tid
+    copy_head = f"refs/got/threads/{encode_component(cid)}/root/head"
+    assert set(_checkpoint_commits(gitdir, copy_head)) == set(head_commits)
+    copied_state = await client.threads.get_state(cid)
+    assert copied_state["values"] == latest["values"]
+
+    # Delete the copy: its refs are gone, the original's stay.
+    await client.threads.delete(cid)
+    assert _thread_refs(gitdir, cid) == []
+    assert head in _thread_refs(gitdir, tid)
+
+    # The store: the graph's own write and one through the API, both commits on refs/got/store.
+    await client.store.put_item(["users", "alice"], "prefs", {"language": "pt"})
+    found = await client.store.search_items(["users"], filter={"language": "pt"})
+    assert [(tuple(i["namespace"]), i["key"], i["value"]) for i in found["items"]] == [
+        (("users", "alice"), "prefs", {"language": "pt"})
+    ]
+    plans = await client.store.search_items(["plans"])
+    assert [i["value"]["plan"] for i in plans["items"]] == ["Plan for a trip to Lisbon: 1. research 2. draft 3. check"]
+    files = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert "users/alice/prefs.json" in files
+    prefs = json.loads(git(gitdir, "show", "refs/got/store:users/alice/prefs.json"))
+    assert "pt" in json.dumps(prefs)
+    assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
+
+    clean, report = fsck_clean(gitdir)
+    assert clean, report
+    # The server never reloaded: the repository sits outside the directory it watches.
+    assert log.read_text(errors="replace").count("Application started up") == 1
