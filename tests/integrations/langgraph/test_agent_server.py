@@ -82,7 +82,9 @@ async def test_the_watched_directory_guard_can_be_lifted(
     assert "langgraph dev" in caplog.text
 
 
-async def test_default_repository_is_in_the_user_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_default_repository_is_in_the_user_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from got_integrations.langgraph import GitStore, server
 
     app = tmp_path / "app"
@@ -120,7 +122,9 @@ def _example_module() -> Any:
     return module
 
 
-async def test_with_a_key_nothing_readable_reaches_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_with_a_key_nothing_readable_reaches_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from langgraph.types import Command
 
     from got_integrations.langgraph import server
@@ -310,6 +314,13 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     prefs = json.loads(git(gitdir, "show", "refs/got/store:users/alice/prefs.json"))
     assert "pt" in json.dumps(prefs)
     assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
+
+    # Prune (the in-memory runtime offers strategy "delete"; it refuses "keep_latest" itself) goes through the
+    # saver too: the thread's refs go, the store stays.
+    pruned = await client.threads.prune([tid])
+    assert pruned["pruned_count"] == 1
+    assert _thread_refs(gitdir, tid) == []
+    assert "users/alice/prefs.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
 
     clean, report = fsck_clean(gitdir)
     assert clean, report
