@@ -11,6 +11,9 @@ Run it from this directory (``pip install 'gitofthoughts[server]'``)::
     LANGSMITH_TRACING=false LANGGRAPH_NO_VERSION_CHECK=true \\
         langgraph dev --no-browser --host 127.0.0.1 --port 2024
 
+or let ``python cookbooks/agent_server/demo.py`` start it on a free port, drive it with
+``langgraph_sdk`` and show what git holds.
+
 The graph: ``draft`` asks the model for a plan, ``review`` pauses for a person
 (``interrupt``; resume the run with ``Command(resume="approve")`` or with a correction),
 ``finish`` answers and records the approved plan in the store (``("plans", <topic>)``).

@@ -11,30 +11,31 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gitcli import fsck_clean, git
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError
 from got_core.names import encode_component
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "cookbooks" / "agent_server"
-TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
 
 pytest.importorskip("langgraph_api", reason="the Agent Server needs the 'server' extra (langgraph-cli[inmem])")
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"agent_server_{name}", EXAMPLE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _thread_refs(gitdir: Path, thread_id: str) -> list[str]:
@@ -114,14 +115,6 @@ async def test_a_key_of_the_wrong_length_is_refused(tmp_path: Path, monkeypatch:
     assert not (tmp_path / "agent.git").exists()
 
 
-def _example_module() -> Any:
-    spec = importlib.util.spec_from_file_location("agent_server_example", EXAMPLE / "agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_with_a_key_nothing_readable_reaches_the_repository(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -132,7 +125,7 @@ async def test_with_a_key_nothing_readable_reaches_the_repository(
     gitdir = tmp_path / "agent.git"
     monkeypatch.setenv("GOT_REPO", str(gitdir))
     monkeypatch.setenv("GOT_AES_KEY", "0123456789abcdef0123456789abcdef")
-    agent = _example_module()
+    agent = _load("agent")
     async with server.checkpointer() as saver, server.store() as store:
         graph = agent.builder.compile(checkpointer=saver, store=store)
         config = {"configurable": {"thread_id": "t1"}}
@@ -150,81 +143,17 @@ async def test_with_a_key_nothing_readable_reaches_the_repository(
 
 
 # ---------------------------------------------------------------------------- the real server
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _server_env(gitdir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "GOT_"))}
-    env.update(
-        {
-            "GOT_REPO": str(gitdir),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
-            # nothing may reach the internet: no tracing, no version check, no telemetry
-            "LANGSMITH_TRACING": "false",
-            "LANGCHAIN_TRACING_V2": "false",
-            "LANGGRAPH_NO_VERSION_CHECK": "true",
-            "DO_NOT_TRACK": "1",
-            "LOG_LEVEL": "INFO",
-        }
-    )
-    return env
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"langgraph dev exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"{url}/ok", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"langgraph dev did not answer within {TIMEOUT}s:\n{log.read_text(errors='replace')}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)  # the session we started: the CLI and its reloader's worker
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture
 def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
-    """``langgraph dev`` serving a copy of the example, the repository outside its directory."""
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.exists():
+    """``langgraph dev`` serving a copy of the example (the cookbook's ``serve``), the repository outside it."""
+    if not Path(sys.executable).with_name("langgraph").exists():
         pytest.skip("the langgraph CLI is not installed (extra 'server')")
     app = tmp_path / "app"
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api"))
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
     gitdir = tmp_path / "data" / "agent.git"
     log = tmp_path / "server.log"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=app,
-            env=_server_env(gitdir),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        _wait_ready(url, proc, log)
+    with _load("demo").serve(app, gitdir, log, timeout=TEST_TIMEOUT) as url:
         yield url, gitdir, log
-    finally:
-        _stop(proc)
 
 
 @pytest.mark.slow
@@ -235,7 +164,7 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     from got_integrations.langgraph import GitCheckpointSaver
 
     url, gitdir, log = agent_server
-    client = get_client(url=url, timeout=TIMEOUT)
+    client = get_client(url=url, timeout=TEST_TIMEOUT)
 
     # The server's start-up capability check found every extended capability of the saver.
     started = log.read_text(errors="replace")
