@@ -89,7 +89,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def serve(app: Path, gitdir: Path, log: Path, timeout: float = 600.0) -> Iterator[str]:
+def serve(
+    app: Path, gitdir: Path, log: Path, timeout: float = 600.0, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Run ``langgraph dev`` in ``app`` (a folder with ``langgraph.json``) until the block ends.
 
     Args:
@@ -97,6 +99,7 @@ def serve(app: Path, gitdir: Path, log: Path, timeout: float = 600.0) -> Iterato
         gitdir: the repository of its checkpoints and store (keep it outside ``app``).
         log: where the server's output goes.
         timeout: how long to wait for the server to answer.
+        extra_env: more environment variables for the server (e.g. ``GOT_AES_KEY``).
 
     Yields:
         the server's URL.
@@ -113,7 +116,7 @@ def serve(app: Path, gitdir: Path, log: Path, timeout: float = 600.0) -> Iterato
         proc = subprocess.Popen(
             [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
             cwd=app,
-            env=server_env(gitdir),
+            env={**server_env(gitdir), **(extra_env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -9,10 +9,12 @@ factories' configuration: the watched-directory guard, the default location, the
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,15 @@ def _checkpoint_commits(gitdir: Path, ref: str) -> dict[str, str]:
     out = git(gitdir, "log", "--format=%H %(trailers:key=Checkpoint,valueonly,separator=)", ref)
     pairs = (line.split() for line in out.splitlines() if line.strip())
     return {pair[1]: pair[0] for pair in pairs if len(pair) == 2}
+
+
+def _run_trailers(gitdir: Path, thread_id: str) -> set[str]:
+    """The ``Run:`` trailers of every commit on the thread's checkpoint lines."""
+    refs = [r for r in _thread_refs(gitdir, thread_id) if not r.endswith("/writes")]
+    if not refs:
+        return set()
+    out = git(gitdir, "log", "--format=%(trailers:key=Run,valueonly,separator=)", *refs)
+    return {line.strip() for line in out.splitlines() if line.strip()}
 
 
 # ---------------------------------------------------------------------------- the factories
@@ -143,27 +154,68 @@ async def test_with_a_key_nothing_readable_reaches_the_repository(
 
 
 # ---------------------------------------------------------------------------- the real server
+#: A second graph the test adds to its copy of the example: ``hold`` waits until the gate file exists, so a
+#: run can be caught in flight and rolled back.
+GATED_GRAPH = """
+import os
+import time
+from pathlib import Path
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+GATE = Path(os.environ["GOT_TEST_GATE"])
+
+
+def first(state: MessagesState) -> dict:
+    return {"messages": [AIMessage(content="first step")]}
+
+
+def hold(state: MessagesState) -> dict:
+    while not GATE.exists():  # a sync node runs in a worker thread: sleeping blocks no event loop
+        time.sleep(0.05)
+    return {"messages": [AIMessage(content="released")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("first", first)
+builder.add_node("hold", hold)
+builder.add_edge(START, "first")
+builder.add_edge("first", "hold")
+builder.add_edge("hold", END)
+graph = builder.compile()
+"""
+
+
 @pytest.fixture
-def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path, Path]]:
     """``langgraph dev`` serving a copy of the example (the cookbook's ``serve``), the repository outside it."""
     if not Path(sys.executable).with_name("langgraph").exists():
         pytest.skip("the langgraph CLI is not installed (extra 'server')")
     app = tmp_path / "app"
     shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
+    (app / "gated.py").write_text(GATED_GRAPH, encoding="utf-8")
+    config = json.loads((app / "langgraph.json").read_text(encoding="utf-8"))
+    config["graphs"]["gated"] = "./gated.py:graph"
+    (app / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
     gitdir = tmp_path / "data" / "agent.git"
     log = tmp_path / "server.log"
-    with _load("demo").serve(app, gitdir, log, timeout=TEST_TIMEOUT) as url:
-        yield url, gitdir, log
+    gate = tmp_path / "gate"
+    with _load("demo").serve(app, gitdir, log, timeout=TEST_TIMEOUT, extra_env={"GOT_TEST_GATE": str(gate)}) as url:
+        try:
+            yield url, gitdir, log, gate
+        finally:
+            gate.write_text("open")  # a failed test must not leave a node holding the server's shutdown
 
 
 @pytest.mark.slow
-async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Path, Path]) -> None:
+async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Path, Path, Path]) -> None:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph_sdk import get_client
 
     from got_integrations.langgraph import GitCheckpointSaver
 
-    url, gitdir, log = agent_server
+    url, gitdir, log, gate = agent_server
     client = get_client(url=url, timeout=TEST_TIMEOUT)
 
     # The server's start-up capability check found every extended capability of the saver.
@@ -250,6 +302,25 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     assert pruned["pruned_count"] == 1
     assert _thread_refs(gitdir, tid) == []
     assert "users/alice/prefs.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+
+    # A run rolled back while in flight (multitask_strategy="rollback") leaves no commit: the server calls the
+    # saver's adelete_for_runs, which drops the run's checkpoints from the thread's refs.
+    gated = (await client.threads.create())["thread_id"]
+    held = await client.runs.create(gated, "gated", input={"messages": [{"role": "user", "content": "go"}]})
+    deadline = time.monotonic() + TEST_TIMEOUT
+    while (await client.threads.get_state(gated))["next"] != ["hold"]:
+        assert time.monotonic() < deadline, "the gated run never reached its hold step"
+        await asyncio.sleep(0.2)
+    assert held["run_id"] in _run_trailers(gitdir, gated)  # its first checkpoints are commits
+    second = await client.runs.create(
+        gated, "gated", input={"messages": [{"role": "user", "content": "again"}]}, multitask_strategy="rollback"
+    )
+    gate.write_text("open")  # let the held node finish (its result is discarded: the run was rolled back)
+    await client.runs.join(gated, second["run_id"])
+    runs = _run_trailers(gitdir, gated)
+    assert held["run_id"] not in runs and second["run_id"] in runs
+    final = await client.threads.get_state(gated)
+    assert [m["content"] for m in final["values"]["messages"]] == ["again", "first step", "released"]
 
     clean, report = fsck_clean(gitdir)
     assert clean, report
