@@ -8,7 +8,7 @@ history, the store), prints what git holds, and stops the server.
 
 Run::
 
-    python cookbooks/agent_server/demo.py                 # under a new temporary directory
+    python cookbooks/agent_server/demo.py                 # under $TMPDIR/got-cookbooks/agent_server
     python cookbooks/agent_server/demo.py --out runs/agent-server
 
 Needs the ``server`` extra: ``pip install 'gitofthoughts[server]'``.
@@ -164,9 +164,15 @@ def _git(gitdir: Path, *args: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the walkthrough; returns the process exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=None, help="output directory (default: a new temporary one)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: got-cookbooks/agent_server in the temp dir)"
+    )
     args = parser.parse_args(argv)
-    out = (args.out or Path(tempfile.mkdtemp(prefix="got-agent-server-"))).resolve()
+    if args.out is None:  # the default directory is ours: a rerun starts afresh
+        out = Path(tempfile.gettempdir()).resolve() / "got-cookbooks" / "agent_server"
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     app, gitdir = out / "app", out / "agent-server.git"
     shutil.rmtree(app, ignore_errors=True)
