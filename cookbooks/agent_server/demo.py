@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["drive", "main", "serve", "server_env"]
+__all__ = ["drive", "free_port", "main", "serve", "server_env", "start", "stop"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -57,7 +57,8 @@ def server_env(gitdir: Path) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -78,9 +79,33 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     raise RuntimeError(f"langgraph dev did not answer within {timeout}s:\n{log.read_text(errors='replace')}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def start(
+    app: Path, gitdir: Path, log: Path, port: int, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``langgraph dev`` in ``app`` on ``127.0.0.1:port``, in a session of its own (see :func:`stop`).
+
+    Raises:
+        RuntimeError: the ``langgraph`` CLI is not installed.
+    """
+    cli = Path(sys.executable).with_name("langgraph")
+    if not cli.exists():
+        raise RuntimeError("the langgraph CLI is not installed: pip install 'gitofthoughts[server]'")
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=app,
+            env={**server_env(gitdir), **(extra_env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server :func:`start` started: its whole session (the CLI and its reloader's worker)."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)  # the session started below: the CLI and its reloader's worker
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -107,26 +132,14 @@ def serve(
     Raises:
         RuntimeError: the CLI is missing, or the server exited or did not answer in time.
     """
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.exists():
-        raise RuntimeError("the langgraph CLI is not installed: pip install 'gitofthoughts[server]'")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=app,
-            env={**server_env(gitdir), **(extra_env or {})},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    proc = start(app, gitdir, log, port, extra_env)
     try:
         _wait_ready(url, proc, log, timeout)
         yield url
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 async def drive(url: str) -> dict[str, Any]:

@@ -326,3 +326,29 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     assert clean, report
     # The server never reloaded: the repository sits outside the directory it watches.
     assert log.read_text(errors="replace").count("Application started up") == 1
+
+
+@pytest.mark.slow
+def test_a_repository_inside_the_watched_folder_stops_the_server_with_a_clear_error(tmp_path: Path) -> None:
+    """No reload loop: the server refuses to start, says why and what to do, and writes nothing there."""
+    if not Path(sys.executable).with_name("langgraph").exists():
+        pytest.skip("the langgraph CLI is not installed (extra 'server')")
+    demo = _load("demo")
+    app = tmp_path / "app"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
+    log = tmp_path / "server.log"
+    proc = demo.start(app, Path("agent.git"), log, demo.free_port())  # relative: inside the folder it watches
+    try:
+        deadline = time.monotonic() + TEST_TIMEOUT
+        while "Application startup failed" not in log.read_text(errors="replace"):
+            assert proc.poll() is None or "Application startup failed" in log.read_text(errors="replace"), (
+                log.read_text(errors="replace")
+            )
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.5)
+    finally:
+        demo.stop(proc)
+    text = log.read_text(errors="replace")
+    assert "ConfigError" in text and "GOT_ALLOW_REPO_IN_WATCHED_DIR=1" in text
+    assert text.count("Application startup failed") == 1  # it did not restart over and over
+    assert not (app / "agent.git").exists()
