@@ -352,3 +352,25 @@ def test_a_repository_inside_the_watched_folder_stops_the_server_with_a_clear_er
     assert "ConfigError" in text and "GOT_ALLOW_REPO_IN_WATCHED_DIR=1" in text
     assert text.count("Application startup failed") == 1  # it did not restart over and over
     assert not (app / "agent.git").exists()
+
+
+async def test_a_store_ttl_setting_runs_a_sweeper_while_the_factory_is_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from got_integrations.langgraph import server
+
+    gitdir = tmp_path / "agent.git"
+    monkeypatch.setenv("GOT_REPO", str(gitdir))
+    monkeypatch.setenv("GOT_STORE_TTL_MINUTES", "0.02")  # the server runs no sweeper for a custom store: ours does
+    async with server.store() as store:
+        assert store.ttl_config == {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.02}
+        await store.aput(("notes",), "brief", {"text": "expires"})
+        assert "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+        deadline = time.monotonic() + TEST_TIMEOUT
+        while "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split():
+            assert time.monotonic() < deadline, "the expired item was never swept"
+            await asyncio.sleep(0.5)
+    monkeypatch.setenv("GOT_STORE_TTL_MINUTES", "soon")
+    with pytest.raises(ConfigError, match="GOT_STORE_TTL_MINUTES"):
+        async with server.store():
+            pass
