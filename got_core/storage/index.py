@@ -565,7 +565,9 @@ class DerivedIndex(IndexQueries):
                 old_tree, changed = None, []  # not a readable notes commit: no scores from it
             if old_tree is None:
                 db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
-            for path, _old, new in changed:
+            # removals first: a note moved to another fan-out depth (stock git rewrites small
+            # notes trees flat) is a removal and an addition of the same target
+            for path, _old, new in sorted(changed, key=lambda change: change[2] is not None):
                 target = path.replace("/", "")
                 if not _HEX_OID.fullmatch(target):
                     continue  # not a note (git notes names each one by its commit's SHA)
