@@ -211,6 +211,7 @@ class GitRepo:
         # tree of each commit this handle wrote lately: the next write on top of it needs
         # that tree, and libgit2 caches objects it read, not ones it wrote
         self._trees: dict[str, str] = {}
+        self._entries: dict[str, frozenset[bytes]] = {}  # raw entries of trees compared lately
 
     # ------------------------------------------------------------------ objects
     def write_blob(self, data: bytes) -> str:
@@ -640,9 +641,15 @@ class GitRepo:
     def _raw_entries(self, tree: str) -> frozenset[bytes]:
         """A tree's entries as the raw bytes of each (``<mode> <name>\\0<id>``).
 
+        The last few trees are remembered (a tree never changes): the index compares each
+        new notes tree, and each new node's tree, with the one it compared last time.
+
         Raises:
             CorruptRepositoryError: missing, not a tree, or not well formed.
         """
+        known = self._entries.get(tree)
+        if known is not None:
+            return known
         try:
             kind, data = self._r.odb.read(tree)
         except (GitError, ValueError, KeyError) as exc:
@@ -652,7 +659,11 @@ class GitRepo:
         entries = _RAW_ENTRY.findall(data) if len(tree) == 40 else []
         if sum(map(len, entries)) != len(data):  # matches cover the object exactly, or it is malformed
             raise CorruptRepositoryError(f"tree {tree} is not a well-formed tree; run `got fsck`")
-        return frozenset(entries)
+        found = frozenset(entries)
+        if len(self._entries) >= 16:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[tree] = found
+        return found
 
     def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None, context: int = 3) -> str:
         """Unified, git-style patch text between two trees (optionally only some paths).

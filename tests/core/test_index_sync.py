@@ -72,6 +72,7 @@ def answers(repo: ReasoningRepo) -> dict[str, object]:
         "grep": sorted([c.oid, sorted(c.tags), c.score] for c in repo.grep("alpha")),
         "grep_stock": sorted(c.oid for c in repo.grep("stock", refs=["stock"])) if "stock" in repo.branches() else [],
         "search": [[h.oid, h.score, h.tag, h.rho] for h in hits],
+        "search_master": [[h.oid, h.rho] for h in repo.search("beta gamma", k=5, refs=["master"])],
         "pickaxe": sorted(c.oid for c in repo.pickaxe("gamma")),
         "tagged": sorted(c.oid for c in repo.tagged("success_")),
         "marks": sorted(c.oid for c in repo.tagged("mark-")),
