@@ -15,9 +15,11 @@ at each history size:
 
 Metrics: write (got vs the floor; flat means the ratio does not grow with history);
 grep / search right after a ``commit_node`` vs the same kind of query in steady state
-(query words drawn afresh from the same distribution for both); a new process's first
-query (cold); replay; disk after ``got gc`` (git objects and refs, and the derived index,
-apart) vs the SQLite file after VACUUM.
+(nothing moved; query words drawn afresh from the same distribution for both); pickaxe
+after a few writes (it indexes the files of the commits written since it last ran: a
+sync after a write indexes messages, trailers, refs, tags and notes, not files); a new
+process's first query (cold); replay; disk after ``got gc`` (git objects and refs, and the
+derived index, apart) vs the SQLite file after VACUUM.
 
 History up to ``--api-fill`` nodes (default 10,000) is written through the public API;
 beyond that it is bulk-imported with ``git fast-import`` — the same commits (files,
@@ -119,6 +121,9 @@ class Got:
 
     def search(self, words: str) -> int:
         return len(self.repo.search(words, k=5))
+
+    def pickaxe(self, word: str) -> int:
+        return len(self.repo.pickaxe(word))
 
     def replay(self, rng: random.Random) -> None:
         self.repo.read_node(rng.choice(self.oids))
@@ -401,28 +406,39 @@ class Bench:
         )
 
         task = progress.add_task(f"reads after writes @ {level:,}", total=self.reads)
-        q: dict[str, list[float]] = {
-            k: [] for k in ("grep_raw", "grep", "search_raw", "search", "sq_grep", "sq_search")
-        }
+        keys = ("grep_raw", "grep", "search_raw", "search", "pickaxe_raw", "pickaxe", "sq_grep", "sq_search")
+        q: dict[str, list[float]] = {k: [] for k in keys}
         for j in range(self.reads):
             i = 20_000_000 + self.count + j
             p = payload(i, self.rng)
+            # steady: a query with nothing moved; the query between looks again at stamps
+            # the file system's clock had not passed yet (the racy-git rule), untimed
             got.write(i, p)  # commit_node: the commit, the note and the outcome tag
             q["grep_raw"].append(timed(got.grep, self.word()))
+            got.grep(self.word())
             q["grep"].append(timed(got.grep, self.word()))
             got.write(i, payload(i + 1, self.rng))
             q["search_raw"].append(timed(got.search, self.words()))
+            got.search(self.words())
             q["search"].append(timed(got.search, self.words()))
+            if j % 4 == 0:  # pickaxe indexes the files of the commits written since it last ran
+                got.write(i, payload(i + 2, self.rng))
+                q["pickaxe_raw"].append(timed(got.pickaxe, self.word()))
+                got.pickaxe(self.word())
+                q["pickaxe"].append(timed(got.pickaxe, self.word()))
             sq.write(i, p)
             q["sq_grep"].append(timed(sq.grep, self.word()))
             q["sq_search"].append(timed(sq.search, self.words()))
             progress.advance(task)
-        self.count += 2 * self.reads
+        self.count += 2 * self.reads + len(q["pickaxe"])
         m = {k: med_ms(v) for k, v in q.items()}
         row.update(
             got_grep_after_write_ms=m["grep_raw"],
             got_grep_steady_ms=m["grep"],
             grep_after_write_vs_steady=m["grep_raw"] / m["grep"],
+            got_pickaxe_after_writes_ms=m["pickaxe_raw"],
+            got_pickaxe_steady_ms=m["pickaxe"],
+            pickaxe_after_writes_vs_steady=m["pickaxe_raw"] / m["pickaxe"],
             got_search_after_write_ms=m["search_raw"],
             got_search_steady_ms=m["search"],
             search_after_write_vs_steady=m["search_raw"] / m["search"],
@@ -496,6 +512,7 @@ def render(rows: list[dict[str, Any]]) -> str:
         ("search after write ms", "got_search_after_write_ms", "{:.2f}"),
         ("search steady ms", "got_search_steady_ms", "{:.2f}"),
         ("after/steady ", "search_after_write_vs_steady", "{:.2f}×"),
+        ("pickaxe after 3 writes / steady ms", None, None),
         ("sqlite grep / search ms", None, None),
         ("cold grep / search ms", None, None),
         ("sqlite cold ms", "sqlite_cold_grep_ms", "{:.1f}"),
@@ -512,6 +529,8 @@ def render(rows: list[dict[str, Any]]) -> str:
         for title, key, fmt in cols:
             if key is not None and fmt is not None:
                 cells.append(fmt.format(r[key]))
+            elif title.startswith("pickaxe"):
+                cells.append(f"{r['got_pickaxe_after_writes_ms']:.2f} / {r['got_pickaxe_steady_ms']:.2f}")
             elif title.startswith("sqlite grep"):
                 cells.append(f"{r['sqlite_grep_ms']:.2f} / {r['sqlite_search_ms']:.2f}")
             elif title.startswith("cold"):
@@ -550,6 +569,7 @@ PLOTTED = (
     ("write", ("got_write_ms", "floor_write_ms", "sqlite_write_ms")),
     ("grep", ("got_grep_after_write_ms", "got_grep_steady_ms", "sqlite_grep_ms", "got_cold_grep_ms")),
     ("search", ("got_search_after_write_ms", "got_search_steady_ms", "sqlite_search_ms", "got_cold_search_ms")),
+    ("pickaxe", ("got_pickaxe_after_writes_ms", "got_pickaxe_steady_ms")),
     ("replay", ("got_replay_ms", "floor_read_ms", "sqlite_replay_ms")),
 )
 

@@ -521,6 +521,13 @@ class RepoBase:
         if index is not None:  # not opened yet: its first sync looks at every directory anyway
             index.note_moves(moves)
 
+    def _notes_written(self, ref: str, commit: str, parent: str | None, changes: Mapping[str, str | None]) -> None:
+        """A notes commit this repository published: its tree is ``parent``'s with ``changes``
+        (path -> blob, None removed). The index applies that instead of diffing the trees."""
+        index = self._index
+        if index is not None and ref == index.notes_ref:
+            index.note_notes_commit(commit, parent, changes)
+
     def _idx(self) -> DerivedIndex:
         """The derived index, synced with git (call it once per query, and query the result)."""
         with self._index_lock:

@@ -78,12 +78,13 @@ def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | 
     Nothing is re-validated here: :func:`set_notes` checks what callers hand it.
     """
     git = repo.git
+    built: dict[str, tuple[str | None, dict[str, str | None]]] = {}
 
     def build(tip: str | None) -> Publish:
         base = git.commit_tree(tip) if tip else None
-        changes: dict[str, bytes | BlobId | None] = {}
+        changes: dict[str, BlobId | None] = {}
         for oid, data in payload.items():
-            changes[f"{oid[:2]}/{oid[2:]}"] = data
+            changes[f"{oid[:2]}/{oid[2:]}"] = data if isinstance(data, BlobId) else BlobId(git.write_blob(data))
         if base is not None:  # notes stock git wrote flat or at another fan-out depth
             others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
             for path, blob in git.tree_entries(base, others).items():
@@ -94,9 +95,12 @@ def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | 
         commit = git.write_commit(
             tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
         )
+        built[commit] = (tip, dict(changes))
         return Publish(commit, commit)
 
-    return repo.update_ref(name, build)
+    commit = repo.update_ref(name, build)
+    repo._notes_written(name, commit, *built[commit])  # the index applies these changes without a tree diff
+    return commit
 
 
 def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, str, str] | None:

@@ -65,7 +65,7 @@ from got_core.types import parse_trailers, trailer_score
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
 MAX_INDEXED_BLOB = 1 << 20
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -82,6 +82,7 @@ CREATE INDEX IF NOT EXISTS changes_crow ON changes(crow);
 CREATE INDEX IF NOT EXISTS changes_old ON changes(old);
 CREATE INDEX IF NOT EXISTS changes_new ON changes(new);
 CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, text TEXT);
+CREATE TABLE IF NOT EXISTS unblobbed(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
@@ -90,10 +91,13 @@ CREATE TABLE IF NOT EXISTS fs_seen(path TEXT PRIMARY KEY, ino INTEGER, mtime INT
     racy INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS fs_loose(dir TEXT NOT NULL, name TEXT NOT NULL, ino INTEGER, mtime INTEGER,
     size INTEGER, racy INTEGER, PRIMARY KEY(dir, name)) WITHOUT ROWID;
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', columnsize=0, detail=none,
+    tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0,
+    tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0,
+    tokenize='trigram case_sensitive 1');
 """
 
 # One read says whether the index may be behind: the observation's and the data's
@@ -174,6 +178,8 @@ class DerivedIndex(IndexQueries):
         # refs this process moved since its last sync (reported by the write path)
         self._pending: set[str] = set()
         self._pending_lock = threading.Lock()
+        # notes commits this process wrote: commit -> (parent, {path: blob or None})
+        self._notes_hints: dict[str, tuple[str | None, dict[str, str | None]]] = {}
         # the lines of packed-refs the index reflects, and the stamp they were read at
         self._packed: tuple[Stamp, frozenset[bytes]] | None = None
         self._clock_probe = self.path.parent / "index.clock"
@@ -227,6 +233,7 @@ class DerivedIndex(IndexQueries):
             self.db.execute("COMMIT")
             self._obs_gen = self._data_gen = None
             self.sync()
+            self.blobs_ready()
 
     # ------------------------------------------------------------------ sync
     def note_moves(self, moves: Iterable[tuple[str, str | None, str | None]]) -> None:
@@ -237,6 +244,35 @@ class DerivedIndex(IndexQueries):
         """
         with self._pending_lock:
             self._pending.update(name for name, _old, _new in moves)
+
+    def note_notes_commit(self, commit: str, parent: str | None, changes: Mapping[str, str | None]) -> None:
+        """Hear that ``commit`` (on our notes ref) is ``parent``'s notes tree with ``changes``.
+
+        Commits are named by their content, so this is true for good; the next sync
+        applies the changes of a run of such commits without diffing notes trees.
+        """
+        with self._pending_lock:
+            if len(self._notes_hints) >= 256:
+                self._notes_hints.clear()
+            self._notes_hints[commit] = (parent, dict(changes))
+
+    def _hinted_notes(self, prev: str | None, tip: str) -> list[tuple[str, str | None, str | None]] | None:
+        """The note changes from ``prev`` to ``tip`` if every commit between was heard of, else None."""
+        chain: list[dict[str, str | None]] = []
+        at: str | None = tip
+        with self._pending_lock:
+            while at != prev and at is not None and len(chain) < 64:
+                hint = self._notes_hints.get(at)
+                if hint is None:
+                    return None
+                chain.append(hint[1])
+                at = hint[0]
+        if at != prev:
+            return None
+        merged: dict[str, str | None] = {}
+        for changes in reversed(chain):
+            merged.update(changes)
+        return [(path, None, blob) for path, blob in merged.items()]
 
     def sync(self) -> None:
         """Bring the index up to date with the repository (cheap when nothing moved)."""
@@ -295,9 +331,8 @@ class DerivedIndex(IndexQueries):
             self._sync_notes(changes)
             self._store(look)
             new_obs, new_data = os.urandom(8).hex(), os.urandom(8).hex()
-            db.execute("INSERT OR REPLACE INTO meta VALUES('obs_gen', ?)", (new_obs,))
-            if changes.any:
-                db.execute("INSERT OR REPLACE INTO meta VALUES('data_gen', ?)", (new_data,))
+            gens = [("obs_gen", new_obs), ("data_gen", new_data)] if changes.any else [("obs_gen", new_obs)]
+            db.executemany("INSERT OR REPLACE INTO meta VALUES(?, ?)", gens)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -363,11 +398,12 @@ class DerivedIndex(IndexQueries):
     def _store(self, look: Scan) -> None:
         """Write the new observation (only what differs from the stored one)."""
         db = self.db
-        for rel in self._seen.keys() - look.dirs.keys():
-            db.execute("DELETE FROM fs_seen WHERE path=?", (rel,))
-        for rel, stamp in look.dirs.items():
-            if self._seen.get(rel) != stamp:
-                db.execute("INSERT OR REPLACE INTO fs_seen VALUES(?,?,?,?,?)", (rel, *stamp))
+        gone_dirs = [(rel,) for rel in self._seen.keys() - look.dirs.keys()]
+        if gone_dirs:
+            db.executemany("DELETE FROM fs_seen WHERE path=?", gone_dirs)
+        fresh_dirs = [(rel, *stamp) for rel, stamp in look.dirs.items() if self._seen.get(rel) != stamp]
+        if fresh_dirs:
+            db.executemany("INSERT OR REPLACE INTO fs_seen VALUES(?,?,?,?,?)", fresh_dirs)
         for rel, files in look.files.items():
             if files is None:
                 db.execute("DELETE FROM fs_loose WHERE dir=?", (rel,))
@@ -425,11 +461,12 @@ class DerivedIndex(IndexQueries):
                     missing.append(target)
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
-        for name, (_old, new) in delta.items():
-            if new is None:
-                db.execute("DELETE FROM refs WHERE name=?", (name,))
-            else:
-                db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, new))
+        gone = [(name,) for name, (_old, new) in delta.items() if new is None]
+        if gone:
+            db.executemany("DELETE FROM refs WHERE name=?", gone)
+        moved = [(name, new) for name, (_old, new) in delta.items() if new is not None]
+        if moved:
+            db.executemany("INSERT OR REPLACE INTO refs VALUES(?,?)", moved)
         if delta:
             changes.any = True
 
@@ -486,8 +523,36 @@ class DerivedIndex(IndexQueries):
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
         db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
+        db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
+        return crow
+
+    def blobs_ready(self) -> None:
+        """Index the files of every commit indexed without them (see :meth:`_index_blobs`).
+
+        A sync indexes a commit's message, trailers and refs; the blobs it changed are
+        only needed by pickaxe (``git log -S``), so they are indexed when it first asks,
+        many commits in one transaction, instead of in the sync after every write.
+        """
+        with self._lock:
+            db = self.db
+            if db.execute("SELECT 1 FROM unblobbed LIMIT 1").fetchone() is None:
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = db.execute("SELECT u.crow, c.oid FROM unblobbed u JOIN commits c ON c.rowid = u.crow").fetchall()
+                for crow, oid in rows:
+                    self._index_blobs(crow, oid)
+                db.execute("DELETE FROM unblobbed")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _index_blobs(self, crow: int, oid: str) -> None:
+        """The (path, old blob, new blob) changes of one commit, and the text of its new blobs."""
+        db = self.db
         try:
-            changed = self.git.changed_paths(c)
+            changed = self.git.changed_paths(self.git.read_commit(oid))
         except _BROKEN:
             changed = []  # a tree we cannot read: the message is still searchable
         if changed:
@@ -501,7 +566,6 @@ class DerivedIndex(IndexQueries):
             for blob in blobs:
                 if blob not in known:
                     self._add_blob(blob)
-        return crow
 
     def _add_blob(self, oid: str) -> None:
         """Index one blob not indexed yet (its text, for pickaxe candidates)."""
@@ -559,16 +623,20 @@ class DerivedIndex(IndexQueries):
         if not tip:
             db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
         else:
-            try:
-                new_tree = self.git.read_commit(tip).tree
-                old_tree = None
-                if prev and self.git.has_object(prev):
-                    old_tree = self.git.read_commit(prev).tree
-                changed = self.git.changed_tree_paths(old_tree, new_tree)
-            except _BROKEN:
-                old_tree, changed = None, []  # not a readable notes commit: no scores from it
-            if old_tree is None:
-                db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
+            hinted = self._hinted_notes(prev or None, tip)
+            if hinted is not None:
+                changed = hinted  # our own notes commits: their changes are known
+            else:
+                try:
+                    new_tree = self.git.read_commit(tip).tree
+                    old_tree = None
+                    if prev and self.git.has_object(prev):
+                        old_tree = self.git.read_commit(prev).tree
+                    changed = self.git.changed_tree_paths(old_tree, new_tree)
+                except _BROKEN:
+                    old_tree, changed = None, []  # not a readable notes commit: no scores from it
+                if old_tree is None:
+                    db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
             # removals first: a note moved to another fan-out depth (stock git rewrites small
             # notes trees flat) is a removal and an addition of the same target
             for path, _old, new in sorted(changed, key=lambda change: change[2] is not None):

@@ -106,6 +106,9 @@ class IndexQueries:
         "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
     )
 
+    def blobs_ready(self) -> None:
+        """Make sure every indexed commit's changed files are indexed (the host defers them)."""
+
     def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
         if refs is None:
             return "", []
@@ -242,6 +245,7 @@ class IndexQueries:
 
         With ``added_only``, only commits where the count grows (the one that introduced it).
         """
+        self.blobs_ready()
         with self._lock:
             db = self.db
             if len(needle) >= 3:

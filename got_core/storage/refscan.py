@@ -82,7 +82,9 @@ ABSENT = Stamp(0, 0, -1, False)
 
 
 def _stamp(st: os.stat_result, clock: int) -> Stamp:
-    return Stamp(st.st_ino, st.st_mtime_ns, st.st_size, st.st_mtime_ns >= clock)
+    mtime = st.st_mtime_ns
+    # tuple.__new__ skips the named tuple's keyword constructor: this runs once per loose ref listed
+    return tuple.__new__(Stamp, (st.st_ino, mtime, st.st_size, mtime >= clock))
 
 
 def stamp_of(path: Path) -> Stamp:
@@ -115,7 +117,11 @@ def read_packed(gitdir: Path) -> frozenset[bytes]:
         data = (gitdir / PACKED).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return frozenset()
-    return frozenset(line for line in data.split(b"\n") if line and not line.startswith(b"#"))
+    lines = set(data.split(b"\n"))
+    lines.discard(b"")
+    if data.startswith(b"#"):  # the header ("# pack-refs with: ..."), git's only comment line
+        lines.discard(data.split(b"\n", 1)[0])
+    return frozenset(lines)
 
 
 def packed_names(lines: Set[bytes]) -> set[str]:
@@ -151,10 +157,14 @@ def quick_dirty(gitdir: Path, seen: Mapping[str, Stamp]) -> bool:
     """
     if PACKED not in seen or "refs" not in seen:
         return True
+    root = os.fspath(gitdir)
     for rel, before in seen.items():
         if before.racy:
             return True
-        st = _lstat(gitdir / rel)
+        try:
+            st: os.stat_result | None = os.lstat(f"{root}/{rel}")
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
         if st is None:
             if before != ABSENT:
                 return True
@@ -217,6 +227,7 @@ def scan(
         A :class:`Scan`.
     """
     now = clock if clock is not None else time.time_ns() - _FALLBACK_RACY_NS
+    root = os.fspath(gitdir)
     out = Scan(candidates=set(pending))
     pst = _lstat(gitdir / PACKED)
     packed = _stamp(pst, now) if pst is not None else ABSENT
@@ -227,7 +238,7 @@ def scan(
     stack = ["refs"]
     while stack:
         rel = stack.pop()
-        st = _lstat(gitdir / rel)
+        st = _lstat(Path(root, rel))
         if st is None or not _stat.S_ISDIR(st.st_mode):
             continue  # gone (or not a directory any more): its files are candidates below
         here = _stamp(st, now)
@@ -239,10 +250,11 @@ def scan(
         old = loose(rel) if prev is not None else {}
         new: dict[str, Stamp] = {}
         try:
-            with os.scandir(gitdir / rel) as it:
+            with os.scandir(f"{root}/{rel}") as it:
                 entries = list(it)
         except OSError:
             entries = []  # removed between lstat and scandir: seen as gone next time
+        changed = out.candidates
         for entry in entries:
             name = entry.name
             if not name.isascii() and not _is_utf8(name):
@@ -256,11 +268,11 @@ def scan(
                 fst = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while listed: a candidate below (not in `new`)
-            stamp = _stamp(fst, now)
-            new[name] = stamp
+            stamp = new[name] = _stamp(fst, now)
             was = old.get(name)
-            if was is None or was.racy or not was.same(stamp):
-                out.candidates.add(f"{rel}/{name}")
+            # (racy, or a different inode, mtime or size: it may have moved)
+            if was is None or was[3] or was[0] != stamp[0] or was[1] != stamp[1] or was[2] != stamp[2]:
+                changed.add(f"{rel}/{name}")
         out.candidates.update(f"{rel}/{name}" for name in old.keys() - new.keys())
         out.dirs[rel] = here
         out.files[rel] = new

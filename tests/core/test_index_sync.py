@@ -204,6 +204,66 @@ def test_stock_git_changes_are_applied_incrementally_tags_included(tmp_path):
     assert oids[10] not in {c.oid for c in repo.grep("alpha", refs=["master"])}
 
 
+def test_files_of_new_commits_are_indexed_when_pickaxe_first_asks(tmp_path):
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("alpha gamma before"))
+    assert len(repo.pickaxe("gamma before")) == 1
+    statements = traced(repo)
+    ours = repo.commit_node(node("alpha gamma ours")).oid
+    base = repo.refs()["refs/heads/master"]
+    blob = stock(repo.gitdir, "hash-object", "-w", "--stdin", input=b"gamma from stock\n").strip()
+    listing = stock(repo.gitdir, "ls-tree", base) + f"100644 blob {blob}\tstock.txt\n"  # base's files, and one
+    tree = stock(repo.gitdir, "mktree", input=listing.encode()).strip()
+    theirs = stock(repo.gitdir, "commit-tree", "-p", base, "-m", "alpha stock", tree).strip()
+    stock(repo.gitdir, "update-ref", "refs/heads/stock", theirs)
+    assert {c.oid for c in repo.grep("alpha")} >= {ours, theirs}
+    assert not any(s.startswith(("INSERT INTO changes", "INSERT INTO blobs")) for s in statements), (
+        "a sync indexes messages, refs, tags and notes; files wait for pickaxe"
+    )
+    assert {c.oid for c in repo.pickaxe("gamma ours")} == {ours}
+    assert {c.oid for c in repo.pickaxe("gamma from stock")} == {theirs}
+    assert any(s.startswith("INSERT INTO changes") for s in statements)
+    agrees_with_fresh_index(repo, tmp_path, "deferred-files")
+
+
+def test_our_notes_commits_are_applied_without_diffing_notes_trees(tmp_path, monkeypatch):
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    oids = [repo.commit_node(node(f"alpha beta {i}", i / 10)).oid for i in range(4)]
+    repo.grep("alpha")
+    index = repo._index
+    assert index is not None
+    diffs: list[tuple[str | None, str]] = []
+    real = index.git.changed_tree_paths
+
+    def counted(old_tree: str | None, new_tree: str) -> list[tuple[str, str | None, str | None]]:
+        diffs.append((old_tree, new_tree))
+        return real(old_tree, new_tree)
+
+    monkeypatch.setattr(index.git, "changed_tree_paths", counted)  # a spy: the real diff still runs
+    fresh = repo.commit_node(node("alpha beta fresh", 0.95)).oid
+    repo.set_notes({oids[1]: {"s_comb": 0.05}})
+    assert repo.search("alpha beta fresh", k=1)[0].score == 0.95
+    assert diffs == [], "our own notes commits carry their changes; the sync does not diff trees"
+    # stock git writes a note between ours: the chain of known commits breaks, the trees are diffed
+    stock(repo.gitdir, "notes", "--ref=got", "add", "-f", "-m", '{"s_comb": 0.5}', oids[2])
+    repo.set_notes({oids[3]: {"s_comb": 0.25}})
+    assert {c.oid: c.score for c in repo.grep("alpha beta")}[oids[2]] == 0.5
+    assert diffs, "a notes commit we did not write is diffed"
+    assert {c.oid: c.score for c in repo.grep("alpha beta")}[fresh] == 0.95
+    agrees_with_fresh_index(repo, tmp_path, "notes-hints")
+
+
+def test_a_query_word_sqlite_splits_is_no_error(tmp_path):
+    # U+19B0 is a letter to Python and a mark to SQLite's tokenizer: the word is two tokens
+    # there, and a phrase of two tokens is an error for the word index (detail=none); its
+    # document frequency is 0 (no indexed term holds it), so it never reaches MATCH;
+    # search still finds the commit by the text of its files
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    oid = repo.commit_node(node("alpha a\u19b0b beta")).oid
+    assert [h.oid for h in repo.search("a\u19b0b alpha", k=3)] == [oid]
+    assert [h.oid for h in repo.search("a\u19b0b", k=3)] == [oid]  # found by its text (pickaxe)
+
+
 def test_a_writing_process_packs_loose_refs_before_directories_grow_long(tmp_path):
     repo = ReasoningRepo.init(tmp_path / "r.git")
     for i in range(90):  # every node gets a tag; the limit is 64 loose refs per directory here
