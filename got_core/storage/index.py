@@ -65,7 +65,9 @@ from got_core.types import parse_trailers, trailer_score
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
 MAX_INDEXED_BLOB = 1 << 20
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
+#: commits whose messages wait outside the trigram index before one batch adds them
+TRI_BATCH = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -83,6 +85,7 @@ CREATE INDEX IF NOT EXISTS changes_old ON changes(old);
 CREATE INDEX IF NOT EXISTS changes_new ON changes(new);
 CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, text TEXT);
 CREATE TABLE IF NOT EXISTS unblobbed(crow INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS untri(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
@@ -329,6 +332,8 @@ class DerivedIndex(IndexQueries):
             changes = _Changes()
             self._apply(delta, changes)
             self._sync_notes(changes)
+            if changes.any:
+                self._tri_batch()
             self._store(look)
             new_obs, new_data = os.urandom(8).hex(), os.urandom(8).hex()
             gens = [("obs_gen", new_obs), ("data_gen", new_data)] if changes.any else [("obs_gen", new_obs)]
@@ -522,9 +527,25 @@ class DerivedIndex(IndexQueries):
         if crow is None:  # sqlite3 sets it after every INSERT
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
-        db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
+        # the trigram index takes messages in batches (see _tri_batch); grep reads the batch too
+        db.execute("INSERT INTO untri VALUES(?)", (crow,))
         db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
         return crow
+
+    def _tri_batch(self) -> None:
+        """Add the waiting messages to the trigram index once :data:`TRI_BATCH` of them wait.
+
+        FTS5 writes a segment per transaction and merges segments as they pile up; one
+        message per sync made that merging most of a sync's cost. Until a batch is full,
+        grep also tests the waiting messages (a handful of ``instr`` calls).
+        """
+        db = self.db
+        if db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH:
+            return
+        db.execute(
+            "INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message FROM untri u JOIN commits c ON c.rowid = u.crow"
+        )
+        db.execute("DELETE FROM untri")
 
     def blobs_ready(self) -> None:
         """Index the files of every commit indexed without them (see :meth:`_index_blobs`).

@@ -151,8 +151,12 @@ class IndexQueries:
             ) from None
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
-            where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
+            # the trigram index, and the messages still waiting for its next batch
+            where = (
+                "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ? UNION ALL "
+                "SELECT u.crow FROM untri u JOIN commits m ON m.rowid = u.crow WHERE instr(m.message, ?) > 0)"
+            )
+            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal], refs)
         else:
             rows = self._rows("1", (), refs)
         return [r for r in rows if rx.search(r.message)]

@@ -226,6 +226,25 @@ def test_files_of_new_commits_are_indexed_when_pickaxe_first_asks(tmp_path):
     agrees_with_fresh_index(repo, tmp_path, "deferred-files")
 
 
+def test_grep_sees_messages_waiting_for_the_trigram_batch_and_after_it(tmp_path):
+    from got_core.storage.index import TRI_BATCH
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    statements = traced(repo)
+    for n in range(TRI_BATCH + 3):
+        repo.commit_node(node(f"alpha needle-{n:03d} gamma"))
+        hits = {c.oid for c in repo.grep(f"needle-{n:03d}")}
+        assert hits == set(stock(repo.gitdir, "log", "--all", "-F", f"--grep=needle-{n:03d}", "--format=%H").split())
+        assert len(hits) == 1, n
+    assert len(repo.grep("needle-")) == TRI_BATCH + 3
+    inserts = [s for s in statements if s.startswith("INSERT INTO msg_tri")]
+    assert len(inserts) == 1, "one batch, not a trigram segment per sync"
+    index = repo._index
+    assert index is not None
+    assert index.db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH
+    agrees_with_fresh_index(repo, tmp_path, "trigram-batch")
+
+
 def test_our_notes_commits_are_applied_without_diffing_notes_trees(tmp_path, monkeypatch):
     repo = ReasoningRepo.init(tmp_path / "r.git")
     oids = [repo.commit_node(node(f"alpha beta {i}", i / 10)).oid for i in range(4)]
