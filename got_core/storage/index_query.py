@@ -152,9 +152,11 @@ class IndexQueries:
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
             # the trigram index, and the messages still waiting for its next batch
+            # (an OR of two IN terms: SQLite plans it as two rowid lookups; a UNION inside
+            # one IN was planned ten times slower)
             where = (
-                "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ? UNION ALL "
-                "SELECT u.crow FROM untri u JOIN commits m ON m.rowid = u.crow WHERE instr(m.message, ?) > 0)"
+                "(c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
+                " OR (c.rowid IN (SELECT crow FROM untri) AND instr(c.message, ?) > 0))"
             )
             rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal], refs)
         else:
