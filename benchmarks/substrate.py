@@ -51,11 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-<<<<<<< HEAD
 import pygit2
-=======
-from _plot import default_out, log_lines
->>>>>>> main
+from _plot import default_out
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -617,11 +614,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--colds", type=int, default=5, help="new processes per size for the cold first query")
     ap.add_argument("--api-fill", type=int, default=10_000, help="history written through the public API")
     ap.add_argument("--seed", type=int, default=0)
-<<<<<<< HEAD
-    ap.add_argument("--out", type=Path, default=Path("runs/benchmarks/substrate"), help="where results go")
-=======
-    ap.add_argument("--out", type=Path, default=default_out("substrate"), help="where to write JSON and PNG")
->>>>>>> main
+    ap.add_argument(
+        "--out", type=Path, default=default_out("substrate"), help="where to write JSON, the table and the plot"
+    )
     ap.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: the system temp dir)")
     args = ap.parse_args(argv)
     levels = sorted(int(x) for x in args.levels.split(","))

@@ -28,7 +28,7 @@ TINY = {
 }
 OUTPUTS = {
     "backends": ["backends.json", "backends.png"],
-    "substrate": ["substrate.json", "substrate.png"],
+    "substrate": ["substrate.json", "substrate.md", "substrate.png"],
     "solver": ["solver.json"],
     "langgraph_saver": ["langgraph_saver.json", "langgraph_saver_scale.png", "langgraph_saver_threads.png"],
 }
