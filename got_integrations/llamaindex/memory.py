@@ -33,6 +33,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from got_core.errors import MissingExtraError
@@ -57,11 +58,12 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.repo import ReasoningRepo
+from got_integrations.llamaindex._options import SQL_DEFAULTS, UnsupportedOptionError, refuse_sql_options
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, Write
 from got_integrations.llamaindex._window import choose_window_start
 from got_integrations.llamaindex.chat_store import GitChatStore, _as_list, to_message, to_payload
 
-__all__ = ["HANDLE_FORMAT", "GitMemory"]
+__all__ = ["HANDLE_FORMAT", "GitMemory", "UnsupportedOptionError"]
 
 HANDLE_FORMAT = "got.llamaindex.memory/1"
 _SETTINGS = (
@@ -95,6 +97,10 @@ class GitMemory(Memory):
     """
 
     path: str = Field(description="The git repository holding the session.")
+    live: bool = Field(
+        default=False,
+        description="Whether a serialized handle resumes on the newest commit (else as of its own commit).",
+    )
     _log: SessionLog = PrivateAttr()
     _tokens: dict[str, int] = PrivateAttr(default_factory=dict)
     _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
@@ -125,13 +131,9 @@ class GitMemory(Memory):
         return "GitMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]  # its own arguments, as Memory.from_defaults has BaseMemory's
+    def from_defaults(  # type: ignore[override]  # Memory.from_defaults' arguments, then ours
         cls,
-        path: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
-        *,
-        repo: ReasoningRepo | None = None,
-        create: bool = True,
         chat_history: list[ChatMessage] | None = None,
         token_limit: int = DEFAULT_TOKEN_LIMIT,
         memory_blocks: list[BaseMemoryBlock[Any]] | None = None,
@@ -143,38 +145,65 @@ class GitMemory(Memory):
         image_token_size_estimate: int = 256,
         audio_token_size_estimate: int = 256,
         video_token_size_estimate: int = 256,
+        chat_store: Any = None,
+        table_name: str = SQL_DEFAULTS["table_name"],
+        async_database_uri: str | None = None,
+        async_engine: Any = None,
+        db_schema: str | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        repo: ReasoningRepo | None = None,
+        create: bool = True,
         document_token_size_estimate: int = 2048,
+        live: bool = False,
     ) -> GitMemory:
         """Open (or start) session ``session_id`` in the repository at ``path``.
 
+        Takes every argument of llama-index's ``Memory.from_defaults``, in the same order,
+        so ``Memory.from_defaults(...)`` becomes ``GitMemory.from_defaults(..., path=...)``.
+        The SQL store's options have a git equivalent instead (see Raises).
+
         Args:
-            path: the repository (default ``$GOT_REPO`` or ``./got.git``); created when missing.
-            session_id: the session (default ``"default"``: a fixed id, so a restart finds it).
-            repo: an open repository to use instead of ``path`` (to share identity, signer, clock).
-            create: when false, a missing repository or session raises instead of starting empty.
+            session_id: the session (default ``"default"``: a fixed id, so a restart finds it;
+                llama-index picks a random one).
             chat_history: replace the session's messages with these (one commit).
             token_limit, chat_history_token_ratio, token_flush_size, memory_blocks,
             memory_blocks_template, insert_method, tokenizer_fn, *_token_size_estimate:
                 as for llama-index's ``Memory.from_defaults``.
+            chat_store: a :class:`GitChatStore` to use (its repository), instead of ``path``.
+            table_name, async_database_uri, async_engine, db_schema: accepted at their
+                defaults only (git has no SQL table; see Raises).
+            path: the repository (default ``$GOT_REPO`` or ``./got.git``); created when missing.
+            repo: an open repository to use instead of ``path`` (to share identity, signer, clock).
+            create: when false, a missing repository or session raises instead of starting empty.
+            live: what a serialized handle (``to_dict``, so ``Context.to_dict()``) resumes:
+                false (default) resumes as of the commit it was saved at, forking when the
+                session moved on since; true resumes on the session's newest commit.
 
         Raises:
+            UnsupportedOptionError: a SQL option (``async_database_uri``, ``async_engine``,
+                ``db_schema``, a non-default ``table_name``), a ``chat_store`` that is not a
+                :class:`GitChatStore`, or a ``chat_store`` and a ``path``/``repo`` naming
+                different repositories.
             ConfigError: a non-positive token limit, or a ratio outside (0, 1].
             InvalidNameError: an empty or over-long session id.
             RepositoryNotFoundError: ``create=False`` and no repository at ``path``.
             UnknownRefError: ``create=False`` and the session was never written.
         """
+        refuse_sql_options(
+            table_name=table_name, async_database_uri=async_database_uri, async_engine=async_engine, db_schema=db_schema
+        )
         if not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit < 1:
             raise ConfigError(f"token_limit must be a positive int, got {token_limit!r}")
         if not isinstance(chat_history_token_ratio, (int, float)) or not 0 < chat_history_token_ratio <= 1:
             raise ConfigError(f"chat_history_token_ratio must be in (0, 1], got {chat_history_token_ratio!r}")
         if token_flush_size > token_limit:
             token_flush_size = int(token_limit * 0.7)  # what Memory.from_defaults does
-        store = GitChatStore(
-            path if path is not None or repo is not None else _default_path(), repo=repo, create=create
-        )
+        store = _chat_store(chat_store, path, repo, create)
         session_id = "default" if session_id is None else session_id
         memory = cls(
             path=store.path,
+            live=live,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn or get_tokenizer(),
             sql_store=store,
@@ -392,8 +421,8 @@ class GitMemory(Memory):
         if "memory_blocks_template" in data:
             options["memory_blocks_template"] = RichPromptTemplate(data["memory_blocks_template"])
         memory = cls.from_defaults(
-            data["path"],
-            data["session_id"],
+            session_id=data["session_id"],
+            path=data["path"],
             insert_method=InsertMethod(data.get("insert_method", "system")),
             memory_blocks=blocks,
             **options,
@@ -410,6 +439,27 @@ class GitMemory(Memory):
         copied = self.__copy__()
         copied.__dict__["memory_blocks"] = list(self.memory_blocks)
         return copied
+
+
+def _chat_store(
+    chat_store: Any, path: str | os.PathLike[str] | None, repo: ReasoningRepo | None, create: bool
+) -> GitChatStore:
+    """The store ``from_defaults`` uses: ``chat_store`` if it is ours, else one on ``path``/``repo``."""
+    if chat_store is None:
+        return GitChatStore(path if path is not None or repo is not None else _default_path(), repo=repo, create=create)
+    if not isinstance(chat_store, GitChatStore):
+        raise UnsupportedOptionError(
+            f"GitMemory.from_defaults(chat_store=<{type(chat_store).__name__}>): GitMemory keeps its messages in "
+            "git; pass chat_store=GitChatStore('agent.git') or path='agent.git' (to keep this store, use "
+            "llama-index's own Memory.from_defaults(chat_store=...))"
+        )
+    if repo is not None and repo.gitdir != chat_store.repo.gitdir:
+        raise UnsupportedOptionError(
+            f"chat_store is on {chat_store.path} but repo= is {repo.gitdir}; pass only one of them"
+        )
+    if path is not None and Path(path).resolve() != Path(chat_store.path).resolve():
+        raise UnsupportedOptionError(f"chat_store is on {chat_store.path} but path= is {path}; pass only one of them")
+    return chat_store
 
 
 def _block_spec(block: BaseMemoryBlock) -> dict[str, Any]:
