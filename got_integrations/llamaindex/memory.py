@@ -20,7 +20,9 @@ What differs, and why (ARCHITECTURE §1: memory buffers cannot be diffed or audi
 * **safe window cuts**: the window never opens with a tool result, so a tool
   call and its results are never separated, even after a reload;
 * **a handle, not a copy**: ``to_dict()`` (and so ``Context.to_dict()``) holds
-  the repository path, session id and settings; ``from_dict`` reconnects.
+  the repository path, session id, settings and the session's commit; ``from_dict``
+  reconnects **as of that commit**, on a fork ``<session>.fork-<12 hex>`` when the
+  session moved on since (``live=True`` reconnects to the newest commit instead).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._options import SQL_DEFAULTS, UnsupportedOptionError, refuse_sql_options
+from got_integrations.llamaindex._resume import resume_session
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, Write
 from got_integrations.llamaindex._window import choose_window_start
 from got_integrations.llamaindex.chat_store import GitChatStore, _as_list, to_message, to_payload
@@ -104,6 +107,7 @@ class GitMemory(Memory):
     _log: SessionLog = PrivateAttr()
     _tokens: dict[str, int] = PrivateAttr(default_factory=dict)
     _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
+    _forked_from: tuple[str, str | None] | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -391,7 +395,10 @@ class GitMemory(Memory):
 
     # ------------------------------------------------------------------ serialization as a handle
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """A JSON-able handle: repository path, session id, settings, rebuildable memory blocks."""
+        """A JSON-able handle: repository path, session id, its newest commit (``at``), settings, blocks.
+
+        :meth:`from_dict` resumes it as of ``at`` (unless the memory is ``live``).
+        """
         data: dict[str, Any] = {
             "class_name": self.class_name(),
             "format": HANDLE_FORMAT,
@@ -399,6 +406,8 @@ class GitMemory(Memory):
             "session_id": self.session_id,
             "insert_method": self.insert_method.value,
             "instance": self._token,
+            "at": self.head,
+            "live": self.live,
         }
         data.update({name: getattr(self, name) for name in _SETTINGS})
         if self.memory_blocks_template.template_str != DEFAULT_MEMORY_BLOCKS_TEMPLATE.template_str:
@@ -407,27 +416,51 @@ class GitMemory(Memory):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> GitMemory:
-        """Reconnect to the session a :meth:`to_dict` handle names.
+    def from_dict(cls, data: dict[str, Any], live: bool | None = None, **kwargs: Any) -> GitMemory:
+        """Reconnect to the session a :meth:`to_dict` handle names, as of the commit it was saved at.
+
+        When the session has moved on since the handle was saved, the memory continues on a
+        fork (``<session>.fork-<12 hex>``, see :mod:`._resume`) that starts at the saved
+        commit: a resumed ``Context`` sees the conversation as it was, and its writes never
+        mix with the later turns. :attr:`forked_from` says whether that happened.
+
+        Args:
+            data: the handle.
+            live: resume on the session's newest commit instead (today's behaviour of a
+                plain reconnect); None takes the ``live`` setting stored in the handle.
 
         Raises:
             InvalidInputError: not a GitMemory handle.
+            UnknownRefError: the handle's commit is not in the session's history (resume
+                with ``live=True`` to continue from the newest commit).
         """
         if not isinstance(data, dict) or data.get("format") != HANDLE_FORMAT or "session_id" not in data:
             raise InvalidInputError("not a GitMemory handle (expected the output of GitMemory.to_dict())")
-        live = _LIVE.get(str(data.get("instance", "")))
-        blocks = [b for spec in data.get("memory_blocks", []) if (b := _rebuild_block(spec, live)) is not None]
+        live = bool(data.get("live", False)) if live is None else live
+        live_memory = _LIVE.get(str(data.get("instance", "")))
+        blocks = [b for spec in data.get("memory_blocks", []) if (b := _rebuild_block(spec, live_memory)) is not None]
         options = {name: data[name] for name in _SETTINGS if name in data}
         if "memory_blocks_template" in data:
             options["memory_blocks_template"] = RichPromptTemplate(data["memory_blocks_template"])
+        session_id, forked = data["session_id"], False
+        store = GitChatStore(data["path"])
+        if not live and "at" in data:  # a handle without "at" predates as-of resumes: live
+            session_id, forked = resume_session(store.repo, session_id, data["at"])
         memory = cls.from_defaults(
-            session_id=data["session_id"],
-            path=data["path"],
+            session_id=session_id,
+            chat_store=store,
             insert_method=InsertMethod(data.get("insert_method", "system")),
             memory_blocks=blocks,
+            live=live,
             **options,
         )
+        memory._forked_from = (data["session_id"], data["at"]) if forked else None
         return memory
+
+    @property
+    def forked_from(self) -> tuple[str, str | None] | None:
+        """``(session id, commit)`` this memory's fork started from, when :meth:`from_dict` forked."""
+        return self._forked_from
 
     def __reduce__(self) -> tuple:
         # Pickling (and PickleSerializer) store the handle too, never the repository.
