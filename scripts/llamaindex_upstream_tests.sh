@@ -83,6 +83,7 @@ for swap in 0 1; do
     "$PY" -m pytest -p no:cacheprovider -p got_swap -q -o addopts="" --junitxml="$WORK/results-$swap.xml" \
     "${FILES[@]}" "$@" >"$WORK/log-$swap.txt" 2>&1) || true
   [ -f "$WORK/results-$swap.xml" ] || { cat "$WORK/log-$swap.txt" >&2; echo "pytest wrote no results" >&2; exit 1; }
+  grep "^got_swap: built" "$WORK/log-$swap.txt" || true
   tail -1 "$WORK/log-$swap.txt"
 done
 # pytest's own status counts the stock run's failures too; the comparison decides

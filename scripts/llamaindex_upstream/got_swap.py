@@ -33,6 +33,11 @@ SWAP = os.environ.get("GOT_SWAP", "1") == "1"
 _BUFFER_KEEP = ("chat_history", "token_limit")
 
 
+#: What the swapped names built in this run (printed at the end, so a run that swapped
+#: nothing is visible).
+BUILT = {"GitMemory": 0, "GitChatStore": 0}
+
+
 class _Swap:
     """What the swapped names build; one per test, on the test's repository."""
 
@@ -48,12 +53,16 @@ class _Swap:
         if kwargs.get("chat_store") is None:
             kwargs["path"] = self.repo
         kwargs.setdefault("session_id", uuid.uuid4().hex)  # as Memory: a fresh key
-        return GitMemory.from_defaults(**kwargs)
+        memory = GitMemory.from_defaults(**kwargs)
+        BUILT["GitMemory"] += 1
+        return memory
 
     def chat_store(self, *args: Any, **kwargs: Any) -> Any:
         from got_integrations.llamaindex import GitChatStore
 
-        return GitChatStore(self.repo)
+        store = GitChatStore(self.repo)
+        BUILT["GitChatStore"] += 1
+        return store
 
     def buffer(self, **kwargs: Any) -> Any:
         return self.memory(**{k: v for k, v in kwargs.items() if k in _BUFFER_KEEP and v is not None})
@@ -118,3 +127,9 @@ def _got_swap(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
         for name, value in list(vars(module).items()):
             if isinstance(value, type) and value in replacements:
                 monkeypatch.setattr(module, name, replacements[value])
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say what was swapped in (``got_swap: built ...``)."""
+    if SWAP:
+        terminalreporter.write_line("got_swap: built " + ", ".join(f"{n} {k}" for k, n in BUILT.items()))
