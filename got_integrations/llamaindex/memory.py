@@ -431,6 +431,7 @@ class GitMemory(Memory):
 
         Raises:
             InvalidInputError: not a GitMemory handle.
+            RepositoryNotFoundError: the handle names a commit and there is no repository at its path.
             UnknownRefError: the handle's commit is not in the session's history (resume
                 with ``live=True`` to continue from the newest commit).
         """
@@ -443,7 +444,9 @@ class GitMemory(Memory):
         if "memory_blocks_template" in data:
             options["memory_blocks_template"] = RichPromptTemplate(data["memory_blocks_template"])
         session_id, forked = data["session_id"], False
-        store = GitChatStore(data["path"])
+        # A handle naming a commit was saved from an existing repository: never create one
+        # where a (possibly edited) handle points.
+        store = GitChatStore(data["path"], create=data.get("at") is None)
         if not live and "at" in data:  # a handle without "at" predates as-of resumes: live
             session_id, forked = resume_session(store.repo, session_id, data["at"])
         memory = cls.from_defaults(

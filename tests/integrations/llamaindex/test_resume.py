@@ -8,7 +8,7 @@ import pytest
 from gitcli import fsck_clean, git
 from llama_index.core.base.llms.types import ChatMessage
 
-from got_core.errors import InvalidInputError, UnknownRefError
+from got_core.errors import InvalidInputError, RepositoryNotFoundError, UnknownRefError
 from got_integrations.llamaindex import GitMemory
 from got_integrations.llamaindex._resume import fork_name
 from got_integrations.llamaindex._session import session_ref
@@ -123,3 +123,13 @@ def test_a_handle_naming_a_foreign_or_bogus_commit_is_refused(repo_path, commits
         GitMemory.from_dict(handle)
     refs = git(repo_path, "for-each-ref", "--format=%(refname)", "refs/got/sessions/").split()
     assert refs == [session_ref("alice"), session_ref("bob")]  # no fork was made
+
+
+def test_a_handle_with_a_commit_never_creates_a_repository(tmp_path, repo_path):
+    memory = GitMemory.from_defaults(session_id="s", path=repo_path)
+    memory.put(user("one"))
+    handle = memory.to_dict()
+    handle["path"] = str(tmp_path / "elsewhere.git")
+    with pytest.raises(RepositoryNotFoundError):
+        GitMemory.from_dict(handle)
+    assert not (tmp_path / "elsewhere.git").exists()
