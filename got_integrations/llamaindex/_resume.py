@@ -13,6 +13,10 @@ commit when it was saved. Resuming it continues from exactly that commit:
 
 A handle saved before the session's first write records no commit; when the session
 has been written since, its fork is ``<session>.fork-empty`` (and starts empty).
+
+The choice is made once, when the handle is resumed: a memory that continues on the
+session itself is an ordinary ``GitMemory`` from then on (a write another process makes
+to the session afterwards is seen, as with any two writers of one session).
 """
 
 from __future__ import annotations
