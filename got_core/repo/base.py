@@ -468,8 +468,12 @@ class RepoBase:
         commits (``old`` None: every file of ``new``); only changed subtrees are read.
 
         Raises:
+            InvalidInputError: a commit id that is not text.
             CorruptRepositoryError: a commit or tree is missing or damaged.
         """
+        for what, oid in (("old", old), ("new", new)):
+            if oid is not None and not isinstance(oid, str):
+                raise InvalidInputError(f"changed_files: {what} must be a commit SHA as text, not {type(oid).__name__}")
         git = self.git
         old_tree = git.read_commit(old).tree if old is not None else None
         return git.changed_tree_paths(old_tree, git.read_commit(new).tree)
