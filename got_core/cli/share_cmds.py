@@ -191,11 +191,23 @@ def push(
     branch: list[str] = typer.Option(["memory"], "--branch", "-b", help="Branches to share."),
     tag_prefix: list[str] = typer.Option(["success_"], "--tag-prefix", help="Share tags with these prefixes."),
     notes: list[str] = typer.Option([], "--notes", help="Notes refs to share (e.g. got)."),
+    merge: str | None = typer.Option(
+        None,
+        "--merge",
+        help="When the peer moved on (not a fast-forward): fetch it, merge with this strategy "
+        "(review: stop on conflicts, ours, theirs) and push again; never forced.",
+    ),
     repo: Path | None = RepoOption,
 ) -> None:
-    """Selective sharing: push only the memory branch and success tags (traces stay private)."""
+    """Selective sharing: push only the memory branch and success tags (traces stay private).
+
+    PEER is a path or a URL (git://, http(s)://, ssh://, file://). Credentials are never
+    prompted for: configure them outside the agent (a credential helper, an SSH key).
+    """
+    if merge is not None and merge not in ("review", "ours", "theirs"):
+        raise InvalidInputError("--merge takes review, ours or theirs")
     r = open_repo(repo)
-    specs = r.push(peer, branches=branch, tag_prefixes=tag_prefix, notes=notes)
+    specs = r.push(peer, branches=branch, tag_prefixes=tag_prefix, notes=notes, merge=merge)
     console.print(f"pushed {len(specs)} ref(s) to {escape(peer)}")
 
 

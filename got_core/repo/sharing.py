@@ -8,6 +8,7 @@ and its decision is itself a merge commit naming both parents (ARCHITECTURE §1)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -18,6 +19,7 @@ from got_core.errors import (
     CredentialsRequiredError,
     InvalidInputError,
     InvalidNameError,
+    MergeConflictError,
     PushRejectedError,
     RemoteError,
     UntrustedContentError,
@@ -25,7 +27,6 @@ from got_core.errors import (
 from got_core.names import encode_component, short_ref
 from got_core.repo.base import Keep, Publish
 from got_core.repo.notes import notes_ref_name
-from got_core.storage.git import GitRepo
 from got_core.storage.gitcli import GitCommandError, run_git
 from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
 from got_core.storage.refnames import check_ref_name
@@ -143,16 +144,44 @@ def push(
     tag_prefixes: Sequence[str] = ("success_",),
     notes: Sequence[str] = (),
     force: bool = False,
+    merge: str | Resolver | None = None,
+    limits: InboundLimits | None = None,
 ) -> list[str]:
     """Push selected refs (selective sharing: by default only ``memory`` and success tags).
+
+    ``dest`` is a local path or a URL (``git://``, ``http(s)://``, ``ssh://``, ``file://``);
+    the same compare-and-swap holds for each: the peer moves a ref only from the value
+    the push saw, and a ref that moved meanwhile is refused, never overwritten.
+
+    When the peer refuses, what it holds now is fetched (through the quarantine, like
+    :func:`fetch`) and compared with ours: a ref it holds that is not an ancestor of ours
+    is a non-fast-forward. Without ``merge`` that raises :class:`PushRejectedError` at
+    once; with ``merge``, its tip is merged into our ref with that strategy and the push
+    is tried again (never forced), until the repository's ``lock_timeout``. A refusal
+    while every ref would be a fast-forward (another pusher held a lock, or won the race
+    and has since finished) is tried again as long as the peer keeps moving.
+
+    Args:
+        merge: ``review`` (merge; conflicts raise :class:`MergeConflictError`), ``ours``,
+            ``theirs`` or a resolver (see :func:`merge`); None: refuse a non-fast-forward.
+        limits: what fetching the peer's tips may bring in (default ``DEFAULT_LIMITS``).
 
     Returns:
         The refspecs pushed.
 
     Raises:
-        RemoteError: the peer refused (non-fast-forward without ``force``) or cannot be reached.
+        PushRejectedError: a non-fast-forward without ``merge`` (or a tag that differs
+            there), or the peer keeps refusing a fast-forward (a hook or a policy).
+        MergeConflictError: ``merge`` met conflicts it did not decide; nothing was pushed.
+        RemoteError: the peer cannot be reached or asked for credentials (never prompted).
+        ConcurrentUpdateError: the peer kept moving until ``lock_timeout``.
     """
     _check_source(dest)
+    if force and merge is not None:
+        raise InvalidInputError("push with force=True or with merge=..., not both")
+    if merge is not None and not (callable(merge) or merge in ("review", "ours", "theirs")):
+        raise InvalidInputError(f"merge must be 'review', 'ours', 'theirs' or a callable, not {merge!r}")
+    limits = _limits(limits)
     plus = "+" if force else ""
     specs = []
     for b in branches:
@@ -166,45 +195,102 @@ def push(
         ref = notes_ref_name(repo, n)
         if repo.git.ref_target(ref):
             specs.append(f"{plus}{ref}:{ref}")
-    if specs:
-        for _ in repo.retry.attempts(f"push to {dest}"):
-            try:
-                repo.git.push(dest, specs)
-                break
-            except (PushRejectedError, CredentialsRequiredError):
-                raise  # the peer said no: final
-            except RemoteError as exc:
-                if not _local_peer(dest):
-                    raise
-                # Into a local repository, libgit2 reports a refusal and a lock held by another
-                # pusher the same way; the peer's refs tell them apart: a ref we may not move
-                # there is a refusal, anything else was a lock that is already gone again.
-                refused = _refused(repo, dest, specs)
-                if refused:
-                    raise PushRejectedError(
-                        f"push to {dest} was rejected: {', '.join(refused)} would not be a fast-forward "
-                        "(fetch and merge first, or push with force=True)"
-                    ) from exc
-    return specs
+    if not specs:
+        return specs
+    seen: dict[str, str] | None = None
+    still_since = time.monotonic()
+    for _ in repo.retry.attempts(f"push to {dest}"):
+        try:
+            repo.git.push(dest, specs)
+            return specs
+        except CredentialsRequiredError:
+            raise  # never prompted, never retried
+        except RemoteError as exc:
+            failure = exc
+        if force:
+            raise failure
+        # What the peer holds now tells a refusal from a race (never the error's wording).
+        theirs = _peer_tips(repo, dest, specs, limits)
+        refused = _refused(repo, specs, theirs)
+        if refused:
+            tags = [r for r in refused if not r.startswith(("refs/heads/", "refs/notes/"))]
+            if merge is None or tags:
+                raise PushRejectedError(
+                    f"push to {dest} was rejected: {', '.join(tags or refused)} would not be a fast-forward "
+                    + ("(a tag there differs; rename ours)" if tags else "(fetch and merge first, or push with merge=)")
+                ) from failure
+            _merge_into_ours(repo, dest, refused, theirs, merge, limits)
+            seen = None
+            continue
+        if theirs != seen:
+            seen, still_since = theirs, time.monotonic()
+        elif time.monotonic() - still_since > repo.retry.stale_lock_seconds:
+            # Refused while every ref is a fast-forward and the peer stood still longer than any
+            # live pusher holds a lock: a hook or a policy there says no, not a race.
+            raise failure
+    return specs  # pragma: no cover - attempts() raises at its deadline
 
 
-def _refused(repo: ReasoningRepo, dest: str, specs: Sequence[str]) -> list[str]:
-    """The refs of ``specs`` a push into the local repository ``dest`` may not move now."""
-    peer = GitRepo(Path(dest), create=False)  # the peer, read-only: its refs only
+def _peer_tips(repo: ReasoningRepo, dest: str, specs: Sequence[str], limits: InboundLimits) -> dict[str, str]:
+    """The peer's current values of the refs ``specs`` push to; missing objects come in checked.
+
+    Objects the repository lacks are fetched through a quarantine and adopted only after
+    passing its checks; no ref here moves (a merge makes them reachable).
+    """
+    wanted = [spec.lstrip("+").partition(":")[2] for spec in specs]
+    advertised = repo.git.ls_remote(dest)
+    tips = {ref: advertised[ref] for ref in wanted if ref in advertised}
+    missing = sorted(ref for ref, oid in tips.items() if not repo.git.has_object(oid))
+    if missing:
+        staging = {f"refs/got/peer-tips/{i}": ref for i, ref in enumerate(missing)}
+        with Quarantine(repo.git, f"what {dest} holds", limits) as q:
+            q.git.fetch(dest, [f"+{ref}:{tmp}" for tmp, ref in staging.items()], progress=q.progress)
+            incoming = {staging[r]: oid for r, oid in q.incoming_refs().items() if r in staging}
+            q.check(list(incoming.values()))
+            q.adopt()
+        tips.update(incoming)
+    return tips
+
+
+def _refused(repo: ReasoningRepo, specs: Sequence[str], theirs: dict[str, str]) -> list[str]:
+    """The refs of ``specs`` the peer (holding ``theirs``) may not move to ours without a merge."""
     refused = []
     for spec in specs:
         forced = spec.startswith("+")
         src, _, dst = spec.lstrip("+").partition(":")
-        theirs, ours = peer.ref_target(dst), repo.git.ref_target(src)
-        if forced or theirs is None or theirs == ours or ours is None:
+        there, ours = theirs.get(dst), repo.git.ref_target(src)
+        if forced or there is None or there == ours or ours is None:
             continue
-        if dst.startswith("refs/tags/") or not repo.git.has_object(theirs) or not repo.git.is_ancestor(theirs, ours):
+        if dst.startswith("refs/tags/") or not repo.git.has_object(there) or not repo.git.is_ancestor(there, ours):
             refused.append(dst)
     return refused
 
 
-def _local_peer(dest: str) -> bool:
-    return "://" not in dest and not dest.startswith("git@") and Path(dest).is_dir()
+def _merge_into_ours(
+    repo: ReasoningRepo,
+    dest: str,
+    refs: Sequence[str],
+    theirs: dict[str, str],
+    strategy: str | Resolver,
+    limits: InboundLimits,
+) -> None:
+    """Merge the peer's tip of each ref in ``refs`` into ours (before pushing again)."""
+    for ref in refs:
+        result = merge(
+            repo,
+            theirs[ref],
+            into=ref,
+            strategy=strategy,
+            limits=limits,
+            message=f"Merge {short_ref(ref)} of {dest} before pushing\n",
+        )
+        if result.status == "conflicted":
+            paths = ", ".join(c.path for c in result.conflicts[:5])
+            raise MergeConflictError(
+                f"push to {dest}: {short_ref(ref)} there conflicts with ours on {paths}; nothing was pushed. "
+                "Fetch and merge with a strategy (got merge ... --strategy), then push again",
+                list(result.conflicts),
+            )
 
 
 def _text(repo: ReasoningRepo, blob: str | None) -> str | None:

@@ -840,6 +840,25 @@ class GitRepo:
         """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
         self._remote("push", url, refspecs)
 
+    def ls_remote(self, url: str) -> dict[str, str]:
+        """The refs ``url`` advertises -> the SHAs they point at (no objects travel).
+
+        Raises:
+            RemoteError: cannot be reached, not a repository, or it asked for credentials.
+        """
+        heads: dict[str, str] = {}
+        try:
+            remote = self._r.remotes.create_anonymous(url)
+            for head in remote.list_heads(callbacks=_NoPrompt(url)):
+                name = str(head.name)
+                if name.startswith("refs/") and not name.endswith("^{}"):
+                    heads[name] = str(head.oid)
+        except GotError:
+            raise
+        except (GitError, OSError, KeyError) as exc:
+            raise RemoteError(f"listing the refs of {url} failed: {exc}") from None
+        return heads
+
     def _remote(
         self, verb: str, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None
     ) -> None:
