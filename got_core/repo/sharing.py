@@ -8,6 +8,7 @@ and its decision is itself a merge commit naming both parents (ARCHITECTURE §1)
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ __all__ = [
     "fetch",
     "footprint",
     "fsck",
+    "is_url",
     "merge",
     "push",
     "repack",
@@ -54,8 +56,14 @@ __all__ = [
 Resolver = Callable[[Conflict], "bytes | str | None"]
 
 
+def is_url(source: str | os.PathLike[str]) -> bool:
+    """Whether ``source`` names a repository by URL (``scheme://...`` or scp-style ``user@host:path``)."""
+    text = os.fspath(source)
+    return "://" in text or text.startswith("git@")
+
+
 def _check_source(source: str) -> None:
-    if "://" in source or source.startswith("git@"):
+    if is_url(source):
         return
     if not Path(source).exists():
         raise RemoteError(f"no repository at {source}; give a path or URL of a peer repository")
