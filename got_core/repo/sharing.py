@@ -45,6 +45,7 @@ __all__ = [
     "fsck",
     "is_url",
     "merge",
+    "mirror",
     "push",
     "repack",
     "unbundle",
@@ -142,6 +143,49 @@ def fetch(
     if wanted:
         repo.update_refs(sorted(wanted), publish)
     return repo.git.list_refs(f"refs/remotes/{name}/")
+
+
+def mirror(
+    repo: ReasoningRepo, source: str, prefixes: Sequence[str], *, limits: InboundLimits | None = None
+) -> dict[str, str]:
+    """Copy the peer's refs under ``prefixes`` to the same names here, after checking them.
+
+    For a local copy of a central repository reached by URL (e.g. a benchmark run's
+    results): the refs follow the peer like remote-tracking refs do; refs here that the
+    peer lacks are left alone. Everything comes in through the quarantine, like :func:`fetch`.
+
+    Args:
+        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``).
+
+    Returns:
+        The mirrored refs -> SHAs.
+
+    Raises:
+        RemoteError: cannot be reached, not a repository, or it asked for credentials.
+        UntrustedContentError: what it sent broke a check or a limit; nothing was imported.
+    """
+    _check_source(source)
+    limits = _limits(limits)
+    for prefix in prefixes:
+        if not prefix.startswith("refs/") or not prefix.endswith("/") or prefix.startswith("refs/got-incoming"):
+            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/', not {prefix!r}")
+    advertised = repo.git.ls_remote(source)
+    if not any(ref.startswith(tuple(prefixes)) for ref in advertised):
+        return {}
+    staging = "refs/got/mirror/"
+    specs = [f"+{p}*:{staging}{i}/*" for i, p in enumerate(prefixes)]
+    with Quarantine(repo.git, f"what {source} sent", limits) as q:
+        q.git.fetch(source, specs, progress=q.progress)
+        incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(staging)}
+        q.check(list(incoming.values()))
+        q.adopt()
+    wanted = {}
+    for ref, oid in incoming.items():
+        index, _, rest = ref[len(staging) :].partition("/")
+        wanted[prefixes[int(index)] + rest] = oid  # libgit2 validated the name in the quarantine
+    if wanted:
+        repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
+    return wanted
 
 
 def push(
