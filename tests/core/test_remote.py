@@ -254,3 +254,26 @@ def test_cli_push_fetch_merge_against_a_url(tmp_path, git_daemon, capsys):
     ]
     assert main(["merge", url, "-r", str(a.gitdir)]) == 0
     assert a.tip("memory") == git(served, "rev-parse", "memory").strip()
+
+
+def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch):
+    with HttpGit(tmp_path / "served", password="s3cret") as server:
+        served = make_bare(server.base)
+        url = server.url("central.git")
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        tip = repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        monkeypatch.setenv("GOT_REMOTE_USER", "agent")
+        monkeypatch.setenv("GOT_REMOTE_TOKEN", "s3cret")
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "central.example")  # not this host: never offered
+        with pytest.raises(CredentialsRequiredError, match="asks for credentials"):
+            repo.push(url)
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "127.0.0.1")
+        repo.push(url, merge="review")
+        assert git(served, "rev-parse", "memory").strip() == tip
+        other = ReasoningRepo.init(tmp_path / "b.git")
+        assert other.fetch(url, name="central") == {"refs/remotes/central/memory": tip}
+        monkeypatch.setenv("GOT_REMOTE_TOKEN", "wrong")
+        refused = server.refused
+        with pytest.raises(CredentialsRequiredError, match="refused the credentials"):
+            other.fetch(url, name="central")
+        assert server.refused - refused <= 3  # offered once, then given up: no loop of retries
