@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from gitcli import fsck_clean, git
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from timeouts import TEST_TIMEOUT as TIMEOUT
@@ -20,18 +20,28 @@ from got_core.types import Node
 pytestmark = pytest.mark.slow
 
 
+#: Live updates re-render a page; an element found just before may be gone: look again.
+RERENDERED = (StaleElementReferenceException,)
+
+
 def wait(driver, css: str, *, count: int = 1):
     """Elements matching ``css`` once at least ``count`` are on the page."""
-    WebDriverWait(driver, TIMEOUT).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, css)) >= count)
+    WebDriverWait(driver, TIMEOUT, ignored_exceptions=RERENDERED).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, css)) >= count
+    )
     return driver.find_elements(By.CSS_SELECTOR, css)
 
 
 def wait_text(driver, css: str, text: str):
-    WebDriverWait(driver, TIMEOUT).until(lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css)))
+    WebDriverWait(driver, TIMEOUT, ignored_exceptions=RERENDERED).until(
+        lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css))
+    )
 
 
 def page(driver, name: str) -> None:
-    WebDriverWait(driver, TIMEOUT).until(lambda d: d.find_element(By.ID, "main").get_attribute("data-page") == name)
+    WebDriverWait(driver, TIMEOUT, ignored_exceptions=RERENDERED).until(
+        lambda d: d.find_element(By.ID, "main").get_attribute("data-page") == name
+    )
 
 
 def test_tree_node_diff_clickthrough(browser, serve, built, tmp_path):
@@ -161,7 +171,9 @@ def test_run_page_table_plot_drill_down_and_audit(browser, serve, built, tmp_pat
     wait(browser, ".md table")
     assert "accuracy" in browser.find_element(By.CSS_SELECTOR, ".md table").text
     img = wait(browser, "img.plot")[0]
-    WebDriverWait(browser, TIMEOUT).until(lambda d: d.execute_script("return arguments[0].naturalWidth", img) > 0)
+    WebDriverWait(browser, TIMEOUT, ignored_exceptions=RERENDERED).until(
+        lambda d: d.execute_script("return arguments[0].naturalWidth", img) > 0
+    )
     browser.find_element(By.ID, "run-audit").click()
     wait_text(browser, "#audit p", "audit passed")
     assert "PASS" in browser.find_element(By.ID, "audit").text
