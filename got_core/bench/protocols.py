@@ -227,7 +227,12 @@ def _config(
             "tasks": [t.key for t in tasks],
             **(identity or {}),
         },
-        "runtime": {"model": opts.spec.public(), "workers": opts.workers, "ray": opts.ray},
+        "runtime": {
+            "model": opts.spec.public(),
+            "workers": opts.workers,
+            "ray": opts.ray,
+            **({"central": opts.central} if opts.central else {}),
+        },
         "data": {
             "math": _data_entry(opts.math_path, opts.n_math) if opts.n_math != 0 else None,
             "gpqa": _data_entry(opts.gpqa_path, opts.n_gpqa) if opts.n_gpqa != 0 else None,
