@@ -133,6 +133,11 @@ def merge(
     workers: bool = typer.Option(
         False, "--workers", help="Merge every agents/<id>/memory branch of this (central) repository."
     ),
+    central: str | None = typer.Option(
+        None,
+        "--central",
+        help="With --workers: central is at this URL; merge in -r's repository and push memory back.",
+    ),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
     max_blob_bytes: int = MaxBlobOption,
@@ -149,7 +154,9 @@ def merge(
     A conflicted merge is left for review (`got merge --status` lists it, `got merge
     --resolve ours|theirs NAME` decides it). Exit status 3 when conflicts are left for review.
     """
-    r = open_repo(repo)
+    if central is not None and not workers:
+        raise InvalidInputError("--central goes with --workers (to merge a peer by URL, give it as PEER)")
+    r = open_repo(repo, create=central is not None)
     if status:
         _merge_status(r, None if into == "memory" else into, json)
         return
@@ -160,7 +167,10 @@ def merge(
     elif workers:
         if strategy not in ("review", "ours", "theirs"):
             raise InvalidInputError("strategy must be review, ours or theirs")
-        orchestrator = collab.Orchestrator(r.gitdir, into=into)
+        if central is None:
+            orchestrator = collab.Orchestrator(r.gitdir, into=into)
+        else:
+            orchestrator = collab.Orchestrator(central, path=r.gitdir, into=into)
         results = orchestrator.merge_workers(strategy=strategy).results
     else:
         if peer is None:

@@ -16,6 +16,7 @@ from gitcli import fsck_clean, git
 from gitserver import HttpGit, make_bare
 from timeouts import TEST_TIMEOUT
 
+from got_core.cli import main
 from got_core.collab.agents import Orchestrator, Worker, lessons_at
 from got_core.errors import CredentialsRequiredError, InvalidInputError
 from got_core.memory.git import lesson_path
@@ -156,3 +157,21 @@ def test_an_orchestrator_of_a_url_needs_its_own_repository(tmp_path, git_daemon)
         Orchestrator(git_daemon.url("central.git"))
     with pytest.raises(InvalidInputError, match="path="):
         Orchestrator(tmp_path / "central.git", path=tmp_path / "own.git")
+
+
+def test_cli_merges_workers_of_a_central_url(tmp_path, git_daemon, capsys):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    own = tmp_path / "orchestrator.git"
+    assert main(["merge", "--workers", "--central", url, "-r", str(own)]) == 0  # creates the shared root
+    for agent, texts in (("a", ALWAYS), ("b", NEVER)):
+        w = Worker(tmp_path / f"{agent}.git", url, agent)
+        w.sync()
+        w.add_lesson(texts["units"], topic_key="units")
+        w.push()
+    assert main(["merge", "--workers", "--central", url, "-r", str(own)]) == 3  # b waits for review
+    assert "CONFLICT" in capsys.readouterr().out
+    assert git(served, "show", f"memory:{lesson_path('units')}").count(ALWAYS["units"]) == 1
+    assert main(["merge", "--status", "--json", "-r", str(own)]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["name"] == "b"
+    assert main(["merge", "--central", url, "-r", str(own)]) == 2  # --central goes with --workers

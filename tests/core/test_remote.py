@@ -277,3 +277,21 @@ def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_p
         with pytest.raises(CredentialsRequiredError, match="refused the credentials"):
             other.fetch(url, name="central")
         assert server.refused - refused <= 3  # offered once, then given up: no loop of retries
+
+
+def test_a_file_url_works_like_a_path(tmp_path):
+    central = ReasoningRepo.init(tmp_path / "central.git")
+    url = central.gitdir.resolve().as_uri()  # file:///...
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    a.push(url)
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    ta = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(url)
+    tb = b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    with pytest.raises(PushRejectedError):
+        b.push(url)
+    b.push(url, merge="review")
+    assert git(central.gitdir, "rev-list", "--parents", "-n1", "memory").split()[1:] == [tb, ta]
