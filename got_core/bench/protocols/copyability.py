@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from got_core.bench.datasets import Problem, load_math500, normalize_question, stratified_split
+from got_core.bench.datasets import Problem, leakage_audit, load_math500, normalize_question, stratified_split
 from got_core.bench.protocols.common import (
     ExperimentOptions,
     ExperimentResult,
@@ -402,8 +402,13 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
     arm, more = resolve_method(opts.method)
     pool = load_pool(opts)
     test = stratified_split(pool, 0, opts.m_test, opts.seed).test
-    corpus = load_math500(opts.tier_corpus) if opts.tier_corpus is not None else list(pool)
-    backend = (opts.backends or ("vector",))[0]
+    if opts.tier_corpus is not None:
+        # A near-copy of a test problem in the corpus would be an identical tier in disguise.
+        corpus, leakage = leakage_audit(test, load_math500(opts.tier_corpus), opts.leakage_cosine)
+    else:
+        corpus, leakage = list(pool), None
+    # The first real backend holds the example ("none" would silently inject nothing).
+    backend = next((b for b in opts.backends if b != "none"), "vector")
     check_backends([backend])
     edges = (-1.0, *sorted(opts.bin_edges), 1.0001)
     identity: dict[str, Any] = {
@@ -479,21 +484,29 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
                 "injects_gold": ["identical", "paraphrase"],
                 "fresh_memory": "fresh per question: a new memory holding only the injected example",
             },
-            extra={"tiers": {"bands": {k: list(v) for k, v in TIER_BANDS.items()}, "bin_edges": list(edges)}},
+            extra={
+                "tiers": {"bands": {k: list(v) for k, v in TIER_BANDS.items()}, "bin_edges": list(edges)},
+                "leakage": leakage,
+            },
         )
         prepare_run_dir(opts.out, config, resume=opts.resume)
         records = run_tasks(
             tasks, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="sweep"
         )
-    return _report(opts, records, edges, corpus_note=_corpus_note(opts, corpus, tiers), pre=pre)
+    return _report(opts, records, edges, corpus_note=_corpus_note(opts, corpus, tiers, leakage), pre=pre)
 
 
-def _corpus_note(opts: ExperimentOptions, corpus: Sequence[Problem], tiers: Mapping[str, Any]) -> str:
-    where = (
-        f"tiers from the corpus {Path(opts.tier_corpus).name} ({len(corpus)} problems)"
-        if opts.tier_corpus
-        else "tiers from the test pool itself (no --tier-corpus)"
-    )
+def _corpus_note(
+    opts: ExperimentOptions, corpus: Sequence[Problem], tiers: Mapping[str, Any], leakage: dict[str, Any] | None
+) -> str:
+    if opts.tier_corpus and leakage:
+        removed = len(leakage["exact"]) + len(leakage["near"])
+        where = (
+            f"tiers from the corpus {Path(opts.tier_corpus).name} ({len(corpus)} problems; {removed} copies "
+            f"of a test problem, cosine ≥ {leakage['threshold']:g}, removed)"
+        )
+    else:
+        where = "tiers from the test pool itself (no --tier-corpus)"
     sources = sorted({t["paraphrase"]["source"] for t in tiers.values()})
     levels = f"levels {', '.join(map(str, opts.levels))}" if opts.levels else "all levels"
     cap = f"cut to {opts.example_chars} characters" if opts.example_chars else "whole (not truncated)"
