@@ -45,6 +45,7 @@ __all__ = [
     "Column",
     "QuartileSummary",
     "benchmark_of",
+    "benchmarks_in",
     "cosine_bins",
     "quartile_summary",
     "summarize",
@@ -59,6 +60,13 @@ __all__ = [
 COSINE_EDGES = (-1.0, 0.60, 0.85, 1.0001)
 #: Problem kind -> the benchmark a table is about.
 BENCHMARK_NAMES = {"math": "MATH", "mcq": "GPQA"}
+
+
+def benchmarks_in(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The benchmarks of the test records, MATH before GPQA (the order of the tables)."""
+    order = {name: i for i, name in enumerate(BENCHMARK_NAMES.values())}
+    found = dict.fromkeys(benchmark_of(r) for r in records if r.get("phase", "test") == "test")
+    return sorted(found, key=lambda b: order.get(b, len(order)))
 
 
 def benchmark_of(record: dict[str, Any]) -> str:

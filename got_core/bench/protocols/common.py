@@ -20,6 +20,7 @@ from got_core.bench.report import (
     ArmSummary,
     Column,
     benchmark_of,
+    benchmarks_in,
     summarize,
     table_markdown,
     write_arms,
@@ -352,7 +353,7 @@ def finish(
     label = model_label(opts)
     tables: dict[str, list[ArmSummary]] = {}
     sections: list[str] = []
-    benches = list(dict.fromkeys(benchmark_of(r) for r in records if r.get("phase") == "test"))
+    benches = benchmarks_in(records)
     for bench in benches:
         mine = [r for r in records if benchmark_of(r) == bench]
         rows = summarize(mine, baseline, arms=arms, seed=opts.seed, n_resamples=opts.bootstrap)

@@ -30,7 +30,7 @@ from got_core.bench.protocols.common import (
     model_label,
     solver_options,
 )
-from got_core.bench.report import ArmSummary, Column, benchmark_of, summarize, table_markdown
+from got_core.bench.report import ArmSummary, Column, benchmark_of, benchmarks_in, summarize, table_markdown
 from got_core.bench.runner import Task, model_endpoint, prepare_run_dir, run_tasks, task_seed
 from got_core.errors import ConfigError
 
@@ -262,7 +262,7 @@ def system_comparison(opts: ExperimentOptions) -> ExperimentResult:
     notes = []
     if control:
         base = f"vanilla@{matched:g}s"
-        for bench in dict.fromkeys(benchmark_of(r) for r in records):
+        for bench in benchmarks_in(records):
             rows = summarize(
                 [r for r in records if benchmark_of(r) == bench],
                 base,
