@@ -129,6 +129,17 @@ def test_a_kill_between_the_append_and_its_log_does_not_append_twice(run, data_d
     assert check_online_stream(run)[0] == "PASS"
 
 
+def test_every_backend_streams_online_side_by_side(tmp_path, data_dir):
+    # vector included: its store is written by the driver between questions (chromadb's cache)
+    opts = _opts(tmp_path / "all", data_dir, backends=("vector", "graph", "git"), m_test=3, workers=2)
+    result = P.five_substrates(opts)
+    for arm in ("vector", "graph", "git"):
+        mine = sorted((r for r in result.records if r["arm"] == arm), key=lambda r: r["memory"]["position"])
+        verified = [r["outcome"] == "success" for r in mine]
+        assert [r["memory"]["before"]["n"] for r in mine] == [sum(verified[:i]) for i in range(3)], arm
+    assert check_online_stream(tmp_path / "all")[0] == "PASS"
+
+
 def test_gold_verification_appends_only_correct_answers(tmp_path, data_dir):
     result = P.five_substrates(_opts(tmp_path / "gold", data_dir, backends=("git",), online_verify="gold"))
     mine = sorted((r for r in result.records if r["arm"] == "git"), key=lambda r: r["memory"]["position"])

@@ -277,7 +277,9 @@ def run_streams(
     longest = max((len(s.tasks) for s in streams), default=0)
     records: dict[str, dict[str, Any]] = {}
     pool = None
-    if workers > 1 and len(streams) > 1:
+    # chromadb does not follow a store another process wrote after it opened it: a pool worker
+    # would read a vector stream's memory as it was. Vector streams run in the driver, which writes them.
+    if workers > 1 and len(streams) > 1 and not any(s.backend == "vector" for s in streams):
         pool = ProcessPoolExecutor(max_workers=min(workers, len(streams)), mp_context=get_context("spawn"))
     bar = Progress(
         TextColumn("{task.description}"),
