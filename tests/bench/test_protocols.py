@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from got_core._text import states_some_answer
 from got_core.bench import protocols as P
-from got_core.bench.datasets import load_gpqa, load_math500
+from got_core.bench.datasets import Problem, load_gpqa, load_math500
 from got_core.bench.runner import INGEST_PREFIX, ModelSpec, open_central
 from got_core.bench.standin import bench_responder
 from got_core.errors import ConfigError, InvalidInputError, UnknownBackendError
@@ -93,6 +94,58 @@ def test_distilled_lessons_never_name_the_gold_answer(pool):
         "recSample0000001": "the lesson names the gold answer",
         "recSample0000002": "no lesson (refused)",
     }
+
+
+def test_distilled_lessons_state_no_answer_at_all():
+    """A wrong answer to a study problem may be a test question's right one: no lesson states any value."""
+    study_problem = Problem("study/7", "Solve $x + 5 = 12$.", "7", "math")
+    study = [
+        {
+            "problem_id": "study/7",
+            "lesson": "The answer to this problem is $x = 2$. Isolate the unknown by undoing each operation "
+            "in reverse order, then substitute back to check.",
+            "outcome": "failed",
+            "lesson_source": "model",
+        },
+        {"problem_id": "study/7", "lesson": "Final answer:\n2", "outcome": "failed", "lesson_source": "model"},
+    ]
+    lessons, dropped = P.distill_lessons(study, {"study/7": study_problem})
+    assert [l.text for l in lessons] == [
+        "Isolate the unknown by undoing each operation in reverse order, then substitute back to check."
+    ]
+    assert not any(states_some_answer(l.text) for l in lessons)
+    assert dropped == [
+        {"problem_id": "study/7", "reason": "the lesson states an answer and too little is left without it"}
+    ]
+
+
+def _answer_stating_responder(request):
+    """The bench stand-in, except that its lessons state answers (as SmolLM2's did): every short
+    answer of the sample data, after an answer cue, plus one useful sentence."""
+    last = next((m["content"] for m in reversed(request.get("messages") or []) if m.get("role") == "user"), "")
+    if "Write ONE general lesson" in last:
+        return (
+            "Lesson: The answer to this problem is $x = 2$. The final answer is 5, so the result is 24 and "
+            "34 = 34. Therefore \\boxed{144}. Restate exactly what is asked and re-check every computation "
+            "before committing."
+        )
+    return bench_responder(request)
+
+
+def test_a_run_whose_model_states_answers_in_lessons_passes_the_memory_audit(tmp_path, data_dir):
+    from got_core.bench.audit import audit_run
+    from got_core.bench.standin import StandInOpenAIServer
+
+    with StandInOpenAIServer(responder=_answer_stating_responder, model="got-standin") as server:
+        spec = replace(STANDIN, base_url=server.url, standin=None)
+        opts = _opts(tmp_path, data_dir, spec=spec, k_study=3, m_test=4, backends=("markdown", "git"))
+        result = P.five_substrates(opts)
+    study = [r for r in result.records if r["phase"] == "study"]
+    assert study and all(r["lesson"] for r in study)
+    assert not any(states_some_answer(r["lesson"]) for r in study)
+    checks = {c.name: c for c in audit_run(opts.out, rerun=False, fsck=False).checks}
+    memory = checks["no expected answer in memory"]
+    assert memory.status == "PASS", memory.detail
 
 
 def test_every_backend_ingests_the_same_lessons_once(tmp_path):

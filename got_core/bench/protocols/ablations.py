@@ -109,7 +109,7 @@ def render_content(p: Problem, content: str, max_chars: int = 0) -> str:
     elif content == "lesson":
         from got_core.solver._answers import answer_free
 
-        method = answer_free(_strip_boxed(solution), [p.answer]) if solution else None
+        method = answer_free(_strip_boxed(solution), [p.answer], drop_stated=False) if solution else None
         body = method or "work out each quantity the problem defines, then check the result against every condition"
         text = f"Lesson from a solved {p.subject or 'math'} problem (answer withheld). Problem type: {question} Method: {body}"
     else:
@@ -262,6 +262,8 @@ def math500_ablations(opts: ExperimentOptions) -> ExperimentResult:
                 "read-only post-ingest stores; static few-shot fixed; online: question i sees exactly the "
                 "memory after question i-1 (refs/got/online/<arm>)"
             ),
+            "same_lessons": False,
+            "same_lessons_reason": "each arm's store holds its own content of the memory corpus (Table 6)",
         },
         extra={
             "leakage": leakage,

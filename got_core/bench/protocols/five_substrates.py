@@ -16,6 +16,7 @@ quartile and ``online.png``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -60,21 +61,31 @@ __all__ = ["MEMORY_MODES", "distill_lessons", "five_substrates", "ingest"]
 
 MEMORY_MODES = ("shared", "online")
 
+# A lesson keeps at least this many words (of 3+ letters) once stated answers are dropped.
+_MIN_LESSON_WORDS = 4
+_WORDS = re.compile(r"[A-Za-z]{3,}")
+
 
 def distill_lessons(
     study: Sequence[dict[str, Any]], problems: dict[str, Problem], min_chars: int = 4
 ) -> tuple[list[Any], list[dict[str, str]]]:
-    """One answer-free lesson per study result (§4): the solver's lesson, refused if it names the gold answer.
+    """One answer-free lesson per study result (§4): the solver's lesson, with every sentence
+    that states *any* value as an answer dropped, refused if it names the gold answer or if
+    too little is left.
 
-    The solver already strips its *own* answer from a lesson; here the study problem's
-    gold answer is checked too (the study phase may use gold), with the audit's rule
+    The solver already strips its *own* answer from a lesson, but a wrong answer to a study
+    problem (``The answer to this problem is $x = 2$``) may be a test question's right one.
+    Filtering by the test answers would itself leak them, so the rule is gold-free: the
+    audit's answer-cue rule (:func:`got_core.bench.audit.needles.strip_stated_answers`) drops every
+    sentence stating a value after an answer cue. The study problem's gold answer is checked
+    too (the study phase may use gold), with the audit's rule
     (:func:`got_core.bench.audit.answer_needles`).
 
     Returns:
         ``(lessons, dropped)``: :class:`~got_core.memory.Lesson` objects in study order, and
         ``{"problem_id", "reason"}`` for study problems that gave none.
     """
-    from got_core.bench.audit import answer_needles
+    from got_core.bench.audit.needles import answer_needles, strip_stated_answers
     from got_core.memory import Lesson
 
     lessons, dropped = [], []
@@ -83,13 +94,19 @@ def distill_lessons(
         if not text:
             dropped.append({"problem_id": pid, "reason": f"no lesson ({r.get('lesson_source')})"})
             continue
+        kept = strip_stated_answers(text)
+        if len(_WORDS.findall(kept)) < _MIN_LESSON_WORDS:
+            dropped.append(
+                {"problem_id": pid, "reason": "the lesson states an answer and too little is left without it"}
+            )
+            continue
         checked, _ = answer_needles(problems[pid].answer, min_chars)
-        if any(n in text for n in checked):
+        if any(n in kept for n in checked):
             dropped.append({"problem_id": pid, "reason": "the lesson names the gold answer"})
             continue
         lessons.append(
             Lesson(
-                text=text,
+                text=kept,
                 source_problem=pid,
                 outcome="success" if r.get("outcome") == "success" else "failure",
                 score=0.5,
