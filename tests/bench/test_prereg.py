@@ -9,6 +9,7 @@ import pytest
 from gitcli import git
 
 from got_core.bench import protocols as P
+from got_core.bench.audit import audit_run
 from got_core.bench.prereg import (
     PREREG_REF,
     check_prereg,
@@ -193,6 +194,12 @@ def test_the_check_fails_on_a_preregistration_written_after_the_run(tmp_path, da
     (forged / "config.json").write_text(json.dumps(config))
     status, detail = check_prereg(forged)
     assert status == "FAIL" and "not descended from the pre-registration" in detail
+    # `got audit` reads the same verdict (its hook once took any non-empty status for a PASS).
+    audit = {c.name: c for c in audit_run(forged, rerun=False, fsck=False).checks}
+    assert audit["pre-registration precedes the run"].status == "FAIL"
+    assert {c.name: c for c in audit_run(run, rerun=False, fsck=False).checks}[
+        "pre-registration precedes the run"
+    ].status == "SKIP"
     # A config naming another commit, or a missing ref, fails too.
     config["prereg"]["sha"] = "0" * 40
     (forged / "config.json").write_text(json.dumps(config))

@@ -20,7 +20,6 @@ memory), ``copyability``, ``test_time``, ``ablations``, ``cli`` (the cookbooks' 
 
 from got_core.bench.protocols.ablations import ABLATION_ARMS, math500_ablations, render_content
 from got_core.bench.protocols.cli import (
-    AUDIT_CHECKS,
     COOKBOOK_DEFAULTS,
     EXPERIMENTS,
     cookbook_main,
@@ -52,7 +51,6 @@ from got_core.bench.protocols.test_time import (
 
 __all__ = [
     "ABLATION_ARMS",
-    "AUDIT_CHECKS",
     "COOKBOOK_DEFAULTS",
     "EXPERIMENTS",
     "METHODS",

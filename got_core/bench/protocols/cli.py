@@ -21,7 +21,6 @@ from got_core.bench.runner import ModelSpec
 from got_core.errors import ConfigError
 
 __all__ = [
-    "AUDIT_CHECKS",
     "COOKBOOK_DEFAULTS",
     "EXPERIMENTS",
     "cookbook_main",
@@ -313,28 +312,5 @@ def cookbook_main(experiment: str, description: str, default_data_dir: Path, arg
     if args.no_audit:
         return 0
     report = audit_run(result.run_dir, rerun=not args.no_rerun, api_key=args.api_key)
-    _extra_checks(report)
     print_report(report, console)
     return 0 if report.ok else 1
-
-
-#: Checks this package provides for the audit: (name, function of the run directory).
-AUDIT_CHECKS = (
-    ("pre-registration precedes every node", "got_core.bench.prereg:check_prereg"),
-    ("online memory: question i sees the memory after i-1", "got_core.bench.protocols.online:check_online_stream"),
-)
-
-
-def _extra_checks(report: Any) -> None:
-    """Add :data:`AUDIT_CHECKS` to an audit report that does not run them itself yet."""
-    import importlib
-
-    from got_core.bench.audit import Check
-
-    have = {c.name for c in report.checks}
-    for name, target in AUDIT_CHECKS:
-        if name in have:
-            continue
-        module, _, fn = target.partition(":")
-        status, detail = getattr(importlib.import_module(module), fn)(report.run_dir)
-        report.checks.append(Check(name, status, detail))
