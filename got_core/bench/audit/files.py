@@ -104,7 +104,7 @@ def _bench_rows(
     rows = summarize(records, str(view.config.get("baseline")), arms=arms, seed=seed, n_resamples=nr or 200)
     fresh = {r.arm: r for r in rows}
     if list(table) != arms:
-        bad.append(f"table.md{where} lists arms {list(table)}, arms.jsonl {arms}")
+        bad.append(f"table.md lists arms {list(table)}, arms.jsonl {arms}{where}")
     for d in lines:
         arm, r = str(d["arm"]), fresh.get(str(d["arm"]))
         if r is None:
@@ -116,7 +116,7 @@ def _bench_rows(
             want.update({k: v for k, v in r.to_dict().items() if k not in want})
         for key, value in want.items():
             if d.get(key) != value and not (isinstance(value, float) and abs((d.get(key) or 0) - value) < 1e-9):
-                bad.append(f"arms.jsonl{where} {arm}: {key} {d.get(key)!r}, git gives {value!r}")
+                bad.append(f"arms.jsonl {arm}: {key} {d.get(key)!r}, git gives {value!r}{where}")
         if d.get("significant") is not None and d["significant"] != (d["delta_low"] > 0 or d["delta_high"] < 0):
             bad.append(
                 f"arms.jsonl {arm}: significant={d['significant']} but the interval is [{d['delta_low']}, {d['delta_high']}]"
@@ -134,7 +134,7 @@ def _bench_rows(
         got = cells[1:5] if len(cells) >= 5 else cells[1:]
         if got != [str(r.n), acc, delta, star] or not str(acc).startswith(f"{100 * r.accuracy.acc:.1f}%"):
             bad.append(
-                f"table.md{where} {arm}: {' | '.join(got)!r}, git gives {' | '.join([str(r.n), str(acc), str(delta), star])!r}"
+                f"table.md {arm}: {' | '.join(got)!r}, git gives {' | '.join([str(r.n), str(acc), str(delta), star])!r}{where}"
             )
 
 
