@@ -171,7 +171,7 @@ def test_five_substrates_online_and_preregistered_end_to_end(tmp_path):
     table = (out / "table.md").read_text()
     assert "accuracy by quartile" in table and "Pre-registered verdict" in table
     for check in ("pre-registration precedes the run", "fresh memory per question"):
-        line = next(l for l in proc.stdout.splitlines() if check[:24] in l)
+        line = next(l for l in proc.stdout.splitlines() if l.lstrip("│ ").startswith(check[:24]))
         assert "PASS" in line, proc.stdout[-3000:]
 
 
