@@ -229,6 +229,14 @@ _VALUE = re.compile(
     r"|\((?=\s*[-+]?[\d\\])"
     r"|[A-Za-z](?![\w^_/]))"
 )
+# Lessons are held to more than the audit's cue: an answer word with a few words and a verb
+# before the value ("the answer to this question is 1", "the result we get is $2x$").
+_WIDE_CUE = re.compile(
+    r"\b(?:final\s+)?(?:answers?|results?|solutions?|values?)\b"
+    r"[^.!?\n]{0,40}?\b(?:is|was|are|were|equals?|be|becomes?|comes\s+(?:out\s+)?to)\s*[:=]?"
+    r"[\s$*({\[]*(?:\\\(|\\\[)?[\s$*({\[]*$",
+    re.IGNORECASE,
+)
 _BOXED_ANY = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _PROSE_LETTER = re.compile(r"\s+[a-z]")
 _PARTS = re.compile(r"(?<=[.!?;])\s+|\n+")
@@ -239,14 +247,17 @@ def stated_values(text: str) -> list[int]:
     :data:`ANSWER_CUE` precedes within :data:`CUE_WINDOW` characters, and every ``\\boxed{``.
 
     A value is a number, a LaTeX value (``\\frac``, ``\\sqrt``, ``\\pi`` …), a tuple or a
-    letter standing alone; ``a``, ``A`` and ``I`` followed by a word are prose. The rule needs
-    no gold answer, so cleaning with it leaks nothing about any test question.
+    letter standing alone; ``a``, ``A`` and ``I`` followed by a word are prose. Besides the
+    audit's cue, an answer word followed within a few words by a verb counts (``the answer to
+    this question is 1``), so the rule is stricter than the audit's. It needs no gold answer,
+    so cleaning with it leaks nothing about any test question.
     """
     out = [m.start() for m in _BOXED_ANY.finditer(text)]
     for m in _VALUE.finditer(text):
         if m.group() in ("a", "A", "I") and _PROSE_LETTER.match(text, m.end()):
             continue
-        if ANSWER_CUE.search(text[max(0, m.start() - CUE_WINDOW) : m.start()]):
+        window = text[max(0, m.start() - CUE_WINDOW) : m.start()]
+        if ANSWER_CUE.search(window) or _WIDE_CUE.search(window):
             out.append(m.start())
     return sorted(out)
 

@@ -108,13 +108,20 @@ def test_distilled_lessons_state_no_answer_at_all():
             "lesson_source": "model",
         },
         {"problem_id": "study/7", "lesson": "Final answer:\n2", "outcome": "failed", "lesson_source": "model"},
+        # what SmolLM2-135M wrote under real vLLM (an answer word, a few words, then the value)
+        {
+            "problem_id": "study/7",
+            "lesson": "The answer to this question is 1.",
+            "outcome": "failed",
+            "lesson_source": "model",
+        },
     ]
     lessons, dropped = P.distill_lessons(study, {"study/7": study_problem})
     assert [l.text for l in lessons] == [
         "Isolate the unknown by undoing each operation in reverse order, then substitute back to check."
     ]
     assert not any(states_some_answer(l.text) for l in lessons)
-    assert dropped == [
+    assert dropped == 2 * [
         {"problem_id": "study/7", "reason": "the lesson states an answer and too little is left without it"}
     ]
 
