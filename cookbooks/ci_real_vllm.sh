@@ -14,9 +14,9 @@
 # exits non-zero when a check FAILs; then this script requires every arm's row in the table. The
 # server is always stopped (trap). Accuracy is whatever a 135M model gets: the point is the real path.
 #
-# Budget: at most ~25 minutes on 2 cores; measured 7.5 minutes (450 s after setup) on a shared
-# 2-core machine at load average ~10: five substrates 111 s, sweep 63 s, test-time arms 58 s,
-# system comparison 38 s, ablations 145 s, server start 35 s.
+# Budget: at most ~25 minutes on 2 cores; measured 11.5 minutes (690 s after setup) on a shared
+# 2-core machine at load average ~15: server start 85 s, five substrates 136 s, sweep 91 s,
+# test-time arms 113 s, system comparison 107 s, ablations 163 s (7.5 minutes at load ~10).
 #
 #   bash cookbooks/ci_real_vllm.sh                  # from the repository root or anywhere
 #   GOT_PYTHON=/path/to/python RUN_ROOT=runs/x MAX_TOKENS=64 bash cookbooks/ci_real_vllm.sh
