@@ -32,7 +32,9 @@ def _figure(width: float, height: float) -> Any:
 
 def _save(fig: Any, path: str | Path) -> Path:
     fig.tight_layout()
-    fig.savefig(str(path))
+    # The title is readable from the file too (a stand-in run's plot says so in its Title chunk).
+    title = fig.axes[0].get_title() if fig.axes else ""
+    fig.savefig(str(path), metadata={"Title": title})
     return Path(path)
 
 

@@ -458,6 +458,17 @@ class RepoBase:
         commit = self.git.read_commit(self.resolve(rev))
         return self.git.tree_names(commit.tree, path)
 
+    def changed_files(self, old: str | None, new: str) -> list[tuple[str, str | None, str | None]]:
+        """(path, old blob, new blob) for every file that differs between the trees of two
+        commits (``old`` None: every file of ``new``); only changed subtrees are read.
+
+        Raises:
+            CorruptRepositoryError: a commit or tree is missing or damaged.
+        """
+        git = self.git
+        old_tree = git.read_commit(old).tree if old is not None else None
+        return git.changed_tree_paths(old_tree, git.read_commit(new).tree)
+
     def read_blob(self, oid: str) -> bytes:
         """Bytes of a blob by SHA.
 

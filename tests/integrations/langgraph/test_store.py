@@ -10,6 +10,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
+from timeouts import TEST_TIMEOUT, deadline
 
 from got_core.errors import GotUserError, InvalidInputError
 from got_core.memory.embeddings import MINILM_DIMS, embed
@@ -83,9 +85,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="gitstore-")
         self.ref = InMemoryStore(index=INDEX)
         self.git = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)
+        self.other = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)  # another writer, one index file
 
     def teardown(self) -> None:
         self.git.close()
+        self.other.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @rule(ns=NAMESPACES, key=KEYS, value=VALUES)
@@ -97,6 +101,24 @@ class StoreMachine(RuleBasedStateMachine):
     def delete(self, ns, key):
         self.ref.delete(ns, key)
         self.git.delete(ns, key)
+
+    @rule(ns=NAMESPACES, key=KEYS, value=st.one_of(st.none(), VALUES))
+    def another_store_writes(self, ns, key, value):
+        # the derived index must learn what another store (connection) wrote
+        if value is None:
+            self.ref.delete(ns, key)
+            self.other.delete(ns, key)
+        else:
+            self.ref.put(ns, key, value)
+            self.other.put(ns, key, value)
+
+    @rule()
+    def drop_the_index(self):
+        # the index is derived: delete it and open again; nothing may change
+        self.git.close()
+        for path in Path(self.dir, "store.git", "got").glob("store-*.sqlite3*"):
+            path.unlink()
+        self.git = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)
 
     @rule(ns=NAMESPACES, key=KEYS)
     def get(self, ns, key):
@@ -232,13 +254,13 @@ def test_background_sweeper_removes_expired_items(tmp_path):
     store.put(("s",), "gone", {"v": 1}, ttl=0.5)
     now[0] += timedelta(minutes=1)
     future = store.start_ttl_sweeper(sweep_interval_minutes=0.001)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    until = deadline()
+    while time.monotonic() < until:
         if not git(tmp_path / "w.git", "ls-tree", "-r", "--name-only", "refs/got/store").strip():
             break
         time.sleep(0.05)
     assert not git(tmp_path / "w.git", "ls-tree", "-r", "--name-only", "refs/got/store").strip()
-    assert store.stop_ttl_sweeper(timeout=5) and future.done()
+    assert store.stop_ttl_sweeper(timeout=TEST_TIMEOUT) and future.done()
 
 
 def test_async_batch_matches_sync(tmp_path):
