@@ -29,7 +29,7 @@ TINY = {
 }
 OUTPUTS = {
     "backends": ["backends.json", "backends.png"],
-    "substrate": ["substrate.json", "substrate.png"],
+    "substrate": ["substrate.json", "substrate.md", "substrate.png"],
     "solver": ["solver.json"],
     "langgraph_saver": ["langgraph_saver.json", "langgraph_saver_scale.png", "langgraph_saver_threads.png"],
     "langgraph_store": ["langgraph_store.json", "langgraph_store.png"],
