@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Copyability sweep (§5 of arXiv 2606.14470), one command.
+"""Copyability sweep (§5, Table 7, Fig. 3 of arXiv 2606.14470), one command.
 
-Inject one worked example per test question into a fresh memory at five similarity
-tiers — identical, paraphrase (a template rewrite), method band (the most similar
-problem of the same subject), same subject (the least similar of the same domain),
-unrelated (the least similar of the other kind) — measure the MiniLM cosine between
-the question and the example, and report Δ vs no memory per tier and pooled by cosine
-bin (table.md, bins.jsonl, sweep.png), then audit the run.
+Inject one whole worked example per test question into a fresh memory at five tiers built by
+construction from a separate corpus (--tier-corpus, MATH-train format): identical, paraphrase
+(written by the served model; --paraphrase file|template otherwise, the template only as a
+labelled fallback), method band (same subject, MiniLM cosine in [0.60, 0.85], a different
+answer), same subject and unrelated (at the paper's typical cosines 0.22 and 0.12). Reports per
+tier the mean cosine, the copyable-answer count and Δ vs no memory, pooled by cosine bin
+(< 0.60, 0.60–0.85, ≥ 0.85), tiers.jsonl and sweep.png (tier-mean Δ vs tier-mean cosine, τ
+shaded; --overlay RUN_DIR adds other runs, e.g. another model), then audits the run.
 
-    python cookbooks/copyability_sweep.py --standin --out runs/sweep
+    python cookbooks/copyability_sweep.py --standin --levels 4,5 --m-test 4 --out runs/sweep
 """
 
 import sys

@@ -16,7 +16,8 @@ permutation is stored in ``Problem.meta`` so a run can be audited (Table 2).
 
 §4's controlled transfer needs study and test problems that are disjoint and
 drawn alike from every domain: :func:`stratified_split` and the zero-overlap
-check :func:`audit_overlap`.
+check :func:`audit_overlap`. A separate memory corpus (Table 6: MATH-train) is
+checked against the test set by :func:`leakage_audit`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "Split",
     "audit_overlap",
     "format_question",
+    "leakage_audit",
     "load_from_hub",
     "load_gpqa",
     "load_math500",
@@ -531,3 +533,53 @@ def audit_overlap(split: Split) -> int:
     ids = {p.id for p in split.study}
     texts = {normalize_question(p.question) for p in split.study}
     return sum(1 for p in split.test if p.id in ids or normalize_question(p.question) in texts)
+
+
+def leakage_audit(
+    test: Sequence[Problem], corpus: Sequence[Problem], threshold: float = 0.95, embedder: Any = None
+) -> tuple[list[Problem], dict[str, Any]]:
+    """Remove corpus problems that leak a test problem: same normalised text, or a near-duplicate.
+
+    A corpus problem leaks when its id or normalised question (:func:`normalize_question`)
+    equals a test problem's, or when its MiniLM cosine to a test problem is at least
+    ``threshold`` (a reworded copy). Table 6 retrieves from MATH-train; this is the audit
+    that the retrieved problems are not the test problems.
+
+    Args:
+        test: the test problems.
+        corpus: the memory corpus.
+        threshold: the near-duplicate cosine (``> 1`` turns the cosine check off).
+        embedder: an embedder (MiniLM by default).
+
+    Returns:
+        ``(kept, report)``: the corpus without leaking problems (in order), and
+        ``{"n_corpus", "n_kept", "threshold", "exact": [{corpus, test}],
+        "near": [{corpus, test, cosine}]}``.
+    """
+    test_ids = {p.id: p.id for p in test}
+    texts = {normalize_question(p.question): p.id for p in test}
+    exact, near, leaking = [], [], set()
+    for q in corpus:
+        hit = test_ids.get(q.id) or texts.get(normalize_question(q.question))
+        if hit is not None:
+            exact.append({"corpus": q.id, "test": hit})
+            leaking.add(q.id)
+    rest = [q for q in corpus if q.id not in leaking]
+    if rest and test and threshold <= 1.0:
+        from got_core.memory.embeddings import cosine_matrix
+
+        sims = cosine_matrix([q.question for q in rest], [p.question for p in test], embedder)
+        for i, q in enumerate(rest):
+            j = int(sims[i].argmax())
+            if float(sims[i, j]) >= threshold:
+                near.append({"corpus": q.id, "test": test[j].id, "cosine": round(float(sims[i, j]), 4)})
+                leaking.add(q.id)
+    kept = [q for q in corpus if q.id not in leaking]
+    report = {
+        "n_corpus": len(corpus),
+        "n_kept": len(kept),
+        "threshold": threshold,
+        "exact": exact,
+        "near": near,
+    }
+    return kept, report

@@ -10,9 +10,10 @@ run directory:
 * ``results.csv`` — the same, flattened;
 * ``timings.jsonl`` — wall-clock seconds, calls and tokens per (arm, problem);
 * ``arms.jsonl`` / ``arms.csv`` — one row per arm; ``table.md`` — the table;
-* ``deltas.png`` — Δ per arm with CI bars; ``sweep.png`` — Δ against cosine similarity.
+* the plots (:mod:`got_core.bench.plots`): ``deltas.png`` (Δ per arm with CI bars),
+  ``forest.png`` (Fig. 2), ``sweep.png`` (Fig. 3), ``online.png`` (the online curve).
 
-Plots use matplotlib's Agg canvas directly (no pyplot state, no display needed).
+Runs over MATH and GPQA get one table per benchmark (:func:`benchmark_of`).
 """
 
 from __future__ import annotations
@@ -34,16 +35,19 @@ from got_core.bench.stats import (
     format_delta_row,
     paired_bootstrap_delta,
 )
-from got_core.errors import InvalidInputError, MissingExtraError
+from got_core.errors import InvalidInputError
 
 __all__ = [
+    "BENCHMARK_NAMES",
     "COSINE_EDGES",
     "ArmSummary",
     "BinSummary",
     "Column",
+    "QuartileSummary",
+    "benchmark_of",
+    "benchmarks_in",
     "cosine_bins",
-    "plot_deltas",
-    "plot_sweep",
+    "quartile_summary",
     "summarize",
     "table_markdown",
     "table_rich",
@@ -51,8 +55,24 @@ __all__ = [
     "write_results",
 ]
 
-#: Cosine bins of the copyability sweep; 0.8 is the paper's copyability threshold (§5).
-COSINE_EDGES = (-1.0, 0.5, 0.8, 1.0001)
+#: Cosine bins of the copyability sweep, the paper's edges (§5, Table 7): below the core
+#: band, the core band [0.60, 0.85), and the top bin ≥ 0.85.
+COSINE_EDGES = (-1.0, 0.60, 0.85, 1.0001)
+#: Problem kind -> the benchmark a table is about.
+BENCHMARK_NAMES = {"math": "MATH", "mcq": "GPQA"}
+
+
+def benchmarks_in(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The benchmarks of the test records, MATH before GPQA (the order of the tables)."""
+    order = {name: i for i, name in enumerate(BENCHMARK_NAMES.values())}
+    found = dict.fromkeys(benchmark_of(r) for r in records if r.get("phase", "test") == "test")
+    return sorted(found, key=lambda b: order.get(b, len(order)))
+
+
+def benchmark_of(record: dict[str, Any]) -> str:
+    """The benchmark of a result record: ``MATH`` (free-form) or ``GPQA`` (multiple choice)."""
+    kind = str(record.get("kind") or "")
+    return BENCHMARK_NAMES.get(kind, kind.upper() or "?")
 
 
 @dataclass
@@ -181,6 +201,8 @@ def summarize(
                 )
         vals = list(mine.values())
         extra = {
+            "timeouts": sum(1 for r in vals if r.get("outcome") == "timeout"),
+            "empty": sum(1 for r in vals if not str(r.get("answer") or "").strip()),
             "wall_s_mean": round(_mean(r.get("elapsed_s", 0.0) for r in vals), 3),
             "wall_s_max": round(max((r.get("elapsed_s", 0.0) for r in vals), default=0.0), 3),
             "budget_s": max((r.get("budget_s", 0.0) for r in vals), default=0.0),
@@ -214,7 +236,7 @@ def cosine_bins(
             and isinstance((r.get("extra") or {}).get("cosine"), (int, float))
             and low <= r["extra"]["cosine"] < high
         ]
-        label = f"{max(low, -1.0):.1f}–{min(high, 1.0):.1f}"
+        label = f"< {high:.2f}" if low <= -1.0 else (f"≥ {low:.2f}" if high > 1.0 else f"{low:.2f}–{high:.2f}")
         delta = (
             paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs], n_resamples=n_resamples, seed=seed)
             if pairs
@@ -231,7 +253,12 @@ def _cells(row: ArmSummary, columns: Sequence[Column]) -> list[str]:
 
 
 def table_markdown(
-    rows: Sequence[ArmSummary], title: str, *, columns: Sequence[Column] = (), notes: Sequence[str] = ()
+    rows: Sequence[ArmSummary],
+    title: str,
+    *,
+    columns: Sequence[Column] = (),
+    notes: Sequence[str] = (),
+    n_resamples: int = 10_000,
 ) -> str:
     """The paper-style table as markdown: arm, n, accuracy [95% CI], Δ pp [95% CI], *.
 
@@ -240,12 +267,13 @@ def table_markdown(
         title: a heading.
         columns: extra columns.
         notes: lines printed under the table.
+        n_resamples: the bootstrap resamples behind the intervals (said under the table).
     """
     baseline = rows[0].baseline if rows else ""
     header = ["arm", "n", "accuracy [95% CI]", f"Δ pp vs {baseline} [95% CI]", "*"] + [h for h, _ in columns]
     lines = [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, columns)) + " |" for r in rows]
-    lines += ["", "`*`: the paired bootstrap 95% interval (10 000 resamples) excludes 0."]
+    lines += ["", f"`*`: the paired bootstrap 95% interval ({n_resamples:,} resamples) excludes 0.".replace(",", " ")]
     lines += list(notes)
     return "\n".join(lines) + "\n"
 
@@ -354,81 +382,78 @@ def write_arms(run_dir: str | Path, rows: Sequence[ArmSummary], name: str = "arm
     return paths
 
 
-def _figure(width: float, height: float) -> Any:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise MissingExtraError("benchmark plots", "bench", exc) from None
-    fig = Figure(figsize=(width, height), dpi=110)
-    FigureCanvasAgg(fig)
-    return fig
+@dataclass
+class QuartileSummary:
+    """One quarter of an online stream: the arm's accuracy, the baseline's, the paired Δ."""
+
+    quartile: int
+    positions: tuple[int, int]
+    n: int
+    accuracy: float
+    baseline_accuracy: float | None
+    delta: DeltaCI | None
+    memory_size: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        d = self.delta
+        return {
+            "quartile": self.quartile,
+            "first": self.positions[0],
+            "last": self.positions[1],
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "baseline_accuracy": self.baseline_accuracy,
+            "delta": d.delta if d else None,
+            "delta_low": d.low if d else None,
+            "delta_high": d.high if d else None,
+            "memory_size_mean": self.memory_size,
+        }
 
 
-def plot_deltas(rows: Sequence[ArmSummary], path: str | Path, title: str) -> Path:
-    """Δ accuracy (pp) per arm with its 95% interval as error bars; ``*`` marks significance."""
-    arms = [r for r in rows if r.delta is not None]
-    fig = _figure(max(4.0, 1.1 * len(arms) + 2), 3.6)
-    ax = fig.add_subplot(111)
-    xs = list(range(len(arms)))
-    deltas = [d for r in arms if (d := r.delta) is not None]
-    ys = [100 * d.delta for d in deltas]
-    lo = [100 * (d.delta - d.low) for d in deltas]
-    hi = [100 * (d.high - d.delta) for d in deltas]
-    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=5, color="#1f4e79")
-    for x, y, r in zip(xs, ys, arms):
-        if r.delta and r.delta.significant:
-            ax.annotate("*", (x, y), textcoords="offset points", xytext=(8, 2), fontsize=14)
-    ax.axhline(0, color="grey", lw=1, ls="--")
-    ax.set_xticks(xs, [r.arm for r in arms], rotation=20, ha="right")
-    ax.set_ylabel(f"Δ accuracy vs {rows[0].baseline if rows else ''} (pp)")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(str(path), metadata={"Title": title})  # the title also readable from the file
-    return Path(path)
-
-
-def plot_sweep(
+def quartile_summary(
     records: Sequence[dict[str, Any]],
-    baseline: str,
-    bins: Sequence[BinSummary],
-    path: str | Path,
-    title: str = "Copyability: Δ vs cosine similarity",
-) -> Path:
-    """Per-pair Δ (tier minus no memory, pp) against MiniLM cosine, with binned means and CIs."""
-    base = {r["problem_id"]: bool(r["correct"]) for r in records if r["arm"] == baseline}
-    fig = _figure(6.0, 3.8)
-    ax = fig.add_subplot(111)
-    pts = [
-        (float(r["extra"]["cosine"]), 100 * (int(bool(r["correct"])) - int(base[r["problem_id"]])), r["arm"])
-        for r in records
-        if r["arm"] != baseline
-        and r["problem_id"] in base
-        and isinstance((r.get("extra") or {}).get("cosine"), (int, float))
-    ]
-    tiers = list(dict.fromkeys(p[2] for p in pts))
-    for i, tier in enumerate(tiers):
-        # A small fixed vertical offset per tier keeps coinciding points visible (said on the axis).
-        sel = [(x, y + 1.5 * ((i % 5) - 2)) for x, y, t in pts if t == tier]
-        ax.scatter([s[0] for s in sel], [s[1] for s in sel], s=18, alpha=0.6, label=tier)
-    for b in bins:
-        if b.delta is None:
+    arm: str,
+    baseline: str | None,
+    *,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+) -> list[QuartileSummary]:
+    """Accuracy of an online arm by quarter of the test stream (positions in stream order).
+
+    The stream is cut into four consecutive quarters (sizes differ by at most one); each
+    quarter reports the arm's accuracy, the baseline's on the same problems, the paired Δ
+    and the mean number of lessons the memory held.
+    """
+    mine = sorted(
+        (r for r in records if r["arm"] == arm and r.get("phase") == "test"),
+        key=lambda r: (r.get("memory") or {}).get("position", r.get("order", 0)),
+    )
+    base = {r["problem_id"]: bool(r["correct"]) for r in records if baseline and r["arm"] == baseline}
+    out = []
+    n = len(mine)
+    for q in range(4):
+        chunk = mine[q * n // 4 : (q + 1) * n // 4]
+        if not chunk:
             continue
-        y = 100 * b.delta.delta
-        ax.errorbar(
-            [b.mean_cosine],
-            [y],
-            yerr=[[y - 100 * b.delta.low], [100 * b.delta.high - y]],
-            fmt="s",
-            color="black",
-            capsize=5,
+        verdicts = [bool(r["correct"]) for r in chunk]
+        paired = [(bool(r["correct"]), base[r["problem_id"]]) for r in chunk if r["problem_id"] in base]
+        delta = (
+            paired_bootstrap_delta([a for a, _ in paired], [b for _, b in paired], n_resamples=n_resamples, seed=seed)
+            if paired
+            else None
         )
-    ax.axhline(0, color="grey", lw=1, ls="--")
-    ax.axvline(0.8, color="#b22222", lw=1, ls=":", label="copyability threshold 0.8")
-    ax.set_xlabel("cosine(test problem, injected example) — MiniLM")
-    ax.set_ylabel(f"Δ vs {baseline} (pp; points offset ±3 by tier)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(str(path), metadata={"Title": title})  # the title also readable from the file
-    return Path(path)
+        sizes = [((r.get("memory") or {}).get("before") or {}).get("n", 0) for r in chunk]
+        first = q * n // 4
+        out.append(
+            QuartileSummary(
+                q + 1,
+                (first, first + len(chunk) - 1),
+                len(chunk),
+                sum(verdicts) / len(verdicts),
+                sum(b for _, b in paired) / len(paired) if paired else None,
+                delta,
+                round(_mean(sizes), 2),
+            )
+        )
+    return out

@@ -139,7 +139,8 @@ class Task:
         method: the solver arm (:data:`got_core.solver.arms.ARMS`).
         seed: the solver seed (the same for every arm on a problem: paired design).
         order: position of the problem in the experiment (deterministic output order).
-        memory: ``None`` or ``{"mode": "study"|"shared"|"injected", "backend": name, ...}``.
+        memory: ``None`` or ``{"mode": "study"|"shared"|"online"|"static"|"injected", "backend": name, ...}``
+            (``store``: the ingested store a shared task reads, when not the backend's own).
         options: solve options: ``tools``, ``max_steps``, ``arm_options``, ``budget_s``, ``k_lessons``.
         extra: copied into the result (tier, cosine, ...).
     """
@@ -231,6 +232,10 @@ def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo:
 
     Modes: ``study`` — a fresh, writable git memory on the task's lesson ref;
     ``shared`` — the post-ingest backend under ``run_dir`` opened read-only;
+    ``online`` — the same, at the state the stream reached before this question; with
+    ``spec["capture"]`` the solver's lesson writes are held back for the driver
+    (:class:`~got_core.bench.memories.DeferredWrites`), which appends them once verified;
+    ``static`` — exactly ``spec["lessons"]``, in order, for every question (fixed few-shot);
     ``injected`` — a fresh backend holding only ``spec["lessons"]``, then read-only.
     """
     from got_core.memory import Lesson, get_backend
@@ -241,11 +246,23 @@ def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo:
     mode, backend = spec.get("mode"), spec.get("backend", "git")
     if mode == "study":
         return GitMemory(repo=repo, branch=task.lesson_ref)
-    if mode == "shared":
+    if mode == "static":
+        from got_core.bench.memories import StaticMemory
+
+        return StaticMemory([Lesson.from_dict(d) for d in spec.get("lessons", [])])
+    if mode in ("shared", "online"):
         path = Path(run_dir) / spec["path"]
-        if backend == "git":
-            return GitMemory(repo=ReasoningRepo.open(path, create=False), read_only=True)
-        return get_backend(backend, path=path, read_only=True)
+        mem: Any
+        if backend == "git":  # an online question reads the branch holding the stream's state before it
+            branch = spec.get("branch") or "memory"
+            mem = GitMemory(repo=ReasoningRepo.open(path, create=False), read_only=True, branch=branch)
+        else:
+            mem = get_backend(backend, path=path, read_only=True)
+        if mode == "online" and spec.get("capture"):
+            from got_core.bench.memories import DeferredWrites
+
+            return DeferredWrites(mem)
+        return mem
     if mode == "injected":
         lessons = [Lesson.from_dict(d) for d in spec.get("lessons", [])]
         if backend == "git":
@@ -256,7 +273,7 @@ def open_memory(spec: dict[str, Any] | None, run_dir: Path, out_dir: Path, repo:
         with get_backend(backend, path=path) as writer:
             writer.add_lessons(lessons)
         return get_backend(backend, path=path, read_only=True)
-    raise ConfigError(f"unknown memory mode {mode!r}; expected study, shared or injected")
+    raise ConfigError(f"unknown memory mode {mode!r}; expected study, shared, online, static or injected")
 
 
 def memory_fingerprint(memory: Any) -> dict[str, Any] | None:
@@ -394,6 +411,10 @@ def execute_task(
     path.parent.mkdir(parents=True, exist_ok=True)
     repo = ReasoningRepo.open(path, clock=DeterministicClock(CLOCK_START), notes_ref=task.notes_ref)
     try:
+        if task.options.get("prereg"):
+            from got_core.bench.prereg import plant_prereg
+
+            plant_prereg(path, task.options["prereg"])  # every node of this task descends from it
         memory = open_memory(task.memory, run_dir, out, repo, task)
         before = memory_fingerprint(memory)
         expected = None
@@ -426,6 +447,7 @@ def execute_task(
             steps=steps,
             arm_options=opts.get("arm_options") or None,
             record_timings=False,
+            lesson_chars=opts.get("lesson_chars", 500),
         )
         elapsed = time.perf_counter() - t0
         if res.outcome == "error" and not _server_answers(spec):
@@ -470,11 +492,14 @@ def execute_task(
             if task.memory is None
             else {
                 "mode": task.memory.get("mode"),
-                "backend": task.memory.get("backend"),
+                # the memory's name: its ingest record's (the backend's own unless the task names a store)
+                "backend": task.memory.get("store") or task.memory.get("backend"),
+                **({"store_backend": task.memory["backend"]} if task.memory.get("store") else {}),
                 "before": before,
                 "after": after,
                 "tips": tips,
                 "expected": expected,
+                **_online_fields(task.memory, memory, res.final_text),
             },
             "budget_s": float(opts.get("budget_s", 600.0)),
             "extra": dict(task.extra),
@@ -496,6 +521,21 @@ def execute_task(
         return record
     finally:
         repo.close()
+
+
+def _online_fields(spec: dict[str, Any], memory: Any, final_text: str) -> dict[str, Any]:
+    """What an online-memory question adds to its record: its place in the stream, and what it
+    offers the memory (the lessons the solver wanted to write, or its solution text)."""
+    if spec.get("mode") != "online":
+        return {}
+    return {
+        "stream": spec.get("stream"),
+        "position": spec.get("position"),
+        "path": spec.get("path"),
+        "branch": spec.get("branch"),
+        "proposed": list(getattr(memory, "captured", [])),
+        "solution": final_text if spec.get("offer") == "solution" else None,
+    }
 
 
 def _execute_entry(

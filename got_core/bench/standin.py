@@ -17,7 +17,7 @@ log can mistake it for a real model. Token counts are whitespace words.
 
 The built-in responder ``"bench"`` (:func:`bench_responder`) plays the solver's
 prompts (§3.2 of arXiv 2606.14470) well enough for the benchmark cookbooks to run
-end to end: it argues, judges, verifies and writes answer-free lessons, guesses
+end to end: it argues, judges, verifies, paraphrases and writes answer-free lessons, guesses
 answers by a hash of the question (and the request seed, so self-consistency
 samples differ), and *copies* the answer of a worked example in its system
 prompt when that example's problem shares most of its words with the question —
@@ -153,6 +153,12 @@ def bench_responder(request: dict[str, Any]) -> str:
     last = _last(messages, "user")
     system = _last(messages, "system")
     question, options = _question(last)
+    if "Rewrite the following math problem in different words" in last:
+        m = re.search(r"Problem: (.*?)\n\nReply with one line", last, re.DOTALL)
+        original = " ".join((m.group(1) if m else question).split())
+        return "Paraphrase: Put differently, the task is this. " + re.sub(
+            r"^(What is|Find|Compute)\b", "Work out", original
+        )
     if "Write ONE general lesson" in last:
         topic = sorted(w for w in _words(question) if len(w) >= 6 and not w.isdigit())[:3]
         about = ", ".join(topic) or "this kind of problem"

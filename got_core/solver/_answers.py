@@ -10,7 +10,10 @@ judgement here is made from the model's own text:
 * :func:`parse_confidence`, :func:`parse_candidate_scores`, :func:`parse_verdict` —
   self-ratings, cross-check scores and verifier verdicts, parsed robustly;
 * :func:`answer_free` — strips the final answer and the option texts out of a
-  distilled lesson, and refuses the lesson when a trace of them survives.
+  distilled lesson, drops every sentence that states *any* value as an answer (the
+  audit's cue rule, ``got_core._text.strip_stated_answers``: a wrong answer to the study
+  problem may be a test question's right one), and refuses the lesson when a trace of
+  them survives.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from got_core._text import strip_stated_answers
 from got_core.choices import extract_choice
 
 __all__ = [
@@ -246,7 +250,12 @@ def _letter_mentions(letters: str) -> re.Pattern[str]:
 
 
 def answer_free(
-    text: str, answers: list[str], option_texts: list[str] | None = None, n_choices: int | None = None
+    text: str,
+    answers: list[str],
+    option_texts: list[str] | None = None,
+    n_choices: int | None = None,
+    *,
+    drop_stated: bool = True,
 ) -> str | None:
     """Strip answers and option texts from a lesson; ``None`` when it cannot be made answer-free.
 
@@ -257,6 +266,9 @@ def answer_free(
             a lesson naming an option would leak it to the next paraphrase.
         n_choices: the number of options; option-letter mentions (``(B)``, ``option B``,
             ``answer is B``) are stripped too.
+        drop_stated: drop every sentence that states some value as an answer
+            (``The answer is $x = 2$``), whatever the value; off only for a worked
+            example shown on purpose (a method with its steps).
 
     Returns:
         The cleaned lesson, or ``None`` when an answer survives the stripping
@@ -272,6 +284,8 @@ def answer_free(
     if n_choices:
         cleaned = _letter_mentions(LETTERS[:n_choices]).sub(WITHHELD, cleaned)
     cleaned = re.sub(r"(?:\s*\[answer withheld\]){2,}", " " + WITHHELD, cleaned).strip()
+    if drop_stated:
+        cleaned = strip_stated_answers(cleaned)
     squashed = re.sub(r"\s+", "", cleaned).lower()
     for needle in needles:
         probe = re.sub(r"\s+", "", needle).lower()

@@ -146,6 +146,7 @@ class SolveContext:
         steps: a durable-execution engine's step runner (:mod:`got_core.solver.steps`): each
             node run and each plain call becomes one recorded step; siblings then run in order.
         native_tools: offer tools as OpenAI function specs too.
+        lesson_chars: characters of each lesson shown (and recorded); ``None``: whole.
     """
 
     question: str
@@ -163,11 +164,12 @@ class SolveContext:
     steps: StepRunner | None = None
     native_tools: bool = False
     arm: str = "tot"
+    lesson_chars: int | None = P.LESSON_CHARS
     _system: str = ""
 
     def __post_init__(self) -> None:
         tool_text = format_tool_instructions(self.tools, self.max_steps) if self.tools else ""
-        self._system = P.system_prompt(tool_text, self.lessons)
+        self._system = P.system_prompt(tool_text, self.lessons, self.lesson_chars)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -274,7 +276,7 @@ class SolveContext:
             "kind": "mcq" if self.choices else "math",
             "role": "root",
             "choices": list(self.choices or []),
-            "lessons": [lesson.text[:500] for lesson in self.lessons],
+            "lessons": [lesson.text[: self.lesson_chars] for lesson in self.lessons],
         }
         return self.recorder.record(thought, {"s_comb": 0.0}, [], meta, [], 0, label="root")
 

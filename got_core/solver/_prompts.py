@@ -15,6 +15,7 @@ from got_core.memory.base import Lesson
 from got_core.solver._answers import LETTERS
 
 __all__ = [
+    "LESSON_CHARS",
     "MATH_STRATEGIES",
     "SYSTEM",
     "approach_prompt",
@@ -52,13 +53,20 @@ def _tail_mcq(letters: str) -> str:
     )
 
 
-def system_prompt(tool_text: str, lessons: Sequence[Lesson]) -> str:
-    """The system message: role, tool protocol, and the memory's lessons (read-only advice)."""
+#: Characters of each lesson shown in a prompt by default (lessons are a sentence or two).
+LESSON_CHARS = 500
+
+
+def system_prompt(tool_text: str, lessons: Sequence[Lesson], max_chars: int | None = LESSON_CHARS) -> str:
+    """The system message: role, tool protocol, and the memory's lessons (read-only advice).
+
+    ``max_chars`` cuts each lesson (``None``: shown whole, e.g. a full worked example).
+    """
     parts = [SYSTEM]
     if tool_text:
         parts.append(tool_text)
     if lessons:
-        shown = "\n".join(f"- {lesson.text.strip()[:500]}" for lesson in lessons)
+        shown = "\n".join(f"- {lesson.text.strip()[:max_chars]}" for lesson in lessons)
         parts.append("Lessons from earlier problems (general advice; they may not apply here):\n" + shown)
     return "\n\n".join(parts)
 

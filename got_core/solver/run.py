@@ -235,6 +235,7 @@ def solve(
     native_tools: bool = False,
     arm_options: dict[str, Any] | None = None,
     record_timings: bool = True,
+    lesson_chars: int | None = P.LESSON_CHARS,
 ) -> SolveResult:
     """Solve one question with a test-time arm, every node a commit (§3.2, §6.2).
 
@@ -267,6 +268,8 @@ def solve(
         record_timings: keep measured latencies in ``trace.jsonl``; pass ``False`` (with a
             :class:`~got_core.types.DeterministicClock` repository) for seeded re-runs that
             write bit-identical commits.
+        lesson_chars: characters of each retrieved lesson shown to the model (``None``: the
+            whole text, e.g. a full worked example).
 
     Returns:
         A :class:`SolveResult`; a spent budget is its ``outcome``, not an exception.
@@ -314,6 +317,7 @@ def solve(
             steps=steps,
             native_tools=native_tools,
             arm=arm,
+            lesson_chars=lesson_chars,
         )
         with recorder.batch():  # one notes commit for the whole question
             result = ARMS[arm](ctx, **(arm_options or {}))

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from got_core.bench import protocols as P
 from got_core.bench.audit import CHECKS, MIN_ANSWER_CHARS, answer_needles, audit_run
-from got_core.bench.report import summarize, table_markdown, write_arms, write_results
+from got_core.bench.report import benchmark_of, benchmarks_in, summarize, table_markdown, write_arms, write_results
 from got_core.bench.runner import INGEST_PREFIX, LESSON_PREFIX, ModelSpec, Task
 from got_core.cli.audit import register
 from got_core.errors import ConfigError
@@ -131,10 +131,18 @@ def _forge_files(run: Path) -> None:
     records = _records(run)
     config = _config(run)
     write_results(run, records)
-    arms = [json.loads(x)["arm"] for x in (run / "arms.jsonl").read_text().splitlines() if x.strip()]
-    rows = summarize(records, config["baseline"], arms=arms, seed=config["identity"]["seed"], n_resamples=BOOTSTRAP)
-    write_arms(run, rows)
-    (run / "table.md").write_text(table_markdown(rows, "forged"), encoding="utf-8")
+    lines = [json.loads(x) for x in (run / "arms.jsonl").read_text().splitlines() if x.strip()]
+    every, tables = [], []
+    for bench in benchmarks_in(records):  # one table per benchmark, as the run wrote them
+        arms = [d["arm"] for d in lines if d.get("benchmark") in (None, bench)]
+        mine = [r for r in records if benchmark_of(r) == bench]
+        rows = summarize(mine, config["baseline"], arms=arms, seed=config["identity"]["seed"], n_resamples=BOOTSTRAP)
+        for r in rows:
+            r.extra["benchmark"] = bench
+        every += rows
+        tables.append(table_markdown(rows, f"forged — {bench}"))
+    write_arms(run, every)
+    (run / "table.md").write_text("\n".join(tables), encoding="utf-8")
 
 
 def _rewrite_record(run: Path, ref: str, change: Callable[[dict[str, Any]], None]) -> None:

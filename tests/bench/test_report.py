@@ -7,10 +7,12 @@ import json
 
 import pytest
 
+from got_core.bench.plots import plot_copyability, plot_deltas, plot_forest, plot_online
 from got_core.bench.report import (
+    COSINE_EDGES,
+    benchmark_of,
     cosine_bins,
-    plot_deltas,
-    plot_sweep,
+    quartile_summary,
     summarize,
     table_markdown,
     table_rich,
@@ -111,7 +113,12 @@ def test_cosine_bins_pool_pairs_by_similarity():
     high = bins[-1]
     assert high.delta.delta == pytest.approx(1.0) and high.mean_cosine == pytest.approx(0.97)
     assert bins[0].delta.delta == pytest.approx(-1.0)
-    assert "0.5–0.8" in by_label and by_label["0.5–0.8"].delta.delta == 0.0
+    # The paper's edges: below the core band, the core band [0.60, 0.85), the top bin >= 0.85.
+    assert COSINE_EDGES[1:3] == (0.60, 0.85)
+    assert list(by_label) == ["< 0.60", "0.60–0.85", "≥ 0.85"]
+    assert by_label["0.60–0.85"].delta.delta == 0.0 and by_label["0.60–0.85"].n == 1
+    custom = cosine_bins(recs, "none", (-1.0, 0.5, 1.0001), n_resamples=200)
+    assert [b.n for b in custom] == [1, 3]
 
 
 def test_result_files_are_reproducible_and_complete(tmp_path):
@@ -145,10 +152,46 @@ def test_plots_are_png_files(tmp_path):
     rows = summarize(recs, "base", n_resamples=500)
     out = plot_deltas(rows, tmp_path / "d.png", "Δ")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    sweep = [
-        _rec("none", "p0", False, 0),
-        _rec("identical", "p0", True, 0, cosine=1.0),
-        _rec("unrelated", "p0", False, 0, cosine=0.05),
+    panels = plot_deltas({"MATH": rows, "GPQA": rows}, tmp_path / "p.png", "Δ")
+    assert panels.read_bytes()[:4] == b"\x89PNG"
+    forest = plot_forest(rows, tmp_path / "f.png", "forest")
+    assert forest.stat().st_size > 1000 and forest.read_bytes()[:4] == b"\x89PNG"
+    tiers = [
+        {"tier": "identical", "mean_cosine": 1.0, "delta": 0.3, "delta_low": 0.1, "delta_high": 0.5},
+        {"tier": "unrelated", "mean_cosine": 0.1, "delta": 0.0, "delta_low": -0.1, "delta_high": 0.1},
+        {"tier": "paraphrase", "mean_cosine": 0.95, "delta": None},
     ]
-    png = plot_sweep(sweep, "none", cosine_bins(sweep, "none", n_resamples=200), tmp_path / "s.png")
+    png = plot_copyability([("7B", tiers), ("32B", tiers[:1])], tmp_path / "s.png", tau=0.8)
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+    curve = plot_online(
+        {"none": [True, False, True, True], "git_online": [False, True, True, True]}, tmp_path / "o.png", "t"
+    )
+    assert curve.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_timeouts_and_empty_answers_are_counted_per_arm():
+    recs = _records([True, False, True], [True, True, False])
+    recs[3]["outcome"], recs[4]["outcome"] = "timeout", "timeout"
+    recs[5]["answer"] = None
+    recs[0]["answer"] = "5"
+    rows = {r.arm: r for r in summarize(recs, "base", n_resamples=200)}
+    assert rows["new"].extra["timeouts"] == 2 and rows["base"].extra["timeouts"] == 0
+    assert rows["new"].extra["empty"] == 3 and rows["base"].extra["empty"] == 2
+
+
+def test_benchmark_of_names_the_table():
+    assert benchmark_of({"kind": "math"}) == "MATH" and benchmark_of({"kind": "mcq"}) == "GPQA"
+
+
+def test_quartiles_cut_the_stream_in_order_and_pair_with_the_baseline():
+    recs = []
+    for i in range(10):
+        recs.append(_rec("none", f"p{i}", i % 2 == 0, i))
+        online = _rec("git_online", f"p{i}", i >= 5, i)
+        online["memory"] = {"mode": "online", "position": i, "before": {"n": i // 2}}
+        recs.append(online)
+    qs = quartile_summary(recs, "git_online", "none", n_resamples=200)
+    assert [q.n for q in qs] == [2, 3, 2, 3] and [q.positions for q in qs] == [(0, 1), (2, 4), (5, 6), (7, 9)]
+    assert [q.accuracy for q in qs] == [0.0, 0.0, 1.0, 1.0]
+    assert qs[0].baseline_accuracy == 0.5 and qs[3].delta.delta == pytest.approx(1 - 1 / 3)
+    assert qs[0].memory_size == 0.0 and qs[3].memory_size == pytest.approx((3 + 4 + 4) / 3, abs=0.01)

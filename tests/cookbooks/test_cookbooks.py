@@ -24,7 +24,7 @@ from timeouts import TEST_TIMEOUT, deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 COOKBOOKS = ROOT / "cookbooks"
-NAMES = ("five_substrates", "copyability_sweep", "test_time_arms", "system_comparison")
+NAMES = ("five_substrates", "copyability_sweep", "test_time_arms", "system_comparison", "math500_ablations")
 
 
 def _run(name, *args):
@@ -57,6 +57,19 @@ def test_cookbook_help_lists_the_options(name):
         "--out",
         "--max-tokens",
         "--resume",
+        "--prereg",
+        "--budgets",
+        "--compute-matched",
+        "--arm-option",
+        "--method",
+        "--memory-mode",
+        "--levels",
+        "--memory-corpus",
+        "--tier-corpus",
+        "--paraphrase",
+        "--example-chars",
+        "--bins",
+        "--overlay",
     ):
         assert option in out.stdout, option
 
@@ -109,6 +122,13 @@ def _assert_outputs(out: Path, proc, pngs=("deltas.png",)):
     assert "stand-in model" in (out / "table.md").read_text().splitlines()[0]
 
 
+def _rows(out: Path, arm: str) -> int:
+    """Problems of ``arm`` summed over the run's per-benchmark tables."""
+    import re
+
+    return sum(int(n) for n in re.findall(rf"^\| {re.escape(arm)} \| (\d+) \|", (out / "table.md").read_text(), re.M))
+
+
 def _png_title(path: Path) -> str:
     """The Title text chunk of a PNG (the plot's title, written beside the pixels)."""
     data, pos = path.read_bytes(), 8
@@ -128,11 +148,50 @@ def test_five_substrates_end_to_end(five_run):
     out, proc = five_run
     _assert_outputs(out, proc)
     table = (out / "table.md").read_text()
+    assert "— MATH (stand-in model)" in table and "— GPQA (stand-in model)" in table  # one table per benchmark
+    assert (out / "table_math.md").exists() and (out / "table_gpqa.md").exists()
     for backend in ("none", "markdown", "vector", "graph", "git"):
-        assert f"| {backend} | 4 |" in table
+        assert _rows(out, backend) == 4
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 3 + 5 * 4
+    assert all(r["n_calls"] == 1 for r in records if r["phase"] == "test")  # the single-shot agent by default
     assert len(glob.glob(str(out / "repos" / "*" / "*.git"))) == len(records)
+
+
+@pytest.mark.slow
+def test_five_substrates_online_and_preregistered_end_to_end(tmp_path):
+    rule = tmp_path / "prereg.yaml"
+    rule.write_text(
+        "title: git memory helps\ndecision_rule: {arm: git, baseline: none}\nvalidity:\n  - {check: min_n, value: 1}\n"
+    )
+    out = tmp_path / "online"
+    proc = _run(
+        "five_substrates",
+        "--standin",
+        "--memory-mode",
+        "online",
+        "--online-verify",
+        "self",
+        "--backends",
+        "git",
+        "--m-test",
+        4,
+        "--prereg",
+        rule,
+        "--workers",
+        1,
+        "--bootstrap",
+        500,
+        "--no-progress",
+        "--out",
+        out,
+    )
+    _assert_outputs(out, proc, pngs=("deltas.png", "online.png"))
+    table = (out / "table.md").read_text()
+    assert "accuracy by quartile" in table and "Pre-registered verdict" in table
+    for check in ("pre-registration precedes the run", "fresh memory per question"):
+        line = next(l for l in proc.stdout.splitlines() if l.lstrip("│ ").startswith(check[:24]))
+        assert "PASS" in line, proc.stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -141,6 +200,8 @@ def test_copyability_sweep_end_to_end(tmp_path):
     proc = _run(
         "copyability_sweep",
         "--standin",
+        "--levels",
+        "4,5",
         "--m-test",
         4,
         "--workers",
@@ -153,9 +214,13 @@ def test_copyability_sweep_end_to_end(tmp_path):
     )
     _assert_outputs(out, proc, pngs=("deltas.png", "sweep.png"))
     table = (out / "table.md").read_text()
-    assert "| identical | 4 |" in table and "cosine bin" in table
+    assert "| identical | 4 |" in table and "cosine bin" in table and "copyable answers" in table
+    assert "Copyability sweep (§5, Table 7) — MATH (stand-in model)" in table
+    assert "levels 4, 5; tiers from the corpus math_train_sample.jsonl" in table and "paraphrases: model" in table
     bins = [json.loads(line) for line in (out / "bins.jsonl").read_text().splitlines()]
-    assert sum(b["n"] for b in bins) == 5 * 4
+    assert sum(b["n"] for b in bins) == 5 * 4 and [b["bin"] for b in bins] == ["< 0.60", "0.60–0.85", "≥ 0.85"]
+    levels = {p["level"] for p in json.loads((out / "config.json").read_text())["problems"]}
+    assert levels <= {4, 5}
 
 
 @pytest.mark.slow
@@ -165,6 +230,8 @@ def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
         "--standin",
         "--m-test",
         3,
+        "--arm-option",
+        "self_consistency.temperature=0.5,1.0",
         "--workers",
         2,
         "--bootstrap",
@@ -174,7 +241,9 @@ def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
         tmp_path / "arms",
     )
     _assert_outputs(tmp_path / "arms", arms)
-    assert "| verifier_bon | 3 |" in (tmp_path / "arms" / "table.md").read_text()
+    for arm in ("verifier_bon", "self_consistency[temperature=0.5]", "self_consistency[temperature=1.0]"):
+        assert _rows(tmp_path / "arms", arm) == 3
+    assert "× tokens vs greedy" in (tmp_path / "arms" / "table.md").read_text()
     system = _run(
         "system_comparison",
         "--standin",
@@ -182,7 +251,7 @@ def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
         3,
         "--workers",
         1,
-        "--budget-s",
+        "--compute-matched",
         90,
         "--bootstrap",
         1000,
@@ -191,7 +260,47 @@ def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
         tmp_path / "system",
     )
     _assert_outputs(tmp_path / "system", system)
-    assert "| vanilla | 3 |" in (tmp_path / "system" / "table.md").read_text()
+    table = (tmp_path / "system" / "table.md").read_text()
+    assert _rows(tmp_path / "system", "vanilla") == 3 and _rows(tmp_path / "system", "tot@90s") == 3
+    assert "| 60 | 0/" in table and "| 180 | 0/" in table and "| 600 | 0/" in table  # the published budgets
+
+
+@pytest.mark.slow
+def test_math500_ablations_end_to_end(tmp_path):
+    out = tmp_path / "ablations"
+    proc = _run(
+        "math500_ablations",
+        "--standin",
+        "--m-test",
+        3,
+        "--online-verify",
+        "self",
+        "--workers",
+        2,
+        "--bootstrap",
+        500,
+        "--no-progress",
+        "--out",
+        out,
+    )
+    _assert_outputs(out, proc, pngs=("deltas.png", "forest.png", "online.png"))
+    table = (out / "table.md").read_text()
+    assert "MATH-500 ablations (Table 6) — MATH (stand-in model)" in table
+    for arm in (
+        "none",
+        "sc5",
+        "static_fewshot",
+        "markdown",
+        "vector",
+        "git",
+        "vector_subject",
+        "vector_answer_only",
+        "vector_full_solution",
+        "vector_lesson",
+        "git_online",
+    ):
+        assert f"| {arm} | 3 |" in table, arm
+    assert "| git_online | Q" in table and (out / "leakage.jsonl").exists()
 
 
 @pytest.mark.slow

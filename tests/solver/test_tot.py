@@ -340,6 +340,21 @@ def test_parsers_and_normalisation():
             None,
             "Use [answer withheld] of the total when splitting evenly among two friends.",
         ),
+        (  # a wrong answer to this problem may be another's right one: no sentence states any value
+            "The answer to this problem is $x = 2$. Isolate the variable before dividing both sides.",
+            ["7"],
+            None,
+            None,
+            "Isolate the variable before dividing both sides.",
+        ),
+        ("Check units.\nFinal answer:\n12", ["7"], None, None, None),  # too little left
+        (
+            "The answer to this problem is $2x - 3$. Factor the quadratic before solving for the roots.",
+            ["5"],
+            None,
+            None,
+            "Factor the quadratic before solving for the roots.",
+        ),
     ],
 )
 def test_lessons_are_made_answer_free_or_refused(lesson, answers, options, n, kept):

@@ -116,7 +116,9 @@ def check_data(view: RunView) -> Check:
 
         split = config.get("split")
         k = int(identity.get("k_study") or 0) if split else 0
-        again = stratified_split(pool, k, int(identity["m_test"]), seed)
+        levels = identity.get("levels") or []  # a sweep over some MATH levels draws from those only
+        drawn = [p for p in pool if p.level in levels] if levels else pool
+        again = stratified_split(drawn, k, int(identity["m_test"]), seed)
         if split:
             if [p.id for p in again.study] != list(split["study"]) or [p.id for p in again.test] != list(split["test"]):
                 bad.append(f"the recorded split is not the one the data and seed {seed} give")

@@ -20,7 +20,7 @@ from typing import Any
 from got_core.bench.audit._core import Check, listing
 from got_core.bench.audit._view import RunView
 
-__all__ = ["check_files", "n_resamples", "table_rows"]
+__all__ = ["all_table_rows", "check_files", "n_resamples", "table_rows"]
 
 _PER_RECORD = ("results.jsonl", "results.csv", "timings.jsonl")
 
@@ -46,36 +46,65 @@ def _first_difference(name: str, mine: bytes, theirs: bytes) -> str:
 
 def table_rows(text: str) -> dict[str, list[str]]:
     """The rows of the first markdown table in ``table.md``: arm -> its cells."""
-    rows: dict[str, list[str]] = {}
-    started = False
+    tables = all_table_rows(text)
+    return tables[0] if tables else {}
+
+
+def all_table_rows(text: str) -> list[dict[str, list[str]]]:
+    """The rows of every markdown results table in ``table.md``, in order (one per benchmark)."""
+    tables: list[dict[str, list[str]]] = []
+    rows: dict[str, list[str]] | None = None
     for line in text.splitlines():
         if line.startswith("| arm |"):
-            started = True
+            rows = {}
+            tables.append(rows)
             continue
-        if started and line.startswith("|---"):
+        if rows is not None and line.startswith("|---"):
             continue
-        if started and line.startswith("| "):
+        if rows is not None and line.startswith("| "):
             cells = [c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")]
             rows[cells[0]] = cells
-        elif started:
-            break
-    return rows
+        else:
+            rows = None
+    return tables
 
 
 def _arm_rows(view: RunView, records: list[dict[str, Any]], path: Path, bad: list[str]) -> int:
     """Compare ``arms.jsonl`` and ``table.md`` with the summary recomputed from git; returns arms checked."""
+    from got_core.bench.report import benchmark_of
+
+    lines = [json.loads(x) for x in (path / "arms.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    # One table per benchmark (rows carry ``benchmark``), in arms.jsonl's order; older runs: one table.
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for d in lines:
+        groups.setdefault(d.get("benchmark"), []).append(d)
+    tables = all_table_rows((path / "table.md").read_text(encoding="utf-8"))
+    if len(tables) < len(groups):
+        bad.append(f"table.md holds {len(tables)} tables, arms.jsonl {len(groups)} benchmarks")
+    for i, (bench, group) in enumerate(groups.items()):
+        mine = records if bench is None else [r for r in records if benchmark_of(r) == bench]
+        _bench_rows(view, mine, group, tables[i] if i < len(tables) else {}, bad, f" ({bench})" if bench else "")
+    return len(lines)
+
+
+def _bench_rows(
+    view: RunView,
+    records: list[dict[str, Any]],
+    lines: list[dict[str, Any]],
+    table: dict[str, list[str]],
+    bad: list[str],
+    where: str,
+) -> None:
     from got_core.bench.report import summarize
     from got_core.bench.stats import format_accuracy, format_delta_row
 
-    lines = [json.loads(x) for x in (path / "arms.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     arms = [str(d["arm"]) for d in lines]
     nr = n_resamples(view.config)
     seed = int((view.config.get("identity") or {}).get("seed", 0))
     rows = summarize(records, str(view.config.get("baseline")), arms=arms, seed=seed, n_resamples=nr or 200)
     fresh = {r.arm: r for r in rows}
-    table = table_rows((path / "table.md").read_text(encoding="utf-8"))
     if list(table) != arms:
-        bad.append(f"table.md lists arms {list(table)}, arms.jsonl {arms}")
+        bad.append(f"table.md lists arms {list(table)}, arms.jsonl {arms}{where}")
     for d in lines:
         arm, r = str(d["arm"]), fresh.get(str(d["arm"]))
         if r is None:
@@ -87,7 +116,7 @@ def _arm_rows(view: RunView, records: list[dict[str, Any]], path: Path, bad: lis
             want.update({k: v for k, v in r.to_dict().items() if k not in want})
         for key, value in want.items():
             if d.get(key) != value and not (isinstance(value, float) and abs((d.get(key) or 0) - value) < 1e-9):
-                bad.append(f"arms.jsonl {arm}: {key} {d.get(key)!r}, git gives {value!r}")
+                bad.append(f"arms.jsonl {arm}: {key} {d.get(key)!r}, git gives {value!r}{where}")
         if d.get("significant") is not None and d["significant"] != (d["delta_low"] > 0 or d["delta_high"] < 0):
             bad.append(
                 f"arms.jsonl {arm}: significant={d['significant']} but the interval is [{d['delta_low']}, {d['delta_high']}]"
@@ -105,9 +134,8 @@ def _arm_rows(view: RunView, records: list[dict[str, Any]], path: Path, bad: lis
         got = cells[1:5] if len(cells) >= 5 else cells[1:]
         if got != [str(r.n), acc, delta, star] or not str(acc).startswith(f"{100 * r.accuracy.acc:.1f}%"):
             bad.append(
-                f"table.md {arm}: {' | '.join(got)!r}, git gives {' | '.join([str(r.n), str(acc), str(delta), star])!r}"
+                f"table.md {arm}: {' | '.join(got)!r}, git gives {' | '.join([str(r.n), str(acc), str(delta), star])!r}{where}"
             )
-    return len(lines)
 
 
 def check_files(view: RunView) -> Check:

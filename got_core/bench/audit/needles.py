@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from got_core._text import ANSWER_CUE, CUE_WINDOW, states_some_answer, strip_stated_answers
+
 __all__ = [
     "MIN_ANSWER_CHARS",
     "Occurrence",
@@ -34,23 +36,18 @@ __all__ = [
     "letter_markers",
     "occurrences",
     "states_answer",
+    "states_some_answer",
+    "strip_stated_answers",
 ]
 
 #: Answers at least this long count anywhere; shorter ones count as whole tokens stated as answers.
 MIN_ANSWER_CHARS = 4
 
-# What may stand right before a short answer for it to be stated as an answer (the window
-# ends at the answer; spaces, $, (, {, ** and \( may come between).
-_CUE = re.compile(
-    r"(?:\\boxed\s*\{|\\fbox\s*\{"
-    r"|\b(?:final\s+)?answers?\b\**(?:\s+(?:is|was|would\s+be|should\s+be|equals?))?\s*[:=]?"
-    r"|\b(?:result|solution|value|gold|expected|correct|equals?|gives|yields)\b"
-    r"(?:\s+(?:is|was|answer|option|letter|choice))?\s*[:=]?"
-    r"|=)"
-    r"[\s$*({\[]*(?:\\\(|\\\[)?[\s$*({\[]*$",
-    re.IGNORECASE,
-)
-_CUE_WINDOW = 48
+# What may stand right before a short answer for it to be stated as an answer: one rule,
+# shared with every lesson writer (got_core._text), so a lesson cleaned of stated values
+# can never fail this audit, whatever the gold answer is.
+_CUE = ANSWER_CUE
+_CUE_WINDOW = CUE_WINDOW
 _CONTEXT = 36
 
 _LETTER_MARKER = re.compile(

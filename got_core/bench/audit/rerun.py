@@ -99,7 +99,8 @@ def check_rerun(view: RunView, overrides: dict[str, Any]) -> Check:
 
 
 def check_prereg(view: RunView) -> Check:
-    """Issue 15's pre-registration check, ``got_core.bench.prereg.check_prereg(run_dir) -> (ok, detail)``.
+    """Issue 15's pre-registration check, ``got_core.bench.prereg.check_prereg(run_dir) -> (status, detail)``
+    (``status`` "PASS" / "FAIL" / "SKIP"; a bool, or ``None`` for SKIP, is read too).
 
     SKIP when the run was not pre-registered (no ``prereg`` entry in ``config.json`` and no
     ref under ``refs/got/prereg``), when that module is not there, or when it answers
@@ -115,6 +116,9 @@ def check_prereg(view: RunView) -> Check:
     if not callable(judge):
         return Check(PREREG, "SKIP", "got_core.bench.prereg has no check_prereg(run_dir)")
     ok, detail = judge(view.run_dir)
+    if isinstance(ok, str):  # issue 15's judge answers a status ("PASS", "FAIL", "SKIP"); anything else fails
+        status = ok if ok in ("PASS", "FAIL", "SKIP") else "FAIL"
+        return Check(PREREG, status, str(detail or ("the run was not pre-registered" if status == "SKIP" else "")))
     if ok is None:
         return Check(PREREG, "SKIP", str(detail or "the run was not pre-registered"))
     return Check(PREREG, "PASS" if ok else "FAIL", str(detail))
