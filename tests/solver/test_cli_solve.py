@@ -13,6 +13,7 @@ from gitcli import git
 from typer.testing import CliRunner
 
 from got_core import ReasoningRepo
+from got_core.cli import main
 from got_core.cli.solve import register
 from got_core.errors import InvalidInputError
 
@@ -124,9 +125,11 @@ def test_no_answer_exits_1_and_a_bad_script_is_a_user_error(app, tmp_path):
         app, "What is 17 * 23?", "--scripted", str(path), "--repo-root", str(tmp_path), "--tools", "", "--arm", "greedy"
     )
     assert res.exit_code == 1 and "(no answer)" in res.stdout
+    assert "failed: no answer" in res.stderr and "no answer extracted" in res.stderr
     path.write_text("{not json")
     res = invoke(app, "What is 17 * 23?", "--scripted", str(path), "--repo-root", str(tmp_path))
-    assert isinstance(res.exception, InvalidInputError) and "cannot read the script" in str(res.exception)
+    assert isinstance(res.exception, InvalidInputError) and "are not JSON" in str(res.exception)
+    assert str(path) in str(res.exception)
 
 
 def free_port():
@@ -135,10 +138,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_no_endpoint_says_how_to_start_one(app, tmp_path):
-    res = invoke(app, QUESTION, "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--repo-root", str(tmp_path))
-    assert res.exit_code == 2
-    assert "no model server" in res.stderr and "vllm serve" in res.stderr
+def test_no_endpoint_says_how_to_start_one(tmp_path, capsys):
+    code = main(["solve", QUESTION, "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--repo-root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.splitlines()) == 1  # a failure of the environment, said in one line
+    assert "no model server" in err and "vllm serve" in err
     assert not list(tmp_path.iterdir())  # nothing was recorded
 
 

@@ -44,7 +44,7 @@ def test_text_output_and_diff_between_writes(repo_path, capsys):
     assert got_main(["session", "log", "alice", "--repo", str(repo_path)]) == 0
     text = capsys.readouterr().out
     first, second = alice.history()[0].commit, alice.history()[1].commit
-    assert f"#1 {first[:10]}" in text and f"#2 {second[:10]}" in text and "It is 5." in text
+    assert f"#1 {first[:7]} " in text and f"#2 {second[:7]} " in text and "It is 5." in text
     assert got_main(["session", "diff", "alice", "1", "2", "--repo", str(repo_path)]) == 0
     patch = capsys.readouterr().out
     assert message_path(2) in patch and message_path(3) in patch and message_path(1) not in patch
