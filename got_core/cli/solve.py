@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from got_core.cli.plugin import (
+    Abbrev,
     check_target,
     console,
     created_on_failure_removed,
@@ -32,6 +33,7 @@ from got_core.cli.plugin import (
 )
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.names import short_ref
+from got_core.repo import ReasoningRepo
 
 __all__ = ["failure_reason", "load_script", "register", "render_tree", "solve_command"]
 
@@ -58,10 +60,8 @@ def _explain(reason: str, error: str) -> str:
         return "the token budget ran out (raise --token-cap)"
     if "no reply left" in error:
         return "the scripted model had no reply left (add replies, rules or a default to the --scripted file)"
-    if "cannot reach" in error or "no model server" in error or "refused" in error.lower():
+    if any(s in error for s in ("cannot reach", "no model server", "answered HTTP")) or "refused" in error.lower():
         return f"the endpoint refused the call ({error[:160]})"
-    if "answered HTTP" in error:
-        return f"the endpoint answered with an error ({error[:160]})"
     return f"the model call failed ({error[:160]})" if error else f"the node stopped ({reason})"
 
 
@@ -95,8 +95,13 @@ def _check_url(base_url: str) -> None:
         raise InvalidInputError(f"--base-url {base_url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
 
 
-def render_tree(result: Any) -> Tree:
-    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags."""
+def render_tree(result: Any, abbrev: Abbrev | None = None) -> Tree:
+    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags.
+
+    Commit ids are abbreviated as git does (``abbrev``; default: against the run's repository).
+    """
+    if abbrev is None:
+        abbrev = Abbrev(ReasoningRepo(result.repo_path, create=False))
     head = (
         f"[bold]{escape(result.problem_id)}[/] · arm [cyan]{escape(result.arm)}[/] · "
         f"outcome [bold]{escape(result.outcome)}[/]"
@@ -107,11 +112,11 @@ def render_tree(result: Any) -> Tree:
     for entry in result.tree:
         s = entry.scores
         if entry.depth == 0:
-            label = f"[dim]{entry.oid[:10]}[/] [bold]root[/] (the problem)"
+            label = f"[dim]{abbrev(entry.oid)}[/] [bold]root[/] (the problem)"
         else:
             score = f"s={s.get('s_comb', 0):.3f} (local {s.get('s_local', 0):.2f}, cross {s.get('s_cross', 0):.2f})"
             answer = entry.answer if entry.answer is not None else "—"
-            label = f"[dim]{entry.oid[:10]}[/] [bold]{escape(entry.label)}[/] answer {escape(str(answer))}  {score}"
+            label = f"[dim]{abbrev(entry.oid)}[/] [bold]{escape(entry.label)}[/] answer {escape(str(answer))}  {score}"
             if entry.outcome:
                 colour = "green" if entry.outcome == "success" else "red"
                 label += f"  [{colour}]{escape(entry.outcome)}[/]"

@@ -2,7 +2,7 @@
 
 The command tree is walked (core commands and every plugin group), so a new command
 without cases here fails :func:`test_every_command_has_hostile_cases`. Each case runs
-in its own process (``_cli_driver.py`` forks one per case after a single import) and
+in its own process (``tests/gotcli.py`` forks one per case after a single import) and
 must print exactly one line on stderr, no traceback, exit 2 (bad input) or 1 (a
 failure), and leave nothing new on disk.
 """
@@ -10,7 +10,6 @@ failure), and leave nothing new on disk.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import typing
@@ -18,11 +17,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from gotcli import TIMEOUT, got_env, run_got
 
 from got_core.cli import _load_plugins, app
-
-HERE = Path(__file__).parent
-TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
 
 #: Commands that create what they are pointed at (a missing or empty path is fine for them).
 CREATORS = {"init", "demo", "unbundle", "gcc init", "gcc import", "threads demo", "memory add"}
@@ -202,6 +199,9 @@ CASES = [
     c("gcc init", "x", "-n", "", "-r", "{out}"),
     c("gcc init", "x", "-r", "{nonempty}"),
     c("gcc init", "x", "-r", "{gcc}"),
+    c("gcc log", "-o", "x"),  # no -r and no ./got.git: an error, never a new ./got.git
+    c("gcc commit", "s"),
+    c("gcc context"),
     c("gcc log", "-o", "x", "-b", "no-such", "-r", R),
     c("gcc log", "-o", "x", "-n", "nope", "-r", R),
     c("gcc commit", "s", "-b", "no-such", "-r", R),
@@ -347,18 +347,7 @@ def world(tmp_path_factory):
     """A working directory with good repositories of every kind and hostile paths beside them."""
     w = tmp_path_factory.mktemp("hostile")
     home = tmp_path_factory.mktemp("home")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GOT_", "LANGGRAPH_"))},
-        "HOME": str(home),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "COLUMNS": "80",
-        "GOT_BASE_URL": f"http://127.0.0.1:{_free_port()}/v1",
-        "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]),
-    }
-    if "GOT_TEST_TIMEOUT" in os.environ:
-        env["GOT_TEST_TIMEOUT"] = os.environ["GOT_TEST_TIMEOUT"]
+    env = got_env(home, COLUMNS="80", GOT_BASE_URL=f"http://127.0.0.1:{_free_port()}/v1")
     (w / "notes.txt").write_text("hello\n")
     (w / "emptydir").mkdir()
     (w / "nonempty").mkdir()
@@ -423,20 +412,9 @@ def results(world):
         repo = BASE.get(name, ("", ()))[0]
         filled = [_fill(a, w, _fill(repo, w, "")) if "{" in a else a for a in argv]
         filled = [a.replace("{deadurl}", env["GOT_BASE_URL"]) for a in filled]
-        runs.append({"argv": [*name.split(), *filled], "cwd": str(w), "watch": [str(w)]})
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "_cli_driver.py")],
-        input=json.dumps(runs),
-        cwd=w,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert proc.returncode == 0, proc.stderr
-    if os.environ.get("GOT_HOSTILE_DUMP"):  # a file to read every case's outcome from, when debugging
-        Path(os.environ["GOT_HOSTILE_DUMP"]).write_text(json.dumps(list(zip(runs, json.loads(proc.stdout))), indent=1))
-    return {_case_id(case): (run, res) for case, run, res in zip(cases, runs, json.loads(proc.stdout), strict=True)}
+        runs.append({"argv": [*name.split(), *filled], "watch": [str(w)]})
+    out = run_got(runs, env, w)
+    return {_case_id(case): (run, res) for case, run, res in zip(cases, runs, out, strict=True)}
 
 
 @pytest.mark.parametrize("case", _all_cases(), ids=_case_id)

@@ -1,6 +1,7 @@
 """Run many ``got`` command lines, each in its own process, for the price of one import.
 
-Reads a JSON list of cases on stdin (``{"argv": [...], "cwd": "...", "env": {...}}``),
+Tests call :func:`run_got`. As a script it reads a JSON list of cases on stdin
+(``{"argv": [...], "cwd": "...", "env": {...}, "watch": [dirs]}``),
 imports the CLI and its plugin groups once, then forks one child per case. The child
 is a real process with its own stdin, stdout and stderr (files), and ends the way the
 ``got`` console script ends: ``sys.exit(main())``, or an uncaught exception printed
@@ -17,10 +18,52 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
+from typing import Any
+
+#: Generous limit for one case or one batch (the CI machine is busy): GOT_TEST_TIMEOUT seconds.
+TIMEOUT = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
+
+
+def got_env(home: Path, **extra: str) -> dict[str, str]:
+    """An environment for running ``got`` in tests: no user git config, this checkout first on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GOT_", "LANGGRAPH_"))}
+    env.update(
+        {
+            "HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+        }
+    )
+    if "GOT_TEST_TIMEOUT" in os.environ:
+        env["GOT_TEST_TIMEOUT"] = os.environ["GOT_TEST_TIMEOUT"]
+    env.update(extra)
+    return env
+
+
+def run_got(cases: list[dict[str, Any]], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Run each case (``{"argv": [...], "cwd"?, "watch"?}``) as its own ``got`` process; returns
+    ``{"code", "stdout", "stderr", "created"}`` per case, in order."""
+    runs = [{"cwd": str(cwd), **case} for case in cases]
+    proc = subprocess.run(
+        [sys.executable, __file__],
+        input=json.dumps(runs),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * max(1, len(runs) // 50),
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"the got driver failed: {proc.stderr[-4000:]}")
+    return json.loads(proc.stdout)
 
 
 def _child(case: dict, out_path: str, err_path: str) -> None:
@@ -77,7 +120,7 @@ def _derived(path: str, before: set[str]) -> bool:
 
 def main() -> int:
     cases = json.load(sys.stdin)
-    timeout = float(os.environ.get("GOT_TEST_TIMEOUT", "600"))
+    timeout = TIMEOUT
     # import once, before forking: the CLI and every plugin group
     from got_core.cli import _load_plugins
 
