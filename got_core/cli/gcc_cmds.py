@@ -184,7 +184,7 @@ def branches(namespace: str = NamespaceOption, repo: Path | None = RepoOption, j
         return
     for name, meta in metas.items():
         mark = "*" if name == ws.current_branch else " "
-        console.print(f"{mark} {escape(name)} [{escape(meta.status)}] {escape(meta.purpose)}")
+        console.print(f"{mark} {escape(name)} \\[{escape(meta.status)}] {escape(meta.purpose)}")
 
 
 @app.command("export")

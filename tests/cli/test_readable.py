@@ -134,6 +134,17 @@ def test_init_creates_a_bare_repository_and_says_so(world):
     assert default["code"] == 0 and (w / "cwd" / "got.git" / "HEAD").is_file()
 
 
+def test_gcc_branches_show_their_status(world):
+    w, env = world
+    argvs = [["gcc", "init", "plan", "-r", "g.git"], ["gcc", "branch", "side", "try it", "-r", "g.git"]]
+    argvs += [["gcc", "branches", "-r", "g.git"]]
+    *_, res = run_got([{"argv": a} for a in argvs], env, w)
+    assert res["code"] == 0 and res["stdout"].splitlines() == [
+        "  main [active] Primary reasoning trajectory",
+        "* side [active] try it",
+    ]
+
+
 def test_reads_never_create_a_repository(world):
     w, _ = world
     reads = [("log",), ("gcc", "log", "-o", "x"), ("gcc", "context"), ("threads", "list"), ("session", "list")]
