@@ -28,7 +28,8 @@ def audit_command(
         4,
         "--min-answer-chars",
         min=0,
-        help="Answers shorter than this are not searched for in memory (they occur by chance: '2', '24').",
+        help="Answers this long count wherever they occur; shorter ones ('2', '24') count as whole tokens "
+        "stated as answers ('answer is 2', '= 2', '\\boxed{2}').",
     ),
     base_url: str = typer.Option(None, "--base-url", help="Override the recorded endpoint for the re-run."),
     model: str = typer.Option(None, "--model", help="Override the recorded model name for the re-run."),
@@ -37,9 +38,13 @@ def audit_command(
 ) -> None:
     """Audit a benchmark run from git alone; exit 1 when a check FAILs.
 
-    Checks: results complete, split disjoint, the same gold letters across arms, every
-    node a commit, no expected answer in any memory commit (git log -S), fresh memory per
-    question where the protocol says so, a seeded re-run identical, git fsck.
+    Rows: results complete; objects intact; split disjoint; problems match the
+    data files; same gold letters across arms; every node a commit; answers
+    match the winning nodes; verdicts re-derived; result files match git; no
+    gold in model inputs (and by design); no expected answer in memory; memory
+    stores match the ingest record; fresh memory per question;
+    pre-registration; seeded re-run identical; git fsck. A damaged object or a
+    tampered file is a FAIL row that names it.
     """
     from got_core.bench.audit import audit_run, print_report
     from got_core.cli.plugin import console, emit_json
