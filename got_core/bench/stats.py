@@ -31,10 +31,13 @@ from got_core.errors import InvalidInputError, MissingExtraError
 __all__ = [
     "AccuracyCI",
     "DeltaCI",
+    "MeanCI",
     "bootstrap_accuracy_ci",
+    "bootstrap_mean_ci",
     "format_accuracy",
     "format_delta_row",
     "paired_bootstrap_delta",
+    "paired_bootstrap_mean_delta",
 ]
 
 
@@ -268,3 +271,123 @@ def format_accuracy(ci: AccuracyCI, decimals: int = 1) -> str:
     if not isinstance(decimals, int) or decimals < 0:
         raise InvalidInputError(f"decimals must be a non-negative integer, not {decimals!r}")
     return f"{100 * ci.acc:.{decimals}f}% [{100 * ci.low:.{decimals}f}, {100 * ci.high:.{decimals}f}]"
+
+
+# ----------------------------------------------------------------------------- continuous scores
+# ScienceWorld's task score is a number in [0, 100] per episode, not a verdict; its
+# intervals resample episodes by index (n is an episode count, so O(n_resamples · n) is small).
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """One arm's mean score with its percentile bootstrap interval.
+
+    Attributes:
+        mean: observed mean of the scores.
+        low: lower bound of the interval.
+        high: upper bound of the interval.
+        n: number of scores (episodes).
+        level: confidence level of the interval.
+    """
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    level: float = 0.95
+
+
+def _as_scores(values: Any, what: str) -> list[float]:
+    """Validate per-episode scores: finite real numbers (booleans refused: a verdict is not a score)."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise InvalidInputError(f"{what} must be a sequence of numbers, not {type(values).__name__}")
+    try:
+        items = list(values)
+    except TypeError:
+        raise InvalidInputError(
+            f"{what} must be a sequence of numbers (one per episode), not {type(values).__name__}"
+        ) from None
+    if not items:
+        raise InvalidInputError(f"{what} is empty; a confidence interval needs at least one score")
+    out: list[float] = []
+    for i, v in enumerate(items):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+            raise InvalidInputError(f"{what}[{i}] is {v!r}; pass one finite number per episode")
+        out.append(float(v))
+    return out
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float],
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> MeanCI:
+    """Percentile bootstrap interval of a mean score (episodes resampled with replacement).
+
+    Args:
+        values: one score per episode (any finite numbers, e.g. ScienceWorld's 0–100).
+        n_resamples: number of bootstrap resamples.
+        seed: seed of the numpy generator; the same seed gives the same interval.
+        level: confidence level, strictly between 0 and 1.
+
+    Returns:
+        :class:`MeanCI` with the observed mean and the interval bounds.
+
+    Raises:
+        InvalidInputError: empty input, a non-numeric or non-finite element, or bad parameters.
+        MissingExtraError: numpy is not installed.
+    """
+    _check_params(n_resamples, level, seed)
+    x = _as_scores(values, "values")
+    np = _numpy()
+    arr = np.asarray(x, dtype=float)
+    rng = np.random.default_rng(int(seed))
+    idx = rng.integers(0, len(x), size=(int(n_resamples), len(x)))
+    low, high = _percentiles(np, arr[idx].mean(axis=1), level)
+    return MeanCI(mean=float(arr.mean()), low=low, high=high, n=len(x), level=float(level))
+
+
+def paired_bootstrap_mean_delta(
+    a: Sequence[float],
+    b: Sequence[float],
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> DeltaCI:
+    """Paired percentile bootstrap interval of ``mean(a) - mean(b)`` over the same episodes.
+
+    A resample draws episode indices; each drawn episode contributes both arms' scores,
+    so differences in episode difficulty cancel out (as in :func:`paired_bootstrap_delta`).
+
+    Args:
+        a: per-episode scores of the arm under test.
+        b: per-episode scores of the baseline arm, aligned with ``a``.
+        n_resamples: number of bootstrap resamples.
+        seed: seed of the numpy generator.
+        level: confidence level, strictly between 0 and 1.
+
+    Returns:
+        :class:`DeltaCI` in the scores' own unit; ``significant`` when the interval excludes 0.
+
+    Raises:
+        InvalidInputError: different lengths, empty input, a non-numeric element, or bad parameters.
+        MissingExtraError: numpy is not installed.
+    """
+    _check_params(n_resamples, level, seed)
+    xa = _as_scores(a, "a")
+    xb = _as_scores(b, "b")
+    if len(xa) != len(xb):
+        raise InvalidInputError(
+            f"arms have different lengths ({len(xa)} vs {len(xb)}); a paired bootstrap needs "
+            "both arms' scores on the same episodes, aligned by position"
+        )
+    np = _numpy()
+    diff = np.asarray(xa, dtype=float) - np.asarray(xb, dtype=float)
+    rng = np.random.default_rng(int(seed))
+    idx = rng.integers(0, len(diff), size=(int(n_resamples), len(diff)))
+    low, high = _percentiles(np, diff[idx].mean(axis=1), level)
+    significant = bool(low > 0.0 or high < 0.0)
+    return DeltaCI(
+        delta=float(diff.mean()), low=low, high=high, n=len(diff), significant=significant, level=float(level)
+    )
