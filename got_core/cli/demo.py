@@ -109,14 +109,16 @@ def demo(
     out = Path(tempfile.mkdtemp(prefix="got-replay-"))
     repo.materialize("best", out)
     for f in sorted(out.iterdir()):
-        console.print(f"[cyan]{f.name}[/]: {escape(f.read_text().strip()[:100])}")
+        first = " ".join(f.read_text().split())
+        console.print(f"[cyan]{f.name}[/]: {escape(first)}", soft_wrap=False, no_wrap=True, overflow="ellipsis")
     console.rule("[bold]4. retrieval: git's own search")
     for hit in repo.search("average speed distance time", k=3):
-        console.print(f"rho={hit.rho:.3f} {abbrev(hit.oid)} {escape(hit.summary)}")
-    console.print(
-        f"\nrepository: [bold]{target}[/]  — try: git --git-dir={target} log --all --oneline; "
-        f"git --git-dir={target} notes --ref=got show best"
-    )
+        line = f"rho={hit.rho:.3f} {abbrev(hit.oid)} {escape(hit.summary)}"
+        console.print(line, soft_wrap=False, no_wrap=True, overflow="ellipsis")  # one line each, cut to fit
+    where = escape(str(target))
+    console.print(f"\nrepository: [bold]{where}[/]; try:")
+    console.print(f"  git --git-dir={where} log --all --oneline")
+    console.print(f"  git --git-dir={where} notes --ref=got show best")
     shutil.rmtree(out, ignore_errors=True)
     if not keep:
         shutil.rmtree(target, ignore_errors=True)

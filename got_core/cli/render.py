@@ -74,6 +74,17 @@ class Listing:
                 widths[i] = min(widths[i], max(self.max_wrap, cell_len(name)))
         gaps = 3 * (len(self.columns) - 1)  # one space of padding each side, one of separator
         left = width - gaps - sum(w for i, w in enumerate(widths) if i != self.flex)
+        # Short of room: the folding columns give way first (they fold over more lines), so
+        # the fixed columns (ids, scores) are never cut and the flex column keeps MIN_FLEX.
+        for i, name in enumerate(self.columns):
+            short = min(MIN_FLEX, widths[self.flex]) - left
+            if short <= 0:
+                break
+            if name in self.wrap and i != self.flex:
+                give = min(short, widths[i] - max(cell_len(name), 8))
+                if give > 0:
+                    widths[i] -= give
+                    left += give
         widths[self.flex] = max(1, min(widths[self.flex], max(left, MIN_FLEX)))
         return widths
 

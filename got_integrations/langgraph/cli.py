@@ -546,10 +546,9 @@ def _run_demo(saver: GitCheckpointSaver, human: Any, target: Path) -> None:
     new_thread = saver.fork_thread("demo", first_turn_end["checkpoint_id"], "demo-branch")
     console.print(f"and a new thread [bold]demo-branch[/] starts at {new_thread['configurable']['checkpoint_id']}")
     where = escape(str(target))
-    console.print(
-        f"\nrepository: [bold]{where}[/] — try: got threads log demo --graph -r {where}; "
-        f"git --git-dir={where} log --oneline --graph --glob='refs/got/threads/demo/*'"
-    )
+    console.print(f"\nrepository: [bold]{where}[/]; try:")
+    console.print(f"  got threads log demo --graph -r {where}")
+    console.print(f"  git --git-dir={where} log --oneline --graph --glob='refs/got/threads/demo/*'")
 
 
 @app.callback()

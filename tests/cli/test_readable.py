@@ -153,3 +153,30 @@ def test_reads_never_create_a_repository(world):
     for argv, res in zip(reads, results, strict=True):
         assert res["code"] == 2 and "got init" in res["stderr"], (argv, res)
     assert list(Path(w / "bare-cwd").iterdir()) == []
+
+
+def test_demos_fit_80_columns_and_never_cut_a_score(world):
+    # short paths: the hints at the end print commands to copy, which hold the repository path
+    demo, threads_demo = run(world, ("demo", "-r", "d80.git"), ("threads", "demo", "-r", "t80.git"))
+    for res in (demo, threads_demo):
+        assert res["code"] == 0, res["stderr"]
+        too_wide = [line for line in res["stdout"].splitlines() if len(line) > 80]
+        assert not too_wide, too_wide
+    rows = [line.split() for line in demo["stdout"].splitlines() if re.match(r"^[0-9a-f]{7} ", line)]
+    assert rows and all(re.fullmatch(r"\d\.\d{3}", row[2]) for row in rows), rows  # the score column whole
+    assert any(row[1] == "train-speed/child3" and row[2] == "0.280" for row in rows)
+
+
+def test_a_listing_shrinks_its_folding_columns_before_the_fixed_ones():
+    from rich.console import Console
+
+    from got_core.cli.render import listing
+
+    table = listing("commit", "branch", "score", "tags", "thought", wrap=("tags",))
+    table.add_row("5d84b2e", "train-speed/child0", "0.892", "best, success_29169fd3626501dd", "node " + "x" * 60)
+    console = Console(width=80, record=True, color_system=None)
+    console.print(table)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert "0.892" in lines[2] and "5d84b2e" in lines[2] and "train-speed/child0" in lines[2]
+    assert "xxxxxxxx" in lines[2]  # the flex column keeps room to show something
