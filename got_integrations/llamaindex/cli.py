@@ -183,8 +183,13 @@ def show(
     session_id: str = typer.Argument(..., help="The session id."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
-    """The stored conversation (archived messages marked) with each message's id."""
+    """The stored conversation (archived messages marked) with each message's id.
+
+    An id is ``<commit>:<path>`` (``git show`` reads it); the commit is abbreviated as git
+    does unless ``--full`` (``--json`` always gives whole ids).
+    """
     r = open_repo(repo)
     session = SessionLog(r, session_id)
     session.require()
@@ -199,12 +204,15 @@ def show(
     if not rows:
         say_empty(f"no messages in session {session_id}")
         return
+    abbrev = Abbrev(r, full=full)
     for row in rows:
+        commit, sep, path = str(row["id"]).partition(":")
+        shown = f"{abbrev(commit)}{sep}{path}" if sep else row["id"]
         mark = "[dim]archived[/] " if row["archived"] else ""
         console.print(
             f"{row['seq']:>4} {mark}[bold]{safe(row['role'])}[/] {safe(_preview(row['message'], 200))}", soft_wrap=False
         )
-        console.print(f"     [dim]{safe(row['id'])}[/]")
+        console.print(f"     [dim]{safe(shown)}[/]")
 
 
 @app.command()
