@@ -246,6 +246,8 @@ def check_target(path: Path, what: str, *, directory: bool) -> Path:
                 raise InvalidInputError(f"{what} {path} is a file, not a directory; choose a directory")
             if not directory and path.is_dir():
                 raise InvalidInputError(f"{what} {path} is a directory, not a file; choose a file name")
+            if not directory and not path.is_file():  # a device, FIFO or socket: never replaced
+                raise InvalidInputError(f"{what} {path} is not a regular file; choose a file name")
             return path
         if not directory and not path.parent.exists():
             raise InvalidInputError(f"{what} {path}: the directory {path.parent} does not exist")

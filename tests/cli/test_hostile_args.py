@@ -10,6 +10,8 @@ failure), and leave nothing new on disk.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import typing
@@ -132,6 +134,7 @@ CASES = [
     c("bundle", "/proc/x", "-r", R, code=None),
     c("bundle", "{missing}", "-r", R),
     c("bundle", "{out}.bundle", "--ref", "no-such", "-r", R),
+    c("bundle", "{fifo}", "-r", R),  # a special file is refused, never replaced by the bundle
     c("unbundle", "{missing}", "-r", R),
     c("unbundle", "{dir}", "-r", R),
     c("unbundle", "{file}", "-r", R, code=None),
@@ -354,6 +357,7 @@ def world(tmp_path_factory):
     (w / "nonempty" / "a.txt").write_text("keep me\n")
     (w / "locked.bin").write_bytes(b"\x00junk")
     (w / "locked.bin").chmod(0)
+    os.mkfifo(w / "pipe")
     (w / "script.json").write_text(json.dumps(["Thought: 4.\nConfidence: 0.9\nFinal Answer: 4"]))
     (w / "badscript.json").write_text(json.dumps({"replies": [1, 2]}))
     _got("demo", "-r", "demo.git", cwd=w, env=env)
@@ -393,6 +397,7 @@ def _fill(text: str, w: Path, repo: str) -> str:
         "nonempty": "nonempty",
         "missing": "missing/nothing",
         "locked": "locked.bin",
+        "fifo": "pipe",
         "out": "out/new",
         "fresh": "fresh.git",
         "gccdir": "gccdir",
@@ -428,3 +433,10 @@ def test_hostile_arguments_fail_with_one_line(results, case):
     assert "internal error" not in res["stderr"], shown
     assert res["code"] in ((1, 2) if expected is None else (expected,)), shown
     assert res["created"] == [], f"{shown}\n--- created: {res['created']}"
+
+
+def test_special_files_are_never_replaced(results, world):
+    w, _ = world
+    _run, res = results[_case_id(c("bundle", "{fifo}", "-r", R))]
+    assert res["code"] == 2 and "not a regular file" in res["stderr"], res
+    assert stat.S_ISFIFO((w / "pipe").lstat().st_mode)  # still the FIFO it was
