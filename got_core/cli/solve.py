@@ -252,19 +252,24 @@ def solve_command(
             f"{result.n_calls} model calls, {result.usage.total_tokens} tokens, {result.elapsed_s:.2f} s[/]"
         )
         console.print(render_tree(result), soft_wrap=False)  # wrap long labels instead of cropping them
-        console.print(
-            f"[bold]repository:[/] {escape(str(result.repo_path))}  (winning path on "
-            f"{escape(short_ref(result.session_ref))})"
-        )
+        where = escape(str(_relative(Path(result.repo_path))))
+        console.print(f"[bold]repository:[/] {where}  (winning path on {escape(short_ref(result.session_ref))})")
         if result.lesson:
             console.print(f"[bold]lesson written[/] ({escape(result.lesson_source)}): {escape(result.lesson)}")
-        console.print(
-            f"[dim]try: git --git-dir={escape(str(result.repo_path))} log --all --graph --oneline; "
-            f"git --git-dir={escape(str(result.repo_path))} notes --ref=got show best[/]"
-        )
+        console.print("[dim]try:[/]")  # one command a line: each fits a narrow terminal unless the path is long
+        console.print(f"[dim]  git --git-dir={where} log --all --graph --oneline[/]")
+        console.print(f"[dim]  git --git-dir={where} notes --ref=got show best[/]")
     if result.answer is None:
         err_console.print(f"[bold red]failed:[/] {safe(one_line(failure_reason(result)))}")
         raise typer.Exit(1)
+
+
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (as git prints paths)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return path
 
 
 def register(app: typer.Typer) -> None:

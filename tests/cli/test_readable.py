@@ -180,3 +180,11 @@ def test_a_listing_shrinks_its_folding_columns_before_the_fixed_ones():
     assert all(len(line) <= 80 for line in lines), lines
     assert "0.892" in lines[2] and "5d84b2e" in lines[2] and "train-speed/child0" in lines[2]
     assert "xxxxxxxx" in lines[2]  # the flex column keeps room to show something
+
+
+def test_solve_output_fits_80_columns(world):
+    script = Path(__file__).resolve().parents[2] / "cookbooks" / "data" / "scripted_replies.json"
+    (res,) = run(world, ("solve", "What is 17 * 23?", "--scripted", str(script), "--repo-root", "trees"))
+    assert res["code"] == 0 and "answer: 391" in res["stdout"], res["stderr"]
+    too_wide = [line for line in res["stdout"].splitlines() if len(line) > 80]
+    assert not too_wide, too_wide
