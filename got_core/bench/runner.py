@@ -3,7 +3,8 @@
 §4–§6 of arXiv 2606.14470 run every (arm, problem) pair through the same solver.
 Here one pair is a :class:`Task`; :func:`execute_task` solves it in its own
 repository and :func:`run_tasks` runs many of them — inline, in a local process
-pool bounded by ``workers`` (what the model server takes), or on a Ray cluster.
+pool bounded by ``workers`` (what the model server takes), on a Ray cluster, or
+durably on DBOS, each node a recorded step (:mod:`got_core.bench.executors`).
 
 The repositories are the log. A run directory holds::
 
@@ -38,9 +39,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,6 @@ from got_core.errors import (
     ConfigError,
     CorruptRepositoryError,
     GotRuntimeError,
-    MissingExtraError,
     RemoteError,
     RepositoryNotFoundError,
 )
@@ -336,7 +334,9 @@ def read_result(repo: ReasoningRepo, task: Task) -> dict[str, Any] | None:
     return record
 
 
-def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+def execute_task(
+    task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str | Path | None = None, *, steps: Any = None
+) -> dict[str, Any]:
     """Solve one task in its own repository, record the result as a commit, push to central.
 
     Safe to call again after a crash: a repository that already holds the result is only
@@ -348,6 +348,8 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
         run_dir: the run directory (shared read-only memories live here).
         out_dir: where repositories, fresh memories and ``central.git`` go (default ``run_dir``;
             the audit's re-run passes a scratch directory).
+        steps: a durable engine's step runner (:mod:`got_core.solver.steps`; the ``dbos``
+            executor passes one): each node becomes a recorded step.
 
     Returns:
         The result record (also committed as ``result.json`` on :attr:`Task.result_ref`).
@@ -405,6 +407,7 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
             k_lessons=int(opts.get("k_lessons", 3)),
             max_steps=int(opts.get("max_steps", 3)),
             parallel=spec.parallel_nodes,
+            steps=steps,
             arm_options=opts.get("arm_options") or None,
             record_timings=False,
         )
@@ -479,9 +482,11 @@ def execute_task(task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str 
         repo.close()
 
 
-def _execute_entry(task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir: str) -> dict[str, Any]:
+def _execute_entry(
+    task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir: str, steps: Any = None
+) -> dict[str, Any]:
     # Plain dicts cross the process (and Ray) boundary; the dataclasses are rebuilt here.
-    return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir)
+    return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir, steps=steps)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -516,46 +521,6 @@ def _progress(total: int, done: int, label: str, enabled: bool) -> Iterator[Call
         yield lambda: bar.advance(handle)
 
 
-def _run_ray(
-    todo: list[Task], spec: ModelSpec, run_dir: Path, address: str, workers: int, tick: Callable[[], None]
-) -> None:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingExtraError("running benchmarks on Ray (--ray)", "ray", exc) from None
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started:
-        if address == "local":
-            ray.init(
-                num_cpus=max(1, workers),
-                include_dashboard=False,
-                log_to_driver=False,
-                object_store_memory=100 * 1024 * 1024,
-            )
-        else:
-            ray.init(address=address, log_to_driver=False)
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(_execute_entry)
-        queue: list[Task] = list(todo)
-        pending: dict[Any, Task] = {}  # ray object ref -> its task
-        while queue or pending:
-            while queue and len(pending) < max(1, workers):
-                t = queue.pop(0)
-                pending[remote.remote(t.to_dict(), asdict(spec), str(run_dir))] = t
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                task = pending.pop(ref)
-                try:
-                    ray.get(ref)
-                except Exception as exc:
-                    raise BenchRunError(f"task {task.key} failed on Ray: {exc}") from exc
-                tick()
-    finally:
-        if started:
-            ray.shutdown()
-
-
 def run_tasks(
     tasks: Sequence[Task],
     run_dir: str | Path,
@@ -565,6 +530,7 @@ def run_tasks(
     ray_address: str | None = None,
     progress: bool = True,
     label: str = "solving",
+    executor: str | Any | None = None,
 ) -> list[dict[str, Any]]:
     """Run every task not already finished; return all results, read back from ``central.git``.
 
@@ -576,6 +542,9 @@ def run_tasks(
         ray_address: a Ray cluster address, or ``"local"`` to start a local instance.
         progress: show a progress bar on stderr.
         label: the progress bar's title.
+        executor: where tasks run: ``local``, ``ray`` or ``dbos`` (durable: each node a
+            recorded step, see :mod:`got_core.bench.executors`), or an executor object;
+            default ``ray`` when ``ray_address`` is given, else ``local``.
 
     Returns:
         Result records in the order of ``tasks``.
@@ -591,26 +560,19 @@ def run_tasks(
     with open_central(run_dir) as central:
         todo = [t for t in tasks if central.tip(t.result_ref) is None]
     with _progress(len(tasks), len(tasks) - len(todo), label, progress) as tick:
-        if todo and ray_address:
-            _run_ray(todo, spec, run_dir, ray_address, workers, tick)
-        elif todo and workers <= 1:
-            for t in todo:
-                execute_task(t, spec, run_dir)
-                tick()
-        elif todo:
-            # spawn, not fork: the driver may hold threads (the stand-in server, the progress bar).
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(_execute_entry, t.to_dict(), asdict(spec), str(run_dir)): t for t in todo}
-                pending = set(futures)
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        exc = fut.exception()
-                        if exc is not None:
-                            for other in pending:
-                                other.cancel()
-                            raise BenchRunError(f"task {futures[fut].key} failed: {type(exc).__name__}: {exc}") from exc
-                        tick()
+        if todo:
+            from got_core.bench.executors import ExecutorError, Job, get_executor
+
+            runner = (
+                executor
+                if executor is not None and not isinstance(executor, str)
+                else get_executor(executor, workers=workers, ray_address=ray_address)
+            )
+            jobs = [Job(t.key, t.to_dict(), asdict(spec), str(run_dir)) for t in todo]
+            try:
+                runner.run(jobs, _execute_entry, tick)
+            except ExecutorError as exc:
+                raise BenchRunError(str(exc)) from exc
     with open_central(run_dir) as central:
         found = [read_result(central, t) for t in tasks]
     records = [r for r in found if r is not None]

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from got_core.collab.layouts import Layout, LessonMemory
 from got_core.errors import (
     ConcurrentUpdateError,
     CorruptRepositoryError,
@@ -47,7 +48,7 @@ from got_core.errors import (
     UnknownRefError,
 )
 from got_core.memory.base import Lesson, validate_text
-from got_core.memory.git import GitMemory, parse_topic_file, render_topic_file
+from got_core.memory.git import parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
 from got_core.storage.inbound import InboundLimits
@@ -473,6 +474,9 @@ class Worker:
         identity: author of its commits (default: named after the agent).
         limits: what one :meth:`sync` may fetch from central (default
             :data:`got_core.inbound.DEFAULT_LIMITS`); central is a peer like any other.
+        layout: how lesson files are laid out (:mod:`got_core.collab.layouts`): ``keyed``
+            (one file per topic: contradictions conflict) or ``content`` (one file per lesson
+            text: nothing ever conflicts, contradictions land silently).
         **repo_options: passed to :class:`ReasoningRepo` (clock, signer, ...).
     """
 
@@ -484,6 +488,7 @@ class Worker:
         *,
         identity: Identity | None = None,
         limits: InboundLimits | None = None,
+        layout: Layout = "keyed",
         **repo_options: Any,
     ) -> None:
         self.agent_id = agent_id
@@ -498,7 +503,7 @@ class Worker:
             notes_ref=self.notes_ref,
             **repo_options,
         )
-        self.memory = GitMemory(repo=self.repo, branch=self.branch)
+        self.memory = LessonMemory(repo=self.repo, branch=self.branch, layout=layout)
 
     def sync(self) -> MergeResult:
         """Fetch the central memory (and tags, and every agent's notes) and merge it into our branch.

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from got_core.errors import ModelError
@@ -31,6 +31,7 @@ from got_core.solver._answers import (
 from got_core.solver.budget import BudgetedModel, BudgetExceededError, BudgetTracker
 from got_core.solver.hook import NodeRecorder
 from got_core.solver.react import format_tool_instructions, run_react
+from got_core.solver.steps import StepRunner, durable_step
 from got_core.solver.tools import TOOLS, Tool
 from got_core.types import Node
 
@@ -142,6 +143,8 @@ class SolveContext:
         seed: base seed; node ``i`` uses ``seed + i``.
         max_steps: ReAct steps per node (§3.2: 3).
         parallel: run sibling nodes concurrently (for real servers).
+        steps: a durable-execution engine's step runner (:mod:`got_core.solver.steps`): each
+            node run and each plain call becomes one recorded step; siblings then run in order.
         native_tools: offer tools as OpenAI function specs too.
     """
 
@@ -157,6 +160,7 @@ class SolveContext:
     seed: int | None = None
     max_steps: int = 3
     parallel: bool = False
+    steps: StepRunner | None = None
     native_tools: bool = False
     arm: str = "tot"
     _system: str = ""
@@ -183,15 +187,19 @@ class SolveContext:
         """One plain model call (judge, verifier, lesson); ``None`` when the budget or model failed."""
         if self.stopped:
             return None
-        try:
-            return self.model.complete(
-                [{"role": "system", "content": P.SYSTEM}, {"role": "user", "content": prompt}],
-                temperature=temperature,
-                max_tokens=self.max_tokens,
-                seed=self._seed(seed_offset),
-            ).text
-        except (BudgetExceededError, ModelError):
-            return None
+
+        def call() -> str | None:
+            try:
+                return self.model.complete(
+                    [{"role": "system", "content": P.SYSTEM}, {"role": "user", "content": prompt}],
+                    temperature=temperature,
+                    max_tokens=self.max_tokens,
+                    seed=self._seed(seed_offset),
+                ).text
+            except (BudgetExceededError, ModelError):
+                return None
+
+        return durable_step(self.steps, self.model, f"ask {seed_offset}", call)
 
     # ------------------------------------------------------------------ nodes
     def run_node(
@@ -240,9 +248,16 @@ class SolveContext:
 
         def one(job: tuple[str, str, str, float | None, int]) -> NodeRun:
             label, role, prompt, temp, offset = job
-            return self.run_node(label, role, prompt, temperature=temp, seed_offset=offset)
+            return durable_step(
+                self.steps,
+                self.model,
+                f"node {label}",
+                lambda: self.run_node(label, role, prompt, temperature=temp, seed_offset=offset),
+                asdict,
+                lambda d: NodeRun(**d),
+            )
 
-        if self.parallel and len(jobs) > 1:
+        if self.parallel and len(jobs) > 1 and self.steps is None:  # durable steps are ordered
             with ThreadPoolExecutor(len(jobs), thread_name_prefix="got-node") as pool:
                 return list(pool.map(one, jobs))
         runs: list[NodeRun] = []

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from got_core.errors import ConfigError, GotRuntimeError
-from got_core.solver.models import BaseChatModel, ChatModel, ChatResponse
+from got_core.solver.models import BaseChatModel, CallRecord, ChatModel, ChatResponse, Usage
 
 __all__ = ["Budget", "BudgetExceededError", "BudgetTracker", "BudgetedModel"]
 
@@ -138,6 +138,15 @@ class BudgetTracker:
                 f"call {self.calls}); raise Budget.max_tokens",
             )
 
+    def replay(self, tokens: int, calls: int, exceeded: str | None = None) -> None:
+        """Count ``calls`` finished calls of ``tokens`` tokens recorded earlier (no cap check:
+        they were checked when they were made); ``exceeded`` restores the reason they spent it."""
+        with self._lock:
+            self.tokens += int(tokens)
+            self.calls += int(calls)
+            if exceeded in ("timeout", "budget") and self.exceeded is None:
+                self.exceeded = exceeded  # type: ignore[assignment]
+
     def timed_out(self) -> BudgetExceededError:
         """The error for a call abandoned at the deadline (also marks the tracker)."""
         return self._fail(
@@ -186,6 +195,27 @@ class BudgetedModel(BaseChatModel):
             return future.result(timeout=max(left, 0.0))
         except FutureTimeout:
             raise self.tracker.timed_out() from None
+
+    def replay_calls(self, calls: list[CallRecord], usage: Usage, *, exceeded: str | None = None) -> None:
+        """Account for calls a durable engine recorded and replays instead of making again.
+
+        The question's totals (``calls``, ``usage``, ``n_calls``) and its tracker's tokens and
+        call count move as if the calls had been made now (see :mod:`got_core.solver.steps`).
+
+        Args:
+            calls: the recorded calls, in order (failed ones included, as recorded).
+            usage: their summed tokens.
+            exceeded: the tracker's reason when the budget ran out during them.
+        """
+        with self._record_lock:
+            self.calls.extend(calls)
+            self.usage = self.usage + usage
+            self.n_calls += len(calls)
+        self.tracker.replay(
+            sum(c.prompt_tokens + c.completion_tokens for c in calls if c.error is None),
+            sum(1 for c in calls if c.error is None),
+            exceeded,
+        )
 
 
 class _DaemonPool:

@@ -29,6 +29,7 @@ from got_core.solver.arms import ARMS
 from got_core.solver.budget import Budget, BudgetedModel, BudgetTracker
 from got_core.solver.hook import NodeRecorder
 from got_core.solver.models import ChatModel, Usage
+from got_core.solver.steps import StepRunner
 from got_core.solver.tools import get_tools
 from got_core.solver.tot import DEFAULT_TOOLS
 from got_core.types import Node
@@ -230,6 +231,7 @@ def solve(
     k_lessons: int = 3,
     max_steps: int = 3,
     parallel: bool = False,
+    steps: StepRunner | None = None,
     native_tools: bool = False,
     arm_options: dict[str, Any] | None = None,
     record_timings: bool = True,
@@ -258,6 +260,8 @@ def solve(
         max_steps: ReAct steps per node (§3.2: 3).
         parallel: run sibling nodes concurrently (real servers; scripted replies in a
             fixed order need ``False``).
+        steps: a durable-execution engine's step runner (:mod:`got_core.solver.steps`):
+            each node and each plain call is a recorded step; siblings run in order.
         native_tools: offer tools as OpenAI function specs too.
         arm_options: extra keyword arguments for the arm (``n`` samples, ``branching``…).
         record_timings: keep measured latencies in ``trace.jsonl``; pass ``False`` (with a
@@ -307,6 +311,7 @@ def solve(
             seed=seed,
             max_steps=max_steps,
             parallel=parallel,
+            steps=steps,
             native_tools=native_tools,
             arm=arm,
         )
