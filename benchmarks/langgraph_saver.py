@@ -12,7 +12,7 @@ Reported, in one run: median and mean ms of a step's writes (``put`` + its
 and bytes on disk (git loose, git after ``repo.maintenance()`` = repack, sqlite file
 with its WAL). Targets: within 1.5x of SqliteSaver on writes and reads; smaller on disk.
 
-    python benchmarks/langgraph_saver.py                 # 1000 steps; JSON + PNG in benchmarks/results/
+    python benchmarks/langgraph_saver.py                 # 1000 steps; JSON + PNG in $TMPDIR/got-bench/langgraph_saver/
     python benchmarks/langgraph_saver.py --steps 200 --out /tmp/bench
 """
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("benchmarks/results"),
+        default=Path(tempfile.gettempdir()) / "got-bench" / "langgraph_saver",
         help="Where to write langgraph_saver.json and .png (the chart needs matplotlib).",
     )
     args = parser.parse_args(argv)

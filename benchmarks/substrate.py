@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _plot import log_lines
+from _plot import default_out, log_lines
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, default=200, help="writes measured per level (naive: a tenth)")
     ap.add_argument("--reads", type=int, default=200, help="replays and queries per level (naive: a tenth)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="where to write JSON and PNG")
+    ap.add_argument("--out", type=Path, default=default_out("substrate"), help="where to write JSON and PNG")
     ap.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: the system temp dir)")
     args = ap.parse_args(argv)
     levels = sorted(int(x) for x in args.levels.split(","))

@@ -14,10 +14,12 @@ The only change is the checkpointer line. Then the script shows what git gives y
 
 Run::
 
-    python cookbooks/langgraph_checkpointer.py                     # into a temporary repository
-    python cookbooks/langgraph_checkpointer.py --repo agent.git    # keep it, then:
+    python cookbooks/langgraph_checkpointer.py                     # into <temp dir>/got-cookbooks/langgraph_checkpointer/
+    python cookbooks/langgraph_checkpointer.py --repo agent.git    # or here, then:
     got threads history tutor -r agent.git
-    git --git-dir=agent.git log --oneline --graph refs/got/threads/
+    git --git-dir=agent.git log --oneline --graph --glob='refs/got/threads/*'
+
+The repository is kept (the last line names it); a rerun into the default ``--out`` starts afresh.
 
 Needs the ``langgraph`` extra: ``pip install 'gitofthoughts[langgraph]'``.
 """
@@ -80,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--repo", type=Path, default=None, help="Repository to write (default: a temporary one, removed afterwards)."
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "got-cookbooks" / "langgraph_checkpointer",
+        help="Output directory: the repository is OUT/agent.git, replaced on each run (default: %(default)s).",
     )
+    parser.add_argument("--repo", type=Path, default=None, help="Write this repository instead of OUT/agent.git.")
     parser.add_argument("--thread", default="tutor", help="Thread id (default: tutor).")
     args = parser.parse_args(argv)
 
@@ -90,11 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     from got_integrations.langgraph import GitCheckpointSaver
     from got_integrations.langgraph.cli import checkpoint_diff
 
-    workdir = None
-    repo = args.repo
-    if repo is None:
-        workdir = Path(tempfile.mkdtemp(prefix="got-langgraph-"))
-        repo = workdir / "agent.git"
+    repo = args.repo or args.out / "agent.git"
+    if args.repo is None and repo.exists():
+        shutil.rmtree(repo)  # our own output from an earlier run: start afresh
 
     # Before:  checkpointer = SqliteSaver(sqlite3.connect("agent.sqlite", check_same_thread=False))
     #   (or)   checkpointer = InMemorySaver()
@@ -159,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(out.stdout)
     checkpointer.close()
-    if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
-        print(f"kept {repo}: try `got threads history {args.thread} -r {repo}`")
+    print(f"kept {repo}: try `got threads history {args.thread} -r {repo}`")
     return 0
 
 

@@ -12,8 +12,10 @@ function-calling LLM (``OpenAILike(...)`` for a local vLLM) for real use.
 
 Run::
 
-    python cookbooks/llamaindex_memory.py                  # into a temporary repository
-    python cookbooks/llamaindex_memory.py --repo agent.git # keep it; then try `got session diff alice 1 2 -r agent.git`
+    python cookbooks/llamaindex_memory.py                  # into <temp dir>/got-cookbooks/llamaindex_memory/
+    python cookbooks/llamaindex_memory.py --repo agent.git # or here; then try `got session diff alice 1 2 -r agent.git`
+
+The repository is kept (the last line names it); a rerun into the default ``--out`` starts afresh.
 
 Needs the ``llamaindex`` extra: ``pip install 'gitofthoughts[llamaindex]'``.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--repo",
+        "--out",
         type=Path,
-        default=None,
-        help="repository to write (default: a temporary directory, removed afterwards)",
+        default=Path(tempfile.gettempdir()) / "got-cookbooks" / "llamaindex_memory",
+        help="output directory: the repository is OUT/agent.git, replaced on each run (default: %(default)s)",
     )
+    parser.add_argument("--repo", type=Path, default=None, help="write this repository instead of OUT/agent.git")
     parser.add_argument(
         "--phase", choices=("all", "first", "second"), default="all", help=argparse.SUPPRESS
     )  # the script re-runs itself for the restart
@@ -118,26 +122,29 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("this cookbook needs the llamaindex extra: pip install 'gitofthoughts[llamaindex]'", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = (args.repo or Path(tmp) / "agent.git").resolve()
-        if args.phase == "first":
-            asyncio.run(first_process(repo))
-            return 0
-        if args.phase == "second":
-            asyncio.run(second_process(repo))
-            return 0
-        print(f"== process 1: two sessions in {repo}")
+    repo = (args.repo or args.out / "agent.git").resolve()
+    if args.phase == "first":
         asyncio.run(first_process(repo))
-        print("\n== process 2: restart and restore")
-        done = subprocess.run([sys.executable, __file__, "--repo", str(repo), "--phase", "second"])
-        if done.returncode:
-            return done.returncode
-        print("\n== got session log alice")
-        from got_core.cli import main as got
+        return 0
+    if args.phase == "second":
+        asyncio.run(second_process(repo))
+        return 0
+    if args.repo is None and repo.exists():
+        shutil.rmtree(repo)  # our own output from an earlier run: start afresh
+    print(f"== process 1: two sessions in {repo}")
+    asyncio.run(first_process(repo))
+    print("\n== process 2: restart and restore")
+    done = subprocess.run([sys.executable, __file__, "--repo", str(repo), "--phase", "second"])
+    if done.returncode:
+        return done.returncode
+    print("\n== got session log alice")
+    from got_core.cli import main as got
 
-        status = got(["session", "log", "alice", "--repo", str(repo)])
-        print("\n== got session diff alice 4 5   (what the restarted process added)")
-        return status or got(["session", "diff", "alice", "4", "5", "--repo", str(repo)])
+    status = got(["session", "log", "alice", "--repo", str(repo)])
+    print("\n== got session diff alice 4 5   (what the restarted process added)")
+    status = status or got(["session", "diff", "alice", "4", "5", "--repo", str(repo)])
+    print(f"\nkept {repo}: try `got session show alice -r {repo}`")
+    return status
 
 
 if __name__ == "__main__":

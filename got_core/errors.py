@@ -24,6 +24,7 @@ also a :class:`ValueError`) and failures of the environment or the data
         ├── UntrustedContentError            fetched/bundled/merged objects broke a rule or limit
         ├── ConcurrentUpdateError            a compare-and-swap on a ref kept losing
         ├── MergeConflictError               a merge needs a decision (conflicts as data)
+        ├── BisectError                      a bisection's check aborted (128+, signal, timeout)
         ├── SigningError                     the signing key or tool failed
         ├── RemoteError                      a fetch/push failed (credentials are never prompted)
         │   ├── PushRejectedError            the peer refused a ref update (e.g. not a fast-forward)
@@ -40,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BisectError",
     "ConcurrentUpdateError",
     "ConfigError",
     "CorruptRepositoryError",
@@ -189,6 +191,10 @@ class UntrustedContentError(GotRuntimeError):
 
 class ConcurrentUpdateError(GotRuntimeError):
     """A ref moved under us more times than the retry budget allows."""
+
+
+class BisectError(GotRuntimeError):
+    """A bisection stopped: its check aborted (status 128+, a signal, a timeout) or answered nothing usable."""
 
 
 class MergeConflictError(GotRuntimeError):

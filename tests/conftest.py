@@ -1,4 +1,10 @@
-"""Shared fixtures: every test runs with an isolated HOME and no user git config."""
+"""Shared fixtures and settings.
+
+Every test runs with an isolated HOME and no user git config. Every test gets the time
+limit ``GOT_TEST_TIMEOUT`` (seconds, default 600; see ``tests/timeouts.py``) unless
+``--timeout`` or ``PYTEST_TIMEOUT`` says otherwise. Heavy end-to-end tests are marked
+``slow`` and still run by default (``-m "not slow"`` leaves them out for a quick loop).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,20 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from timeouts import TEST_TIMEOUT
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Give pytest-timeout the suite's one limit unless the command line or PYTEST_TIMEOUT sets one."""
+    if getattr(config.option, "timeout", None) is None and not os.environ.get("PYTEST_TIMEOUT"):
+        config.option.timeout = TEST_TIMEOUT
 
 
 @pytest.fixture(autouse=True)

@@ -265,6 +265,7 @@ def _finish(
     plot: bool = True,
 ) -> ExperimentResult:
     run_dir = Path(opts.out)
+    title = standin_title(title, opts.spec)
     files = write_results(run_dir, records)
     rows = summarize(records, baseline, arms=arms, seed=opts.seed, n_resamples=opts.bootstrap)
     files.update({f"arms_{k}": v for k, v in write_arms(run_dir, rows).items()})
@@ -282,6 +283,11 @@ def _check_backends(names: Sequence[str]) -> None:
     for name in names:
         if name not in BACKENDS:
             raise UnknownBackendError(f"unknown memory backend {name!r}; choose from {', '.join(BACKENDS)}")
+
+
+def standin_title(title: str, spec: ModelSpec) -> str:
+    """``title``, saying so when the answers came from the stand-in server: its tables and plots show no model's accuracy."""
+    return f"{title} — stand-in model (scripted answers, not a model's accuracy)" if spec.standin else title
 
 
 # ----------------------------------------------------------------------------- 1. five substrates
@@ -691,7 +697,13 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
 
     (result.run_dir / "bins.jsonl").write_text("".join(json.dumps(b.to_dict()) + "\n" for b in bins), encoding="utf-8")
     result.files["bins"] = result.run_dir / "bins.jsonl"
-    result.files["sweep_png"] = plot_sweep(records, "none", bins, result.run_dir / "sweep.png")
+    result.files["sweep_png"] = plot_sweep(
+        records,
+        "none",
+        bins,
+        result.run_dir / "sweep.png",
+        standin_title("Copyability: Δ vs cosine similarity", opts.spec),
+    )
     return result
 
 

@@ -384,7 +384,7 @@ def plot_deltas(rows: Sequence[ArmSummary], path: str | Path, title: str) -> Pat
     ax.set_ylabel(f"Δ accuracy vs {rows[0].baseline if rows else ''} (pp)")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(str(path))
+    fig.savefig(str(path), metadata={"Title": title})  # the title also readable from the file
     return Path(path)
 
 
@@ -430,5 +430,5 @@ def plot_sweep(
     ax.set_title(title)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(str(path))
+    fig.savefig(str(path), metadata={"Title": title})  # the title also readable from the file
     return Path(path)

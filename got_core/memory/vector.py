@@ -10,6 +10,10 @@ querying never touch the network.
 
 The embedder's name and dimension are stored in the collection metadata; a
 store written with one embedder refuses to be read with another.
+
+Loading the embedding model (and its first inference) happens once, on the first write or
+query that needs a vector; ``stats()["load_ms"]`` reports it, apart from ``write_ms`` and
+``read_ms``.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ class VectorMemory(BaseMemory):
         self._client: Any = None
         self._col: Any = None
         self._closed = False
+        self._embedder_ready = False
         try:
             if self.path.exists() and not self.path.is_dir():
                 raise StorageError(
@@ -174,6 +179,10 @@ class VectorMemory(BaseMemory):
             )
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
+        if not self._embedder_ready:
+            # the first call loads the model (MiniLM: seconds); meter it as load_ms, not as this write or read
+            self._timed_load(lambda: self.embedder.embed(["warm up"]))
+            self._embedder_ready = True
         vecs = self.embedder.embed(texts)
         if len(vecs) != len(texts) or (len(vecs) and len(vecs[0]) != self.embedder.dims):
             raise ConfigError(

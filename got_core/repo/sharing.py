@@ -39,6 +39,7 @@ __all__ = [
     "Resolver",
     "bundle",
     "fetch",
+    "footprint",
     "fsck",
     "merge",
     "push",
@@ -470,18 +471,56 @@ def unbundle(repo: ReasoningRepo, path: Path, *, limits: InboundLimits | None = 
     return heads
 
 
-def _disk_bytes(gitdir: Path) -> int:
-    return sum(p.stat().st_size for p in (gitdir / "objects").rglob("*") if p.is_file())
+def footprint(gitdir: Path) -> dict[str, int]:
+    """What a repository's objects and refs occupy, measured one way before and after ``gc``.
+
+    Counts everything under ``objects/`` (loose objects, packs with their indexes, bitmaps
+    and reverse indexes, the fan-out directories) and under ``refs/``, plus ``packed-refs``.
+
+    Returns:
+        ``bytes``: space allocated on disk (what ``du`` reports: whole filesystem blocks,
+        directories included; a 200-byte loose object holds a 4 KiB block); ``apparent_bytes``:
+        the files' lengths; ``loose_objects``, ``packs`` and ``loose_refs``: counts.
+    """
+    out = {"bytes": 0, "apparent_bytes": 0, "loose_objects": 0, "packs": 0, "loose_refs": 0}
+    roots = [gitdir / "objects", gitdir / "refs", gitdir / "packed-refs"]
+    for root in roots:
+        entries = [root, *root.rglob("*")] if root.is_dir() else [root] if root.exists() else []
+        for entry in entries:
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:  # a writer packed or pruned it meanwhile
+                continue
+            # st_blocks is in 512-byte units on POSIX; elsewhere the length is the best we have
+            out["bytes"] += getattr(st, "st_blocks", 0) * 512 or st.st_size
+            if entry.is_dir():
+                continue
+            out["apparent_bytes"] += st.st_size
+            rel = entry.relative_to(gitdir).parts
+            if rel[0] == "objects" and len(rel) == 3 and len(rel[1]) == 2 and rel[1] != "pack":
+                out["loose_objects"] += 1
+            elif rel[0] == "objects" and rel[1:2] == ("pack",) and entry.suffix == ".pack":
+                out["packs"] += 1
+            elif rel[0] == "refs":
+                out["loose_refs"] += 1
+    return out
 
 
 def repack(repo: ReasoningRepo) -> dict[str, int]:
     """Pack loose objects and refs; safe while writers run (loose objects written
-    meanwhile stay loose). Returns bytes before and after."""
-    before = _disk_bytes(repo.gitdir)
+    meanwhile stay loose).
+
+    Returns:
+        :func:`footprint` before and after, measured the same way, as ``<key>_before`` and
+        ``<key>_after`` (``bytes_before`` / ``bytes_after`` are bytes allocated on disk for
+        objects, packs and refs).
+    """
+    before = footprint(repo.gitdir)
     run_git(["repack", "-a", "-d", "-q"], git_dir=repo.gitdir)
     run_git(["prune-packed", "-q"], git_dir=repo.gitdir)
     repo.git.compress_refs()
-    return {"bytes_before": before, "bytes_after": _disk_bytes(repo.gitdir)}
+    after = footprint(repo.gitdir)
+    return {**{f"{k}_before": v for k, v in before.items()}, **{f"{k}_after": v for k, v in after.items()}}
 
 
 def fsck(repo: ReasoningRepo) -> tuple[bool, str]:

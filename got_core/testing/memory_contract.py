@@ -67,8 +67,9 @@ __all__ = [
     "MemoryBackendContract",
 ]
 
-#: stats() keys every backend reports (the paper's Table 3 columns plus counts).
-STATS_KEYS = {"backend", "lessons", "writes", "reads", "write_ms", "read_ms", "storage_bytes"}
+#: stats() keys every backend reports (the paper's Table 3 columns plus counts); ``load_ms`` is
+#: one-time setup such as loading an embedding model, kept out of ``write_ms`` / ``read_ms``.
+STATS_KEYS = {"backend", "lessons", "writes", "reads", "write_ms", "read_ms", "load_ms", "storage_bytes"}
 
 CORPUS = [
     (
@@ -499,7 +500,7 @@ class MemoryBackendContract:
         assert stats["backend"] == self._expected_name(mem)
         assert (stats["writes"], stats["reads"]) == (4, 2)
         assert stats["lessons"] == len(mem) == (4 if self._stores(mem) else 0)
-        assert stats["write_ms"] >= 0 and stats["read_ms"] >= 0
+        assert stats["write_ms"] >= 0 and stats["read_ms"] >= 0 and stats["load_ms"] >= 0
         if self._stores(mem):
             assert stats["storage_bytes"] > 0 and stats["write_ms"] > 0
         else:

@@ -10,6 +10,7 @@ import urllib.request
 from dataclasses import asdict, replace
 
 import pytest
+from timeouts import TEST_TIMEOUT
 
 from got_core.bench.datasets import load_gpqa, load_math500
 from got_core.bench.runner import (
@@ -141,7 +142,7 @@ def test_standin_command_line_serves_until_terminated(tmp_path):
         assert reply.text == "pong"
     finally:
         proc.terminate()
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=TEST_TIMEOUT) == 0
 
 
 # ----------------------------------------------------------------------------- tasks and results

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
+from timeouts import TEST_TIMEOUT
 
 from got_core.bench.scienceworld import (
     DEMO_TURN,
@@ -247,7 +248,7 @@ def test_the_simulator_needs_no_network(tmp_path):
         ["unshare", "-n", "sh", "-c", f'ip link set lo up && {sys.executable} -c "$0"', script],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=TEST_TIMEOUT,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "VALID" in out.stdout

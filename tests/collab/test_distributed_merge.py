@@ -16,6 +16,7 @@ import threading
 
 import pytest
 from gitcli import fsck_clean, git
+from timeouts import TEST_TIMEOUT
 
 from got_core import ReasoningRepo, RemoteError
 from got_core.cli import main
@@ -91,7 +92,7 @@ def run_workers(tmp_path, central, jobs):
         )
     reports = {}
     for (agent, _, _), proc in zip(jobs, procs):
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=TEST_TIMEOUT)
         assert proc.returncode == 0, err
         reports[agent] = json.loads(out.strip().splitlines()[-1])
     return reports
@@ -322,7 +323,6 @@ class _AsksForCredentials(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.timeout(60)
 def test_remote_that_asks_for_credentials_fails_fast(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AsksForCredentials)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

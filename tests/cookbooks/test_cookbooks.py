@@ -20,24 +20,25 @@ import time
 from pathlib import Path
 
 import pytest
+from timeouts import TEST_TIMEOUT, deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 COOKBOOKS = ROOT / "cookbooks"
 NAMES = ("five_substrates", "copyability_sweep", "test_time_arms", "system_comparison")
 
 
-def _run(name, *args, timeout=240):
+def _run(name, *args):
     return subprocess.run(
         [sys.executable, str(COOKBOOKS / f"{name}.py"), *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=TEST_TIMEOUT,
     )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cookbook_help_lists_the_options(name):
-    out = _run(name, "--help", timeout=60)
+    out = _run(name, "--help")
     assert out.returncode == 0, out.stderr
     for option in (
         "--data-dir",
@@ -62,7 +63,7 @@ def test_cookbook_help_lists_the_options(name):
 
 def test_no_endpoint_is_a_clear_user_error(tmp_path, monkeypatch):
     monkeypatch.delenv("GOT_BASE_URL", raising=False)
-    out = _run("test_time_arms", "--out", tmp_path / "r", timeout=60)
+    out = _run("test_time_arms", "--out", tmp_path / "r")
     assert out.returncode == 2 and "--standin" in out.stdout
 
 
@@ -103,9 +104,26 @@ def _assert_outputs(out: Path, proc, pngs=("deltas.png",)):
         assert (out / name).stat().st_size > 0, name
     for png in pngs:
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert "stand-in model" in _png_title(out / png), png  # every run here uses --standin
     assert (out / "table.md").read_text().startswith("## ")
+    assert "stand-in model" in (out / "table.md").read_text().splitlines()[0]
 
 
+def _png_title(path: Path) -> str:
+    """The Title text chunk of a PNG (the plot's title, written beside the pixels)."""
+    data, pos = path.read_bytes(), 8
+    while pos < len(data):
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Title\x00"):
+            return body[6:].decode("latin-1")
+        if kind == b"iTXt" and body.startswith(b"Title\x00\x00"):  # uncompressed international text
+            return body[8:].split(b"\x00", 2)[2].decode("utf-8")
+        pos += 12 + length
+    return ""
+
+
+@pytest.mark.slow
 def test_five_substrates_end_to_end(five_run):
     out, proc = five_run
     _assert_outputs(out, proc)
@@ -117,6 +135,7 @@ def test_five_substrates_end_to_end(five_run):
     assert len(glob.glob(str(out / "repos" / "*" / "*.git"))) == len(records)
 
 
+@pytest.mark.slow
 def test_copyability_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
     proc = _run(
@@ -139,6 +158,7 @@ def test_copyability_sweep_end_to_end(tmp_path):
     assert sum(b["n"] for b in bins) == 5 * 4
 
 
+@pytest.mark.slow
 def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
     arms = _run(
         "test_time_arms",
@@ -174,6 +194,7 @@ def test_test_time_arms_and_system_comparison_end_to_end(tmp_path):
     assert "| vanilla | 3 |" in (tmp_path / "system" / "table.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_results(tmp_path):
     common = [
         "--standin",
@@ -198,8 +219,8 @@ def test_a_killed_run_resumes_to_the_same_results(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     pattern = str(killed / "central.git" / "refs" / "got" / "results" / "*" / "*")
-    deadline = time.monotonic() + 180
-    while len(glob.glob(pattern)) < 4 and proc.poll() is None and time.monotonic() < deadline:
+    until = deadline()
+    while len(glob.glob(pattern)) < 4 and proc.poll() is None and time.monotonic() < until:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # the cookbook and its pool workers: its own process group
     proc.wait()
@@ -214,6 +235,7 @@ def test_a_killed_run_resumes_to_the_same_results(tmp_path):
     assert json.loads((killed / "config.json").read_text())["resumed"] == 1
 
 
+@pytest.mark.slow
 def test_ray_local_runs_the_same_tasks(tmp_path):
     out = tmp_path / "ray"
     proc = _run(
@@ -233,7 +255,6 @@ def test_ray_local_runs_the_same_tasks(tmp_path):
         "--out",
         out,
         "--no-rerun",
-        timeout=300,
     )
     _assert_outputs(out, proc)
     assert json.loads((out / "config.json").read_text())["runtime"]["ray"] == "local"
@@ -257,6 +278,7 @@ def test_ray_local_runs_the_same_tasks(tmp_path):
     assert (out / "results.jsonl").read_bytes() == (tmp_path / "inline" / "results.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_audit_fails_when_an_answer_leaks_into_memory(five_run, tmp_path):
     out, proc = five_run
     assert proc.returncode == 0
@@ -274,7 +296,7 @@ def test_audit_fails_when_an_answer_leaks_into_memory(five_run, tmp_path):
         [sys.executable, "-m", "got_core.cli.audit", str(leaky), "--no-rerun"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=TEST_TIMEOUT,
     )
     assert audit.returncode == 1, audit.stdout
     assert "no expected answer in memory" in audit.stdout and "FAIL" in audit.stdout
@@ -282,6 +304,6 @@ def test_audit_fails_when_an_answer_leaks_into_memory(five_run, tmp_path):
         [sys.executable, "-m", "got_core.cli.audit", str(out), "--no-rerun"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=TEST_TIMEOUT,
     )
     assert fine.returncode == 0, fine.stdout

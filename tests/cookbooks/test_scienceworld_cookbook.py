@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from gitcli import git
+from timeouts import TEST_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The simulator is a Java program; CI installs a runtime (.ci/run), so there it never skips.
@@ -26,14 +27,14 @@ needs_java = pytest.mark.skipif(
 COOKBOOK = ROOT / "cookbooks" / "scienceworld_episodes.py"
 
 
-def _run(*args, timeout=600):
+def _run(*args):
     return subprocess.run(
-        [sys.executable, str(COOKBOOK), *map(str, args)], capture_output=True, text=True, timeout=timeout
+        [sys.executable, str(COOKBOOK), *map(str, args)], capture_output=True, text=True, timeout=TEST_TIMEOUT
     )
 
 
 def test_help_lists_the_options():
-    out = _run("--help", timeout=120)
+    out = _run("--help")
     assert out.returncode == 0, out.stderr
     for option in (
         "--tasks",
@@ -55,7 +56,7 @@ def test_help_lists_the_options():
 
 def test_no_endpoint_is_a_clear_user_error(tmp_path, monkeypatch):
     monkeypatch.delenv("GOT_BASE_URL", raising=False)
-    out = _run("--out", tmp_path / "r", "--backends", "none", timeout=300)
+    out = _run("--out", tmp_path / "r", "--backends", "none")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--standin" in out.stdout
     assert not (tmp_path / "r" / "config.json").exists()

@@ -12,6 +12,7 @@ import threading
 import time
 
 from gitcli import fsck_clean, git
+from timeouts import TEST_TIMEOUT
 
 from got_core import Node, ReasoningRepo
 
@@ -43,7 +44,7 @@ def test_four_processes_times_250_nodes_on_their_own_branches(tmp_path):
     procs = [_spawn(path, w, 250, "agents/WORKER") for w in range(4)]
     acked = []
     for p in procs:
-        out, err = p.communicate(timeout=600)
+        out, err = p.communicate(timeout=TEST_TIMEOUT)
         assert p.returncode == 0, err
         acked += out.split()
     assert len(acked) == 1000
@@ -65,7 +66,7 @@ def test_four_processes_appending_to_one_branch(tmp_path):
     procs = [_spawn(path, w, 60, "master") for w in range(4)]
     acked = []
     for p in procs:
-        out, err = p.communicate(timeout=600)
+        out, err = p.communicate(timeout=TEST_TIMEOUT)
         assert p.returncode == 0, err
         acked += out.split()
     history = git(path, "rev-list", "master").split()
@@ -107,7 +108,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_node(tmp_path):
         start = time.monotonic()
         target = rng.randint(20, 120)
         got = 0
-        while got < target and time.monotonic() - start < 120:
+        while got < target and time.monotonic() - start < TEST_TIMEOUT:
             line = p.stdout.readline()
             if not line:
                 break

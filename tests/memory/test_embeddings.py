@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.memory.embeddings import (
@@ -98,7 +99,7 @@ def test_hash_embedder_is_deterministic_within_and_across_processes():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=TEST_TIMEOUT,
         check=True,
     )
     np.testing.assert_array_equal(np.array(json.loads(out.stdout), dtype=np.float32), v1)

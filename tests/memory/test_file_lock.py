@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from timeouts import TEST_TIMEOUT, deadline
 
 from got_core.errors import StorageError
 from got_core.memory import get_backend
@@ -44,10 +45,10 @@ print("free" if got else "held")
 
 
 def _start_together(folder, procs, names):
-    deadline = time.monotonic() + 120
+    until = deadline()
     while not all((folder / f"ready-{w}").exists() for w in names):
         assert all(p.poll() is None for p in procs), "a writer died before starting"
-        assert time.monotonic() < deadline, "writers never got ready"
+        assert time.monotonic() < until, "writers never got ready"
         time.sleep(0.01)
     (folder / "go").touch()
 
@@ -67,7 +68,7 @@ def test_two_processes_creating_the_same_store_lose_nothing(tmp_path, backend):
     ]
     _start_together(tmp_path, procs, names)
     for proc in procs:
-        _, err = proc.communicate(timeout=240)
+        _, err = proc.communicate(timeout=TEST_TIMEOUT)
         assert proc.returncode == 0, err[-3000:]
     assert not path.parent.joinpath("there").is_file()
     texts = {lesson.text for lesson in get_backend(backend, path).all_lessons()}
@@ -77,7 +78,11 @@ def test_two_processes_creating_the_same_store_lose_nothing(tmp_path, backend):
 
 def _probe(lock_path) -> str:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(lock_path)], capture_output=True, text=True, timeout=240, env=dict(os.environ)
+        [sys.executable, "-c", PROBE, str(lock_path)],
+        capture_output=True,
+        text=True,
+        timeout=TEST_TIMEOUT,
+        env=dict(os.environ),
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip()

@@ -11,6 +11,7 @@ import time
 
 import networkx as nx
 import pytest
+from timeouts import TEST_TIMEOUT, deadline
 
 from got_core.errors import ConfigError, CorruptRepositoryError
 from got_core.memory import get_backend
@@ -109,7 +110,7 @@ def test_concurrent_writer_processes_lose_nothing_through_compactions(tmp_path):
     ]
     _start_together(tmp_path, procs)
     for proc in procs:
-        _, err = proc.communicate(timeout=240)
+        _, err = proc.communicate(timeout=TEST_TIMEOUT)
         assert proc.returncode == 0, err[-3000:]
     mem = GraphMemory(path)
     texts = {l.text for l in mem.all_lessons()}
@@ -119,10 +120,10 @@ def test_concurrent_writer_processes_lose_nothing_through_compactions(tmp_path):
 
 
 def _start_together(folder, procs):
-    deadline = time.monotonic() + 120
+    until = deadline()
     while not all((folder / f"ready-{w}").exists() for w in (1, 2)):
         assert all(p.poll() is None for p in procs), "a writer died before starting"
-        assert time.monotonic() < deadline, "writers never got ready"
+        assert time.monotonic() < until, "writers never got ready"
         time.sleep(0.01)
     (folder / "go").touch()
 

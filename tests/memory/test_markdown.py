@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from timeouts import TEST_TIMEOUT, deadline
 
 from got_core.errors import ConfigError, CorruptRepositoryError
 from got_core.memory.markdown import MEMORY_FILE, MarkdownMemory, normalize_text, tokenize
@@ -106,13 +107,13 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path):
         )
         for w in (1, 2)
     ]
-    deadline = time.monotonic() + 120
+    until = deadline()
     while not all((tmp_path / f"ready-{w}").exists() for w in (1, 2)):
-        assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
+        assert all(p.poll() is None for p in procs) and time.monotonic() < until
         time.sleep(0.01)
     (tmp_path / "go").touch()
     for proc in procs:
-        _, err = proc.communicate(timeout=240)
+        _, err = proc.communicate(timeout=TEST_TIMEOUT)
         assert proc.returncode == 0, err[-3000:]
     texts = {l.text for l in MarkdownMemory(path).all_lessons()}
     assert texts == {f"writer {w} wrote distinct lesson number {i} zq{w}x{i}" for w in (1, 2) for i in range(n)}

@@ -8,14 +8,18 @@ import json
 import os
 import subprocess
 import sys
+import time
+import types
 
 import pytest
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError, StorageError
 from got_core.memory import get_backend
 from got_core.memory.embeddings import similarity
 from got_core.memory.vector import VectorMemory
 from got_core.testing import HashEmbedder
+from got_core.testing.memory_contract import STATS_KEYS
 
 LESSONS = [
     ("Check the discriminant before solving a quadratic equation for real roots.", "algebra"),
@@ -39,7 +43,7 @@ mem = get_backend("vector", sys.argv[1])
 hits = mem.get_relevant(sys.argv[2], 2)
 import os
 print(json.dumps({"n": len(mem), "hits": [[h.text, h.relevance, h.topic_key] for h in hits],
-                  "network": ATTEMPTS, "offline": os.environ.get("HF_HUB_OFFLINE")}))
+                  "network": ATTEMPTS, "offline": os.environ.get("HF_HUB_OFFLINE"), "stats": mem.stats()}))
 """
 
 
@@ -63,7 +67,7 @@ def test_fresh_process_reopens_and_answers_text_queries_offline(tmp_path):
         [sys.executable, "-c", CHILD, str(tmp_path / "vec"), query],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=TEST_TIMEOUT,
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -73,6 +77,7 @@ def test_fresh_process_reopens_and_answers_text_queries_offline(tmp_path):
     (text, relevance, topic), _second = out["hits"]
     assert (text, topic) == (LESSONS[2][0], "mechanics")
     assert relevance == pytest.approx(similarity(query, text), abs=1e-3)
+    assert out["stats"]["load_ms"] > 0 and out["stats"]["reads"] == 1  # MiniLM loaded by that first query
 
 
 def test_relevance_is_cosine_similarity(tmp_path):
@@ -165,3 +170,47 @@ def test_bulk_ingest_larger_than_one_chromadb_batch(tmp_path):
     assert len(mem) == limit + 10
     assert mem.get_relevant("widget 5460 topic", 1)
     mem.close()
+
+
+class _Clock:
+    """A perf_counter the test drives: only what the embedder "spends" passes."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class _SlowToLoad(HashEmbedder):
+    """Like MiniLM: the first call pays a one-time load (30 s here), later calls 1 ms."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock, self.loaded = clock, False
+
+    def embed(self, texts):
+        self.clock.now += 0.001 if self.loaded else 30.0
+        self.loaded = True
+        return super().embed(texts)
+
+
+def test_model_loading_is_reported_apart_from_write_and_read_cost(tmp_path, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr("got_core.memory.base.time", types.SimpleNamespace(perf_counter=clock, time=time.time))
+    writer = VectorMemory(tmp_path / "vec", embedder=_SlowToLoad(clock))
+    assert writer.get_relevant("anything", 2) == [] and writer.stats()["load_ms"] == 0  # empty: no model needed
+    _fill(writer)
+    writer.get_relevant("Which forces act on the block?", 2)
+    stats = writer.stats()
+    assert stats["load_ms"] == pytest.approx(30_000)  # paid once, by the first write
+    # each write and read is charged its own embedding call (1 ms), never the load
+    assert stats["write_ms"] == pytest.approx(1.0)
+    assert stats["read_ms"] == pytest.approx(0.5)  # the empty read cost nothing
+    writer.close()
+
+    reader = VectorMemory(tmp_path / "vec", embedder=_SlowToLoad(clock))  # a new process's first query
+    reader.get_relevant("Which forces act on the block?", 2)
+    stats = reader.stats()
+    assert (stats["load_ms"], stats["read_ms"], stats["writes"]) == (pytest.approx(30_000), pytest.approx(1.0), 0)
+    assert set(stats) == STATS_KEYS

@@ -92,7 +92,6 @@ def test_directory_symlinks_are_never_followed(tmp_path, project):
     assert repo.refs() == {} and SECRET not in objects_text(repo.gitdir)
 
 
-@pytest.mark.timeout(120)
 def test_special_files_are_never_opened(tmp_path, project):
     gcc, _ = project
     commit = gcc / "branches" / "main" / "commit.md"

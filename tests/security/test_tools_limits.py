@@ -33,7 +33,6 @@ def test_lcm_of_huge_integers_is_refused_at_the_first_step_over_the_limit():
         calculate("1" * 4_000)  # a 4,000-digit literal is over the integer limit too
 
 
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "name, text",
     [
@@ -70,7 +69,6 @@ def test_the_calculators_honest_worst_case_fits_its_limit():
     assert result.ok and result.output == str(math.comb(4999, 2400))
 
 
-@pytest.mark.timeout(600)
 def test_a_runaway_allocation_hits_the_memory_limit_as_a_typed_error():
     tool = get_tools(["sympy"], timeout=300.0, memory_mb=256)[0]
     result = tool.run("expand (a + b + c + d + e)**60")

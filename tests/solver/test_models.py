@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError, InvalidInputError, ModelError, ModelResponseError, ModelTimeoutError
 from got_core.solver.models import BaseChatModel, ChatModel, ChatResponse, ToolCall, Usage
@@ -262,7 +263,7 @@ def test_backoff_grows_exponentially_and_honours_retry_after(server):
 
 
 def test_slow_reply_times_out(server):
-    server.slow(10)
+    server.slow(TEST_TIMEOUT)  # answers only when the test ends
     m = client(server, timeout=0.3, max_retries=0)
     with pytest.raises(ModelTimeoutError, match="within 0.3 s"):
         m.complete(MSGS)
@@ -270,9 +271,10 @@ def test_slow_reply_times_out(server):
 
 
 def test_timeout_is_retried(server):
-    server.slow(10)
+    server.slow(TEST_TIMEOUT)  # answers only when the test ends
     server.ok(text="second try")
-    assert client(server, timeout=0.3, max_retries=1).complete(MSGS).text == "second try"
+    # the retry must not time out: 2 s leaves a loaded machine room for a local reply
+    assert client(server, timeout=2, max_retries=1).complete(MSGS).text == "second try"
 
 
 @pytest.mark.parametrize("body", [b"{this is not json", b'{"id": "x", "choices": []}', b"[]"])

@@ -63,7 +63,6 @@ def wrap(tool: Tool, text: str) -> list[str]:
     return [text]
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("tool", [CALC, SYMPY, LP], ids=lambda t: t.name)
 def test_hostile_inputs_are_refused_and_never_run(tool, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -205,14 +204,14 @@ def test_sympy_errors_are_typed(text, kind):
     assert (result.ok, result.error_type) == (False, kind), result
 
 
-@pytest.mark.timeout(120)
 def test_runaway_sympy_work_is_cut_off_and_the_worker_restarts():
-    fast = get_tools(["sympy"], timeout=1.0)[0]
+    # 4 s: far below what the runaway needs (over 10 s), far above a loaded machine's `solve x - 1 = 0`
+    fast = get_tools(["sympy"], timeout=4.0)[0]
     assert fast.run("solve x - 1 = 0").output == "x = 1"  # worker up before the clock matters
     before = tools_mod._WORKER._proc.pid
     result = fast.run("expand (x + y + z + w)**120")
     assert (result.ok, result.error_type) == (False, "ToolTimeoutError")
-    assert "within 1 s" in result.error
+    assert "within 4 s" in result.error
     assert tools_mod._WORKER._proc is None
     assert fast.run("solve x - 2 = 0").output == "x = 2"
     assert tools_mod._WORKER._proc.pid != before

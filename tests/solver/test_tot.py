@@ -227,9 +227,9 @@ def slow(seconds, text="Confidence: 0.9\nFinal Answer: C"):
 
 def test_a_wall_clock_timeout_is_a_recorded_outcome_not_a_crash(tmp_path):
     model = ScriptedChatModel(
-        rules=[(r"case that option A", "Confidence: 0.5\nFinal Answer: A"), (r"case that option B", slow(20.0))]
-    )  # abandoned at the deadline
-    result = solve(QUESTION, CHOICES, model=model, repo_root=tmp_path, budget=Budget(wall_clock_s=2.0))
+        rules=[(r"case that option A", "Confidence: 0.5\nFinal Answer: A"), (r"case that option B", slow(30.0))]
+    )  # abandoned at the deadline; 6 s leave a loaded machine room to finish the root and A first
+    result = solve(QUESTION, CHOICES, model=model, repo_root=tmp_path, budget=Budget(wall_clock_s=6.0))
     assert result.outcome == "timeout"
     labels = [n.metadata.get("label") for n in result.nodes]
     assert labels == ["root", "A", "B"]  # C and D never started

@@ -13,6 +13,7 @@ from pathlib import Path
 from gitcli import fsck_clean
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from timeouts import TEST_TIMEOUT
 
 from got_integrations.langgraph import GitCheckpointSaver, GitStore
 from got_integrations.langgraph.cli import build_demo_graph
@@ -115,7 +116,7 @@ def test_two_processes_share_one_repository(tmp_path):
         for name in ("alpha", "beta")
     ]
     for proc in procs:
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=TEST_TIMEOUT)
         assert proc.returncode == 0, err.decode()[-3000:]
         assert b"done" in out
     fresh = GitCheckpointSaver.from_path(repo)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
+from timeouts import TEST_TIMEOUT, deadline
 
 from got_core.errors import GotUserError, InvalidInputError
 from got_core.memory.embeddings import MINILM_DIMS, embed
@@ -232,13 +233,13 @@ def test_background_sweeper_removes_expired_items(tmp_path):
     store.put(("s",), "gone", {"v": 1}, ttl=0.5)
     now[0] += timedelta(minutes=1)
     future = store.start_ttl_sweeper(sweep_interval_minutes=0.001)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    until = deadline()
+    while time.monotonic() < until:
         if not git(tmp_path / "w.git", "ls-tree", "-r", "--name-only", "refs/got/store").strip():
             break
         time.sleep(0.05)
     assert not git(tmp_path / "w.git", "ls-tree", "-r", "--name-only", "refs/got/store").strip()
-    assert store.stop_ttl_sweeper(timeout=5) and future.done()
+    assert store.stop_ttl_sweeper(timeout=TEST_TIMEOUT) and future.done()
 
 
 def test_async_batch_matches_sync(tmp_path):

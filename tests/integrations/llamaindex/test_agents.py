@@ -14,6 +14,7 @@ from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 from llama_index.core.workflow import Context
+from timeouts import TEST_TIMEOUT
 
 from got_integrations.llamaindex import GitMemory
 from got_integrations.llamaindex.testing import ScriptedFunctionCallingLLM, ScriptedToolCall
@@ -85,7 +86,7 @@ async def test_restart_in_a_new_process_restores_the_conversation(repo_path, com
 
         asyncio.run(main())
     """)
-    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, cwd=ROOT, timeout=TEST_TIMEOUT)
     assert out.returncode == 0, out.stderr
     seen = [ChatMessage.model_validate(m) for m in json.loads(out.stdout.strip().splitlines()[-1])]
     assert "Add 40 and 2." in flat(seen) and "The answer is 42." in flat(seen)

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError, UnknownBackendError
 from got_core.memory import get_backend
@@ -127,7 +128,7 @@ def test_block_is_rebuilt_in_a_process_that_never_imported_it(tmp_path, repo_pat
         "m = GitMemory.from_dict(json.loads(sys.argv[1])); print(m.get()[0].content)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(memory.to_dict())], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, json.dumps(memory.to_dict())], capture_output=True, text=True, timeout=TEST_TIMEOUT
     )
     assert out.returncode == 0, out.stderr
     assert LESSON in out.stdout

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from gitcli import fsck_clean
 from llama_index.core.base.llms.types import ChatMessage
+from timeouts import TEST_TIMEOUT
 
 from got_integrations.llamaindex import GitMemory
 
@@ -89,7 +90,7 @@ def test_processes_writing_one_session(repo_path, commits):
         for n in range(3)
     ]
     for p in procs:
-        _, err = p.communicate(timeout=180)
+        _, err = p.communicate(timeout=TEST_TIMEOUT)
         assert p.returncode == 0, err.decode()
     expected = {f"p{n}-{i}" for n in range(3) for i in range(15)}
     _check(repo_path, "shared", expected, commits, writes=45)

@@ -7,19 +7,22 @@ import sys
 from pathlib import Path
 
 from gitcli import fsck_clean, git
+from timeouts import TEST_TIMEOUT
 
 COOKBOOK = Path(__file__).resolve().parents[3] / "cookbooks" / "llamaindex_memory.py"
 
 
 def test_help():
-    out = subprocess.run([sys.executable, str(COOKBOOK), "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(COOKBOOK), "--help"], capture_output=True, text=True, timeout=TEST_TIMEOUT
+    )
     assert out.returncode == 0 and "--repo" in out.stdout
 
 
 def test_run_writes_restores_and_logs(tmp_path):
     repo = tmp_path / "agent.git"
     out = subprocess.run(
-        [sys.executable, str(COOKBOOK), "--repo", str(repo)], capture_output=True, text=True, timeout=300
+        [sys.executable, str(COOKBOOK), "--repo", str(repo)], capture_output=True, text=True, timeout=TEST_TIMEOUT
     )
     assert out.returncode == 0, out.stderr
     text = out.stdout
