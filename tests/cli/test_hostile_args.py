@@ -24,7 +24,7 @@ from gotcli import TIMEOUT, got_env, run_got
 from got_core.cli import _load_plugins, app
 
 #: Commands that create what they are pointed at (a missing or empty path is fine for them).
-CREATORS = {"init", "demo", "unbundle", "gcc init", "gcc import", "threads demo", "memory add"}
+CREATORS = {"init", "demo", "unbundle", "gcc init", "gcc import", "threads demo", "memory add", "mcp"}
 
 R = "{repo}"  # the command group's good repository
 
@@ -80,6 +80,8 @@ BASE: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory search": ("", ("units", "-p", "{mem}")),
     "memory add": ("", ("lesson", "-p", "{out}")),
     "memory stats": ("", ("-p", "{mem}")),
+    "bisect": ("{mem}", ("--good", "memory~1", "--run", "true")),
+    "mcp": ("{demo}", ("--read-only",)),
 }
 
 #: Cases beyond the generic ones (bad --repo paths and bad numbers are added for every command).
@@ -228,6 +230,23 @@ CASES = [
     c("gcc import", "{gccdir}", "--max-file-bytes", "0", "-r", R),
     c("gcc import", "{gccdir}", "--max-total-bytes", "-5", "-r", R),
     c("gcc import", "{gccdir}", "-r", "{file}"),
+    # ---- bisect
+    c("bisect", "--good", "no-such", "--run", "true", "-r", R),
+    c("bisect", "--good", "memory", "--run", "true", "-r", R),  # good is the tip: nothing to bisect
+    c("bisect", "--good", "memory~1", "--bad", "no-such", "--run", "true", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "-b", "no-such", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "--metric", "(", "--threshold", "1", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "--metric", "x", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "--metric", "x", "--threshold", "nan", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "--timeout", "-1", "-r", R),
+    c("bisect", "--good", "memory~1", "--run", "true", "--scratch", "{file}", "-r", R, code=None),
+    c("bisect", "--run", "true", "-r", R),
+    # ---- mcp (the repository is checked before serving; stdin is empty, so nothing is served)
+    c("mcp", "--port", "0", "-r", R),
+    c("mcp", "--port", "70000", "-r", R),
+    c("mcp", "--read-only", "-r", "{missing}"),
+    c("mcp", "--read-only", "-r", "{dir}"),
     # ---- session
     c("session log", "nobody", "-r", R),
     c("session show", "nobody", "-r", R),
@@ -370,6 +389,7 @@ def world(tmp_path_factory):
     _got("gcc", "switch", "main", "-r", "gcc.git", cwd=w, env=env)
     _got("gcc", "export", "gccdir", "-r", "gcc.git", cwd=w, env=env)
     _got("memory", "add", "Check units first.", "-p", "mem", cwd=w, env=env)
+    _got("memory", "add", "Draw the figure first.", "-p", "mem", cwd=w, env=env)  # memory~1 exists: bisectable
     from llama_index.core.base.llms.types import ChatMessage
 
     from got_integrations.llamaindex import GitMemory
@@ -377,7 +397,7 @@ def world(tmp_path_factory):
     alice = GitMemory.from_defaults(path=w / "sessions.git", session_id="alice")
     alice.put(ChatMessage(role="user", content="What is 2 + 3?"))
     alice.put(ChatMessage(role="assistant", content="5"))
-    for repo in ("demo.git", "peer.git", "threads.git", "gcc.git", "sessions.git"):
+    for repo in ("demo.git", "peer.git", "threads.git", "gcc.git", "sessions.git", "mem"):
         _got("gc", "-r", repo, cwd=w, env=env)  # packed, indexed: reads add nothing later
     return w, env
 
