@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("features", ("got_core.solver", "got_core.gcc", "got_core.collab")),
     ("bench", ("got_core.bench",)),
     ("testing", ("got_core.testing",)),
+    ("ui", ("got_core.ui",)),  # the web viewer: reads repositories and runs; `got ui` serves it
     ("cli", ("got_core.cli",)),
     ("api", ("got_core",)),  # the package root and deprecated aliases at old paths
     ("integrations", ("got_integrations",)),

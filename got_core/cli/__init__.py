@@ -34,6 +34,7 @@ _CORE_GROUPS: dict[str, str] = {
     "gcc": "got_core.cli.gcc_cmds:app",
     "solve": "got_core.cli.solve:register",
     "audit": "got_core.cli.audit:register",
+    "ui": "got_core.cli.ui_cmd:register",
     "bisect": "got_core.cli.bisect_cmd:register",
 }
 

@@ -38,6 +38,9 @@ class _Ns:
     head: str | None = None  # head commit as last seen or written
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+    # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
+    pending_lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: list[Any] = field(default_factory=list)
 
 
 class HistoryOps:

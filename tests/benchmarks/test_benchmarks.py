@@ -21,13 +21,16 @@ TINY = {
     "backends": ["--sizes", "3,6", "--backends", "none,markdown,git,graph", "--ops", "2"],
     "substrate": ["--levels", "0", "--ops", "3", "--reads", "3"],
     "solver": ["--problems", "1", "--arms", "greedy", "--memories", "none", "--layouts", "shared"],
-    "langgraph_saver": ["--steps", "3"],
+    "langgraph_saver": [
+        *("--steps", "3", "--thread-budget", "6", "--reads", "2", "--cold", "1"),
+        *("--scale", "20", "--fanout-rounds", "2"),
+    ],
 }
 OUTPUTS = {
     "backends": ["backends.json", "backends.png"],
     "substrate": ["substrate.json", "substrate.png"],
     "solver": ["solver.json"],
-    "langgraph_saver": ["langgraph_saver.json", "langgraph_saver.png"],
+    "langgraph_saver": ["langgraph_saver.json", "langgraph_saver_scale.png", "langgraph_saver_threads.png"],
 }
 
 

@@ -24,7 +24,7 @@ from gitcli import fsck_clean
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
@@ -254,3 +254,35 @@ def test_the_strict_default_inside_the_encryption_rebuilds_the_graph_types(tmp_p
     ]["note"] == {"text": SECRETS["Note"]}  # no graph compiled with it: plain data
     values = build(saver, GitStore(saver.repo, serde=strict())).get_state(CONFIG).values
     assert values["note"] == Note(text=SECRETS["Note"]) and values["messages"][1].content == SECRETS["AiText"]
+
+
+def test_segments_of_a_long_conversation_stay_sealed(tmp_path):
+    """Twelve messages make a segment (the serializer bytes of ten messages in one blob, read
+    by cold reads): under encryption it holds ciphertext only; readable, the same blob shows
+    the text, so the check can fail."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(SECRETS["AiText"] + str(len(state["messages"])))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    config = {"configurable": {"thread_id": "long"}}
+    for serde, sealed in ((None, False), (aes(), True)):
+        path = tmp_path / ("sealed.git" if sealed else "plain.git")
+        saver = GitCheckpointSaver.from_path(path, serde=serde)
+        graph = builder.compile(checkpointer=saver)
+        for i in range(6):
+            graph.invoke({"messages": [HumanMessage(SECRETS["Human"] + str(i))]}, config)
+        files = saver.repo.list_files(saver.repo.tip("refs/got/threads/long/root/head"))
+        segments = {p: sha for p, sha in files.items() if p.startswith("messages/segments/")}
+        assert list(segments) == ["messages/segments/000000+10.bin"]
+        data = saver.repo.read_blob(segments["messages/segments/000000+10.bin"])
+        assert any(form in data for form in _forms(SECRETS["Human"] + "0")) is not sealed
+        if sealed:
+            saver.repo.grep("SECRET")
+            assert leaks(path) == {}
+        cold = GitCheckpointSaver.from_path(path, serde=serde).get_tuple(config)
+        texts = [m.content for m in cold.checkpoint["channel_values"]["messages"]]
+        assert len(texts) == 12 and texts[0] == SECRETS["Human"] + "0" and texts[-1] == SECRETS["AiText"] + "11"

@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, Interrupt, StateSnapshot, interrupt
+from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
 from pydantic import BaseModel
 
 from got_core.solver.tools import calculate
@@ -102,6 +102,34 @@ def nested_graph() -> StateGraph:
     builder.add_edge(START, "sub")
     builder.add_edge("sub", "after")
     builder.add_edge("after", END)
+    return builder
+
+
+class FanState(TypedDict, total=False):
+    round: int
+    results: Annotated[list[str], operator.add]
+
+
+def fan_graph(rounds: int = 3) -> StateGraph:
+    """Four parallel tasks (Send) per round; one task of round 2 interrupts."""
+
+    def plan(state: FanState) -> dict[str, Any]:
+        return {"round": state.get("round", 0) + 1}
+
+    def fan(state: FanState) -> Any:
+        return END if state["round"] > rounds else [Send("work", {"round": state["round"], "k": k}) for k in range(4)]
+
+    def work(arg: dict[str, Any]) -> dict[str, Any]:
+        if arg["round"] == 2 and arg["k"] == 0:
+            return {"results": [f"r2 k0 {interrupt('go on?')}"]}
+        return {"results": [f"r{arg['round']} k{arg['k']}"]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("plan", plan)
+    builder.add_node("work", work)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan, ["work", END])
+    builder.add_edge("work", "plan")
     return builder
 
 
@@ -290,14 +318,16 @@ def test_growing_message_list_reuses_blobs(tmp_path):
         path = "messages/000/000000" + suffix
         old_blob = git(saver.repo.gitdir, "rev-parse", f"{first}:{path}")
         assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
-    # storage is linear: one .json and one .bin blob per message ever written, not per checkpoint
+    # storage is linear, not per checkpoint: one .json blob per message ever written, one .bin
+    # per message no segment held when it was written (all but the 10th, 20th, ... here: each
+    # completes a segment of 10), and each segment written once
     objects = git(saver.repo.gitdir, "rev-list", "--objects", "refs/got/threads/t1/root/head").splitlines()
-    message_blobs = [
-        line
-        for line in objects
-        if line.split(" ", 1)[-1].startswith("messages/") and line.split(" ", 1)[-1].endswith((".json", ".bin"))
-    ]
-    assert len(message_blobs) == 2 * 48
+    paths = [line.split(" ", 1)[-1] for line in objects if " " in line]
+    assert len([p for p in paths if p.startswith("messages/0") and p.endswith(".json")]) == 48
+    bins = sorted(p for p in paths if p.startswith("messages/0") and p.endswith(".bin"))
+    assert bins == [f"messages/000/{i:06d}.bin" for i in range(48) if i % 10 != 9]
+    segment_blobs = [p for p in paths if p.startswith("messages/segments/")]
+    assert sorted(segment_blobs) == [f"messages/segments/0000{i}0+10.bin" for i in range(4)]
 
 
 def test_cold_reader_sees_exactly_what_the_writer_cached(tmp_path):
@@ -313,6 +343,30 @@ def test_cold_reader_sees_exactly_what_the_writer_cached(tmp_path):
         assert a.config == b.config and a.metadata == b.metadata and a.parent_config == b.parent_config
         assert a.checkpoint == b.checkpoint
         assert a.pending_writes == b.pending_writes
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_parallel_tasks_under_every_durability_match_in_memory(tmp_path, durability):
+    """Parallel tasks save their writes at the same time (under "exit", all at once when the
+    run stops): the writes that share a commit are all kept, and the interrupted run resumes."""
+
+    def scenario(saver):
+        graph = fan_graph().compile(checkpointer=saver)
+        first = graph.invoke({"round": 0}, CFG, durability=durability)
+        stopped = snap(graph.get_state(CFG))
+        final = graph.invoke(Command(resume="yes"), CFG, durability=durability)
+        return norm(first), stopped, norm(final), [snap(s) for s in graph.get_state_history(CFG)]
+
+    saver, (first, stopped, final, _history) = both(tmp_path, scenario)
+    assert first["__interrupt__"] == [("interrupt", "go on?")]
+    assert sorted(t["result"]["results"][0] for t in stopped["tasks"] if t["result"]) == [f"r2 k{k}" for k in (1, 2, 3)]
+    assert sorted(final["results"]) == sorted(
+        [f"r{r} k{k}" for r in (1, 3) for k in range(4)] + ["r2 k0 yes", "r2 k1", "r2 k2", "r2 k3"]
+    )
+    # a reader with cold caches sees the same pending writes
+    cold = GitCheckpointSaver.from_path(saver.repo.gitdir)
+    warm = {t.config["configurable"]["checkpoint_id"]: t.pending_writes for t in saver.list(CFG)}
+    assert {t.config["configurable"]["checkpoint_id"]: t.pending_writes for t in cold.list(CFG)} == warm
 
 
 def test_sync_and_async_runs_write_the_same_history(tmp_path):

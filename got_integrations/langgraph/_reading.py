@@ -1,0 +1,370 @@
+"""Reading side of :class:`~got_integrations.langgraph.GitCheckpointSaver`: checkpoint
+documents, channel values, pending writes, ``get_tuple`` and ``list``, threads and namespaces.
+
+A cold read (a new process, nothing cached) of the latest checkpoint of a long thread
+reads the ``head`` ref, the commit, ``checkpoint.json`` and, for a list channel, its
+``segments/`` directory: one blob per full bucket of 100 elements and one per 10 in the
+open bucket, then the few elements after the last segment (at most 9). A 1,000-message
+thread is about 20 object reads, not 1,000. Segments are what the reader trusts for the
+elements they cover (an element's own ``.bin`` is written only where no segment held it
+then); a checkpoint without segments (an older saver wrote it) is read element by element.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    writes_sort_key,
+)
+
+from got_core.errors import CorruptRepositoryError, UnknownRefError
+from got_integrations.langgraph._history import _Ns
+from got_integrations.langgraph._layout import (
+    BUCKET,
+    THREADS_REF,
+    check_checkpoint_doc,
+    check_writes_doc,
+    decode_exact,
+    decode_id,
+    elem_path,
+    id_component,
+    join_msgpack_array,
+    parse_json,
+    segment_path,
+    segment_ranges,
+    segments_dir,
+    text_id,
+    unframe,
+    unpack_segment,
+    writes_bucket,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from got_core.repo import ReasoningRepo
+    from got_integrations.langgraph._layout import LRU
+
+__all__ = ["ReadOps", "Typed"]
+
+Typed = tuple[str, bytes]
+
+
+class ReadOps:
+    """Mixin of the saver's reads; relies on the saver's repository, serializer and caches."""
+
+    repo: ReasoningRepo
+    encrypted: bool
+    serde: Any
+    _blobs: LRU
+    _lists: LRU
+    _files: LRU
+    _docs: LRU
+    _writes_cache: LRU
+
+    if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
+
+        def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
+        def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any: ...
+
+    # ------------------------------------------------------------------ objects, cached
+    def _blob(self, sha: str) -> bytes:
+        data = self._blobs.get(sha)
+        if data is None:
+            data = self.repo.read_blob(sha)
+            self._blobs.put(sha, data, len(data) + 80)
+        return data
+
+    def _tree(self, commit: str) -> dict[str, str]:
+        files = self._files.get(commit)
+        if files is None:
+            files = self.repo.list_files(commit)
+            self._files.put(commit, files, len(files) + 1)
+        return files
+
+    def _doc(self, commit: str, full: bool = True) -> dict[str, Any]:
+        """The parsed ``checkpoint.json`` of a commit (a fresh dict on every call). With
+        ``full``, the exact header and metadata from ``checkpoint.bin`` replace the readable
+        ones where the saver stored them there (values JSON cannot carry, or encryption).
+
+        Raises:
+            CorruptRepositoryError: the commit holds no checkpoint the saver wrote.
+        """
+        data = self._docs.get(commit)
+        if data is None:
+            files = self._files.get(commit)
+            try:
+                data = self._blob(files["checkpoint.json"]) if files else self.repo.read_file(commit, "checkpoint.json")
+            except (KeyError, UnknownRefError):
+                raise CorruptRepositoryError(
+                    f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint"
+                ) from None
+            self._docs.put(commit, data, len(data) + 80)
+        what = f"checkpoint.json of commit {commit[:12]}"
+        doc = check_checkpoint_doc(parse_json(data, what), what)
+        if full and doc.get("exact"):
+            what = f"checkpoint.bin of commit {commit[:12]}"
+            try:
+                raw = self.repo.read_file(commit, "checkpoint.bin")
+            except (KeyError, UnknownRefError):
+                raise CorruptRepositoryError(f"commit {commit[:12]} lacks checkpoint.bin; run `got fsck`") from None
+            exact = self._loads(unframe(raw, what), what)
+            if not (
+                isinstance(exact, dict)
+                and isinstance(exact.get("checkpoint"), dict)
+                and isinstance(exact.get("metadata"), dict)
+            ):
+                raise CorruptRepositoryError(f"{what} does not hold a checkpoint header and metadata")
+            doc["checkpoint"], doc["metadata"] = exact["checkpoint"], exact["metadata"]
+        return doc
+
+    def _id_of(self, ns: _Ns, commit: str) -> str:
+        known = ns.known.get(commit)
+        return known[1] if known else self._doc(commit, full=False)["checkpoint_id"]
+
+    def _loads_list(self, typed: list[Typed], name_of: Any = "list element {}".format) -> list[Any]:
+        if typed and not self.encrypted and all(t == "msgpack" for t, _ in typed):
+            # one msgpack array from the element encodings: a single decode, the same values
+            try:
+                value = self.serde.loads_typed(("msgpack", join_msgpack_array([d for _, d in typed])))
+            except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+                value = None  # a damaged element: decoded one by one below, so the error names it
+            if isinstance(value, list) and len(value) == len(typed):
+                return value
+        return [self._loads(t, name_of(i)) for i, t in enumerate(typed)]
+
+    # ------------------------------------------------------------------ index of one namespace
+    def _walk(self, ns: _Ns, tip: str) -> None:
+        commit: str | None = tip
+        while commit is not None and commit not in ns.known:
+            cid = self._id_of(ns, commit)
+            try:
+                parent: str | None = self.repo.resolve(commit + "^")
+            except UnknownRefError:
+                parent = None
+            ns.known[commit] = (parent, cid)
+            commit = parent
+
+    def _leaves(self, ns: _Ns) -> dict[str, str]:
+        """Ref name -> commit for ``head`` and the fork refs of a namespace."""
+        forks = ns.ref.prefix + "forks/"
+        return {n: o for n, o in self.repo.refs(ns.ref.prefix).items() if n == ns.ref.head or n.startswith(forks)}
+
+    def _refresh(self, ns: _Ns) -> builtins.list[tuple[str, str]]:
+        """Re-read a namespace's refs; returns the reachable (checkpoint id, commit) pairs."""
+        leaves = self._leaves(ns)
+        ids: dict[str, str] = {}
+        seen: set[str] = set()
+        for name in sorted(leaves, key=lambda n: n != ns.ref.head):
+            self._walk(ns, leaves[name])
+            commit: str | None = leaves[name]
+            while commit is not None and commit not in seen:
+                if commit not in ns.known:
+                    # put() records a new commit whose parent this process never walked
+                    # (a fresh saver resuming a thread): walk on from there
+                    self._walk(ns, commit)
+                seen.add(commit)
+                parent, cid = ns.known[commit]
+                ids.setdefault(cid, commit)
+                commit = parent
+        ns.ids = ids
+        ns.head = leaves.get(ns.ref.head)
+        return builtins.list(ids.items())
+
+    def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None:
+        commit = ns.ids.get(checkpoint_id)
+        if commit is None:
+            self._refresh(ns)
+            commit = ns.ids.get(checkpoint_id)
+        return commit
+
+    # ------------------------------------------------------------------ channel values
+    def _read_list(self, commit: str, base: str, length: int, at: str) -> builtins.list[Typed]:
+        """The element encodings of a list channel: segments where the checkpoint has them,
+        element files for the rest (ARCHITECTURE §4: ``<channel>/segments/``)."""
+        files = self._files.get(commit)  # the whole listing, when this process has it
+        ranges = segment_ranges(length)
+        listing = files if files is not None or not ranges else self.repo.list_files(commit, segments_dir(base))
+        segments: dict[int, tuple[int, str, str]] = {}
+        for start, count in ranges:
+            path = segment_path(base, start, count)
+            sha = listing.get(path) if listing is not None else None
+            if sha is not None:
+                segments[start] = (count, path, sha)
+        buckets: dict[int, dict[str, str]] = {}
+        out: builtins.list[Typed] = []
+        i = 0
+        while i < length:
+            if i in segments:
+                count, path, sha = segments[i]
+                out.extend(unpack_segment(self.repo.read_blob(sha), count, f"{path} {at}"))
+                i += count
+                continue
+            path = elem_path(base, i) + ".bin"
+            if files is not None:
+                elem = files.get(path)
+            else:
+                bucket = i // BUCKET
+                in_bucket = buckets.get(bucket)
+                if in_bucket is None:
+                    in_bucket = buckets[bucket] = self.repo.list_files(commit, f"{base}/{bucket:03d}")
+                elem = in_bucket.get(path)
+            if elem is None:
+                raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks '{path}'; run `got fsck`")
+            out.append(unframe(self._blob(elem), f"{path} {at}"))
+            i += 1
+        return out
+
+    def _values(self, commit: str, doc: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        at = f"of commit {commit[:12]}"
+        for name, info in doc["channels"].items():
+            if info["kind"] == "inline":
+                what = f"the inline value of channel {name!r} in checkpoint.json {at}"
+                values[name] = self._loads(decode_exact(info["exact"], what), what)
+                continue
+            base = info["dir"]
+            if info["kind"] == "value":
+                path = base + "/value.bin"
+                files = self._files.get(commit)
+                try:
+                    data = self._blob(files[path]) if files is not None else self.repo.read_file(commit, path)
+                except (KeyError, UnknownRefError):
+                    raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks '{path}'; run `got fsck`") from None
+                values[name] = self._loads(unframe(data, f"{path} {at}"), f"{path} {at}")
+                continue
+            typed = self._lists.get((commit, name))
+            if typed is None:
+                typed = self._read_list(commit, base, info["length"], at)
+                self._lists.put((commit, name), typed, sum(len(d) for _, d in typed) + 64 * len(typed))
+            values[name] = self._loads_list(typed, lambda i, base=base: f"{elem_path(base, i)}.bin {at}")
+        return values
+
+    def _tuple(self, ns: _Ns, commit: str, config: RunnableConfig | None) -> CheckpointTuple:
+        doc = self._doc(commit)
+        cid = doc["checkpoint_id"]
+        t, n = ns.ref.thread_id, ns.ref.checkpoint_ns
+        parent = doc.get("parent_checkpoint_id")
+        header: Checkpoint = doc["checkpoint"]  # a JSON object (check_checkpoint_doc): the header put() stored
+        return CheckpointTuple(
+            config=config or {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": cid}},
+            checkpoint={**header, "channel_values": self._values(commit, doc)},
+            metadata=doc["metadata"],
+            parent_config=(
+                {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}} if parent else None
+            ),
+            pending_writes=self._pending_writes(ns, cid),
+        )
+
+    # ------------------------------------------------------------------ pending writes
+    def _writes_docs(self, ns: _Ns, checkpoint_id: str) -> builtins.list[dict[str, Any]]:
+        tip = self.repo.tip(ns.ref.writes)
+        if tip is None:
+            return []
+        docs = self._writes_cache.get((tip, checkpoint_id))
+        if docs is None:
+            stem = f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
+            files = self.repo.list_files(tip, writes_bucket(checkpoint_id))
+            docs = []
+            for path, sha in sorted(files.items()):
+                if path.startswith(stem):
+                    what = f"writes file {path} of commit {tip[:12]}"
+                    doc = check_writes_doc(parse_json(self._blob(sha), what), what)
+                    docs.append({**doc, "path": path})
+            self._writes_cache.put((tip, checkpoint_id), docs)
+        return docs
+
+    def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> builtins.list[PendingWrite]:
+        rows = [
+            (d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"], d["path"])
+            for d in self._writes_docs(ns, checkpoint_id)
+            for w in d["writes"]
+        ]
+        rows.sort(key=lambda r: writes_sort_key(r[0], r[1], r[2]))
+        out = []
+        for _, task_id, idx, channel, exact, path in rows:
+            what = f"write {idx} ({channel!r}) in {path}"
+            out.append((task_id, channel, self._loads(decode_exact(exact, what), what)))
+        return out
+
+    # ------------------------------------------------------------------ the saver's read API
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (its ``checkpoint_id``, else the latest), or None.
+
+        Pending writes come back in ``writes_sort_key`` order (task path, task id, index).
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            commit = self._lookup(ns, text_id(checkpoint_id, "checkpoint id"))
+            return None if commit is None else self._tuple(ns, commit, config)
+        commit = self.repo.tip(ns.ref.head)
+        return None if commit is None else self._tuple(ns, commit, None)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (highest id first): of one thread (and namespace, when the
+        config names one), whose metadata has every ``filter`` item, older than ``before``."""
+        if config is not None:
+            conf = config["configurable"]
+            thread_ids, only_ns = [text_id(conf["thread_id"], "thread id")], conf.get("checkpoint_ns")
+            only_id = get_checkpoint_id(config)
+        else:
+            thread_ids, only_ns, only_id = self.threads(), None, None
+        before_id = get_checkpoint_id(before) if before else None
+        rows: builtins.list[tuple[str, _Ns, str]] = []
+        for thread_id in thread_ids:
+            for checkpoint_ns in self.namespaces(thread_id):
+                if only_ns is None or checkpoint_ns == only_ns:
+                    ns = self._ns(thread_id, checkpoint_ns)
+                    rows.extend((cid, ns, commit) for cid, commit in self._refresh(ns))
+        rows.sort(key=lambda r: r[0], reverse=True)
+        remaining = limit
+        for cid, ns, commit in rows:
+            if (only_id and cid != only_id) or (before_id and cid >= before_id):
+                continue
+            if filter:
+                meta = self._doc(commit)["metadata"]
+                if not all(meta.get(k) == v for k, v in filter.items()):
+                    continue
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                remaining -= 1
+            yield self._tuple(ns, commit, None)
+
+    def threads(self) -> builtins.list[str]:
+        """Every thread id with checkpoints in the repository."""
+        out = set()
+        for name, oid in self.repo.refs(THREADS_REF).items():
+            thread = decode_id(name[len(THREADS_REF) :].split("/", 1)[0])
+            if thread is None and name.endswith("/head"):  # a hashed long id: read it from the checkpoint
+                thread = self._doc(oid, full=False)["thread_id"]
+            if thread is not None:
+                out.add(thread)
+        return sorted(out)
+
+    def namespaces(self, thread_id: str) -> builtins.list[str]:
+        """The checkpoint namespaces of a thread (``""`` is the root graph)."""
+        prefix = f"{THREADS_REF}{id_component(text_id(thread_id, 'thread id'), 'thread id')}/"
+        out = set()
+        for name, oid in self.repo.refs(prefix).items():
+            ns = decode_id(name[len(prefix) :].split("/", 1)[0], namespace=True)
+            if ns is None and name.endswith("/head"):
+                ns = self._doc(oid, full=False)["checkpoint_ns"]
+            if ns is not None:
+                out.add(ns)
+        return sorted(out)

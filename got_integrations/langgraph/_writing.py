@@ -1,0 +1,597 @@
+"""Writing side of :class:`~got_integrations.langgraph.GitCheckpointSaver`: ``put`` (one
+commit on the thread's line) and ``put_writes`` (commits on the ``writes`` ref).
+
+What a super-step costs (ARCHITECTURE §6: files created are what a write costs): ``put``
+writes the commit, the root tree, the changed channel directories, ``checkpoint.json``
+and the new element's two files, typically 7 objects, and moves ``head``; a segment is
+added every 10 elements (and a bucket's segment every 100), and the element that
+completes it gets no ``.bin`` of its own. A put of many new elements at once (a resumed
+or restored state, the one checkpoint ``durability="exit"`` saves) writes their segments
+and renderings only: half the blobs. ``put_writes`` writes the
+commit, two small trees and one file, and moves ``writes``. Concurrent ``put_writes``
+calls of one namespace (parallel tasks, and the burst LangGraph sends at exit under
+``durability="exit"``) share one commit: the first caller to get the ref takes every
+request queued by then (a group commit); each call still returns only once its writes
+are published, so nothing acknowledged is lost.
+
+Why not publish a checkpoint and its writes in one ref transaction: LangGraph saves a
+checkpoint (``put``) *before* its tasks run and their writes (``put_writes``) after, and
+each must be durable when the call returns (a crash mid-step resumes from them; an
+interrupt ends the run right after its writes). A two-ref transaction would also cost
+the same two ref files as two moves.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, UnknownRefError
+from got_core.repo import Keep, Publish
+from got_integrations.langgraph._history import _Ns
+from got_integrations.langgraph._layout import (
+    FORMAT,
+    SEGMENT,
+    blob_sha,
+    channel_dir,
+    check_writes_doc,
+    elem_path,
+    encode_exact,
+    fast_json,
+    frame,
+    json_roundtrips,
+    jsonable,
+    message_summary,
+    one_line,
+    pack_segment,
+    parse_json,
+    render_json,
+    segment_path,
+    segment_ranges,
+    split_msgpack_array,
+    text_id,
+    writes_path,
+)
+from got_integrations.langgraph._reading import Typed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from got_core.repo import ReasoningRepo
+    from got_integrations.langgraph._layout import LRU
+
+__all__ = ["INLINE_BYTES", "READABLE_HEADER", "WriteOps"]
+
+#: Channel values whose serializer bytes fit in this many bytes are kept inline in checkpoint.json.
+INLINE_BYTES = 96
+#: Header fields of a checkpoint that stay readable when the saver encrypts (ids, time, versions).
+READABLE_HEADER = ("v", "id", "ts", "channel_versions", "versions_seen", "updated_channels")
+
+
+class _Stored(NamedTuple):
+    """What one ``put`` wrote: the commit, its files and encodings, where it went."""
+
+    oid: str
+    files: dict[str, str]
+    doc: bytes
+    lists: dict[str, tuple[list[Typed], int]]  # channel -> (element encodings, cache weight)
+    parent: str | None
+    on_head: bool
+    fork_of_parent: str | None = None
+
+
+@dataclass
+class _WriteRequest:
+    """One ``put_writes`` call waiting for the commit that publishes it."""
+
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    path: str
+    entries: list[dict[str, Any]]
+    done: bool = False
+    error: BaseException | None = field(default=None, repr=False)
+
+
+class WriteOps:
+    """Mixin of the saver's writes; relies on the saver's repository, serializer and caches."""
+
+    repo: ReasoningRepo
+    readable: bool
+    _lists: LRU
+    _objs: LRU
+    _files: LRU
+    _docs: LRU
+
+    if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
+
+        def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
+        def _tree(self, commit: str) -> dict[str, str]: ...
+        def _doc(self, commit: str, full: bool = True) -> dict[str, Any]: ...
+        def _id_of(self, ns: _Ns, commit: str) -> str: ...
+        def _dumps(self, value: Any) -> Typed: ...
+        def _leaves(self, ns: _Ns) -> dict[str, str]: ...
+        def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None: ...
+        def _read_list(self, commit: str, base: str, length: int, at: str) -> builtins.list[Typed]: ...
+
+    # ------------------------------------------------------------------ encoding a checkpoint
+    def _dump_list(
+        self, value: builtins.list[Any], prev_objs: builtins.list[Any] | None, prev_typed: builtins.list[Typed] | None
+    ) -> tuple[builtins.list[Typed], int]:
+        """Element encodings of a list channel, and how many lead elements are the parent's own.
+
+        Elements that are the very objects the parent checkpoint held (LangGraph's reducers
+        keep old messages and append new ones) reuse the parent's encodings: like LangGraph's
+        own channels, the saver treats state values as immutable — a message changed in place
+        instead of replaced (``add_messages`` replaces by id) is not re-serialised.
+        """
+        keep = 0
+        if prev_objs is not None and prev_typed is not None:
+            limit = min(len(value), len(prev_objs), len(prev_typed))
+            while keep < limit and value[keep] is prev_objs[keep]:
+                keep += 1
+        rest = value[keep:]
+        head = builtins.list(prev_typed[:keep]) if keep and prev_typed is not None else []
+        if not rest:
+            return head, keep
+        whole = self._dumps(rest)
+        if whole[0] == "msgpack":
+            parts = split_msgpack_array(whole[1])
+            if parts is not None and len(parts) == len(rest):
+                return head + [("msgpack", p) for p in parts], keep  # one serializer call for the new part
+        return head + [self._dumps(item) for item in rest], keep
+
+    def _plan(
+        self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
+    ) -> tuple[dict[str, bytes | None], dict[str, Any], dict[str, str], dict[str, tuple[list[Typed], int]], str]:
+        """What changes from the parent's tree: (changes, channel index, new tree listing,
+        element encodings of list channels with their cache weights, a one-line summary)."""
+        files = dict(self._tree(parent)) if parent else {}
+        old_channels: dict[str, Any] = self._doc(parent, full=False)["channels"] if parent else {}
+        readable = self.readable
+        changes: dict[str, bytes | None] = {}
+        lists: dict[str, tuple[list[Typed], int]] = {}
+        summary = ""
+
+        def put(path: str, data: bytes) -> None:
+            sha = blob_sha(data)
+            if files.get(path) != sha:
+                files[path] = sha
+                changes[path] = data
+
+        def remove(path: str) -> None:
+            if files.pop(path, None) is not None:
+                changes[path] = None
+
+        def drop(info: dict[str, Any], keep: int = 0) -> None:
+            """Remove a channel's files (a list's from element ``keep`` on, its segments beyond ``keep`` too)."""
+            if info["kind"] == "inline":
+                return
+            base = info["dir"]
+            if info["kind"] == "value":
+                paths = [base + "/value.bin", base + "/value.json"]
+            else:
+                paths = [elem_path(base, i) + ext for i in range(keep, info["length"]) for ext in (".bin", ".json")]
+                paths += [segment_path(base, s, n) for s, n in segment_ranges(info["length"]) if s + n > keep]
+            for path in paths:
+                remove(path)
+
+        versions, values = checkpoint["channel_versions"], checkpoint["channel_values"]
+        channels: dict[str, Any] = {}
+        for name, version in versions.items():
+            old = old_channels.get(name)
+            if name not in new_versions and old is not None and old.get("version") == version:
+                channels[name] = old  # unchanged since the parent: its files stay, nothing is serialised
+                continue
+            if name not in values:
+                if old is not None:
+                    drop(old)
+                continue
+            value, base = values[name], channel_dir(name)
+            typed_value = None if type(value) is list else self._dumps(value)
+            kind = "list" if typed_value is None else ("inline" if len(typed_value[1]) <= INLINE_BYTES else "value")
+            if old is not None and (old["kind"] != kind or old.get("dir", base) != base or kind == "inline"):
+                drop(old)  # the channel changed shape (or name encoding): its old files go
+            if kind == "inline" and typed_value is not None:  # typed_value is None only for a list
+                # small values (None, flags, counters) live in checkpoint.json, which changes anyway
+                channels[name] = {"kind": "inline", "version": version, "exact": encode_exact(typed_value)}
+                if readable:
+                    channels[name]["value"] = jsonable(value)
+                continue
+            if kind == "value" and typed_value is not None:
+                data = frame(typed_value)
+                if files.get(base + "/value.bin") != blob_sha(data):
+                    put(base + "/value.bin", data)
+                    if readable:
+                        put(base + "/value.json", render_json(value))
+                    else:
+                        remove(base + "/value.json")
+                channels[name] = {"dir": base, "kind": "value", "version": version}
+                continue
+            same_list = old is not None and old["kind"] == "list" and old["dir"] == base
+            previous = self._lists.get((parent, name)) if same_list else None
+            prev_objs = self._objs.get((parent, name)) if previous is not None else None
+            typed, keep = self._dump_list(value, prev_objs, previous)
+            if same_list and previous is None and parent is not None and old is not None:
+                # a writer that did not write the parent: its elements, from its segments
+                try:
+                    previous = self._read_list(parent, base, old["length"], f"of commit {parent[:12]}")
+                except CorruptRepositoryError:
+                    previous = None  # a damaged parent: the put carries the whole state, so write all of it
+            first_changed = len(typed)
+            # Elements a segment holds need no .bin of their own (a bulk put, e.g. the one
+            # checkpoint durability="exit" saves, writes half the files); the rest always have one.
+            covered = len(typed) - len(typed) % SEGMENT
+            # elements before `keep` are the parent's very objects, so the parent's files
+            for i in range(keep if prev_objs is not None else 0, len(typed)):
+                item = typed[i]
+                if previous is not None and i < len(previous) and previous[i] == item:
+                    continue  # byte-identical to the parent's element: same blobs
+                first_changed = min(first_changed, i)
+                stem = elem_path(base, i)
+                if i < covered:
+                    remove(stem + ".bin")  # the segment has the bytes; an older .bin would contradict it
+                else:
+                    put(stem + ".bin", frame(item))
+                if readable:
+                    put(stem + ".json", render_json(value[i]))
+                    summary = message_summary(value[i]) or summary
+                else:
+                    remove(stem + ".json")
+            for i in range(covered, len(typed)):  # after a shrink, elements no segment holds any more
+                if elem_path(base, i) + ".bin" not in files:
+                    put(elem_path(base, i) + ".bin", frame(typed[i]))
+            if same_list and old is not None:
+                drop(old, keep=len(value))
+            self._segments(base, typed, first_changed, old["length"] if same_list and old else 0, files, put, remove)
+            parent_weight = self._lists.weight((parent, name)) if previous is not None else None
+            if parent_weight is not None and keep == len(previous or ()):
+                weight = parent_weight + sum(len(d) + 64 for _, d in typed[keep:])
+            else:
+                weight = sum(len(d) + 64 for _, d in typed)
+            lists[name] = (typed, weight)
+            channels[name] = {"dir": base, "kind": "list", "length": len(value), "version": version}
+        for name, old in old_channels.items():
+            if name not in versions:
+                drop(old)
+        return changes, channels, files, lists, summary
+
+    @staticmethod
+    def _segments(
+        base: str,
+        typed: builtins.list[Typed],
+        first_changed: int,
+        old_length: int,
+        files: dict[str, str],
+        put: Any,
+        remove: Any,
+    ) -> None:
+        """Bring a list's segments up to date: segments the new length does not have go (a
+        bucket that filled up replaces its small segments), segments over a changed element
+        or new ones are written; the rest are the parent's blobs."""
+        wanted = segment_ranges(len(typed))
+        paths = {segment_path(base, s, n) for s, n in wanted}
+        for s, n in segment_ranges(old_length):
+            if segment_path(base, s, n) not in paths:
+                remove(segment_path(base, s, n))
+        for s, n in wanted:
+            path = segment_path(base, s, n)
+            if s + n <= first_changed and path in files:
+                continue
+            put(path, pack_segment(typed[s : s + n]))
+
+    def _document(
+        self,
+        ns: _Ns,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        channels: dict[str, Any],
+    ) -> tuple[bytes, bytes | None]:
+        """``checkpoint.json`` and, when JSON cannot carry the header exactly (or the saver
+        encrypts), ``checkpoint.bin`` with the serializer's bytes."""
+        head = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        meta = get_checkpoint_metadata(config, metadata)
+        doc: dict[str, Any] = {
+            "format": FORMAT,
+            "thread_id": ns.ref.thread_id,
+            "checkpoint_ns": ns.ref.checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
+            "checkpoint": head,
+            "metadata": meta,
+            "channels": channels,
+        }
+        if not self.readable:
+            # metadata and the exact header only inside the serializer's (encrypted) bytes
+            doc["checkpoint"] = jsonable({k: head[k] for k in READABLE_HEADER if k in head})
+            del doc["metadata"]
+            doc["exact"] = True
+            return fast_json(doc), frame(self._dumps({"checkpoint": head, "metadata": meta}))
+        encoded = json_roundtrips(doc)
+        if encoded is not None:
+            return encoded, None
+        # versions or metadata that JSON cannot carry exactly: the serializer's bytes beside a rendering
+        data = frame(self._dumps({"checkpoint": head, "metadata": meta}))
+        doc["exact"] = True
+        return render_json(doc), data
+
+    def _message(
+        self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any], summary: str
+    ) -> str:
+        """A checkpoint's commit message: step, source, a summary and trailers; ids only when
+        the saver is not readable (the core's search index holds every commit message)."""
+        if self.readable:
+            head = f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})" + (
+                f" {summary}" if summary else ""
+            )
+        else:
+            head = f"checkpoint {one_line(checkpoint_id, 60)}"
+        lines = [head, "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
+        if ns.ref.checkpoint_ns:
+            lines.append(f"Namespace: {one_line(ns.ref.checkpoint_ns, 200)}")
+        lines.append(f"Checkpoint: {one_line(checkpoint_id, 200)}")
+        if parent_id:
+            lines.append(f"Parent-Checkpoint: {one_line(parent_id, 200)}")
+        if self.readable and metadata.get("run_id"):
+            lines.append(f"Run: {one_line(metadata['run_id'], 200)}")
+        return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------------ put
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Commit ``checkpoint`` as a child of its parent checkpoint's commit (one commit, one ref move).
+
+        Returns:
+            The config of the stored checkpoint (thread id, namespace, checkpoint id).
+
+        Raises:
+            ConcurrentUpdateError: another process kept moving the same thread's refs.
+            UnsafePayloadError: a value needs pickle.
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        parent_id, repo = conf.get("checkpoint_id"), self.repo
+        parent_id = text_id(parent_id, "checkpoint id") if parent_id else None
+        new_id = text_id(checkpoint["id"], "checkpoint id")
+        with ns.head_lock:
+
+            def build(tip: str | None) -> Publish | Keep:
+                head = tip
+                head_id = self._id_of(ns, head) if head else None
+                parent = (
+                    head if parent_id and parent_id == head_id else (self._lookup(ns, parent_id) if parent_id else None)
+                )
+                changes, channels, files, lists, summary = self._plan(checkpoint, new_versions, parent)
+                doc_bytes, exact = self._document(ns, config, checkpoint, metadata, channels)
+                changes["checkpoint.json"] = doc_bytes
+                files["checkpoint.json"] = blob_sha(doc_bytes)
+                if exact is not None:
+                    changes["checkpoint.bin"] = exact
+                    files["checkpoint.bin"] = blob_sha(exact)
+                elif files.pop("checkpoint.bin", None) is not None:
+                    changes["checkpoint.bin"] = None
+                message = self._message(ns, new_id, parent_id, metadata, summary)
+                if head is not None and new_id < (head_id or ""):
+                    # An id below the latest (ids that do not grow along a line): it stays off head.
+                    oid = self._publish_fork(ns, parent, new_id, changes, message)
+                    return Keep(_Stored(oid, files, doc_bytes, lists, parent, on_head=False))
+                # The latest checkpoint goes on `head`; the line it leaves keeps a fork ref.
+                fork_of_parent = None
+                if parent != head:
+                    if parent is not None:
+                        fork_of_parent = next(
+                            (n for n, o in self._leaves(ns).items() if o == parent and n != ns.ref.head), None
+                        )
+                    if head is not None and new_id != head_id:
+                        self._keep(ns, head, head_id or "")
+                oid = repo.prepare_commit([parent] if parent else [], changes, message, fresh_tree=parent is None)
+                return Publish(oid, _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent))
+
+            try:
+                answer = (
+                    repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
+                    if ns.head
+                    else repo.update_ref(ns.ref.head, build)
+                )
+            except ConcurrentUpdateError:
+                ns.head = None  # our view of the refs was stale: the next put re-reads them
+                raise
+            oid, files, doc_bytes, lists, parent = (answer.oid, answer.files, answer.doc, answer.lists, answer.parent)
+            if answer.on_head:
+                ns.head = oid
+                if answer.fork_of_parent is not None:
+                    repo.delete_ref(answer.fork_of_parent)  # now an ancestor of head
+            self._files.put(oid, files, len(files) + 1)
+            self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
+            values = checkpoint["channel_values"]
+            for name, (typed, weight) in lists.items():
+                self._lists.put((oid, name), typed, weight)
+                if isinstance(values.get(name), list):
+                    self._objs.put((oid, name), builtins.list(values[name]), len(values[name]) + 1)
+            ns.ids[new_id] = oid
+            ns.known[oid] = (parent, new_id)
+        return {
+            "configurable": {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": ns.ref.checkpoint_ns,
+                "checkpoint_id": new_id,
+            }
+        }
+
+    def _publish_fork(
+        self, ns: _Ns, parent: str | None, new_id: str, changes: dict[str, bytes | None], message: str
+    ) -> str:
+        """Commit a checkpoint that is not the latest on a fork ref (the parent's, or a new one)."""
+        repo, parents, fresh = self.repo, [parent] if parent else [], parent is None
+        fork = (
+            next((n for n, o in self._leaves(ns).items() if o == parent and n != ns.ref.head), None)
+            if parent is not None
+            else None
+        )
+        if fork is not None:
+            return repo.commit_files(fork, changes, message, parents=parents, expected=parent, fresh_tree=fresh)
+        return repo.commit_files(
+            self._free_fork_name(ns, new_id), changes, message, parents=parents, expected=None, fresh_tree=fresh
+        )
+
+    def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str:
+        name = candidate = ns.ref.fork(checkpoint_id)
+        taken = self.repo.refs(ns.ref.prefix + "forks/")
+        n = 2
+        while candidate in taken:
+            candidate, n = f"{name}-{n}", n + 1
+        return candidate
+
+    def _keep(self, ns: _Ns, commit: str, checkpoint_id: str) -> None:
+        """Make sure ``commit`` stays reachable through a fork ref of ``ns``."""
+        if not any(o == commit and n != ns.ref.head for n, o in self._leaves(ns).items()):
+            self.repo.set_ref(self._free_fork_name(ns, checkpoint_id), commit, expected=None)
+
+    # ------------------------------------------------------------------ pending writes
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Store a task's writes for a checkpoint (a commit on the thread's ``writes`` ref,
+        shared with the ``put_writes`` calls of the same namespace that run at the same time).
+
+        As in the reference savers, a regular write ``(task_id, idx)`` is stored once (a
+        repeat is ignored); special writes (errors, interrupts, ...) replace the old one.
+
+        Raises:
+            CorruptRepositoryError: the task's writes file is damaged (nothing is changed).
+            ConcurrentUpdateError: another process kept moving the ``writes`` ref.
+            UnsafePayloadError: a value needs pickle.
+        """
+        conf = config["configurable"]
+        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        checkpoint_id = text_id(conf["checkpoint_id"], "checkpoint id")
+        task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
+        entries = []
+        for idx, (channel, value) in enumerate(writes):  # serialised before queueing: errors stay with the caller
+            entry = {
+                "idx": WRITES_IDX_MAP.get(channel, idx),
+                "channel": text_id(channel, "channel name"),
+                "exact": encode_exact(self._dumps(value)),
+            }
+            if self.readable:
+                entry["value"] = jsonable(value)
+            entries.append(entry)
+        if not entries:
+            return
+        request = _WriteRequest(checkpoint_id, task_id, task_path, writes_path(checkpoint_id, task_id), entries)
+        with ns.pending_lock:
+            ns.pending.append(request)
+        with ns.writes_lock:
+            if not request.done:  # nobody took it into a commit yet: this call publishes the queue
+                with ns.pending_lock:
+                    batch, ns.pending = ns.pending, []
+                self._commit_writes(ns, batch)
+        if request.error is not None:
+            raise request.error
+
+    def _commit_writes(self, ns: _Ns, batch: builtins.list[_WriteRequest]) -> None:
+        """One commit on the ``writes`` ref for every request of ``batch``; marks each done,
+        with its own error (a damaged file refuses its request only) or the commit's."""
+        try:
+            errors = self.repo.update_ref(ns.ref.writes, lambda tip: self._build_writes(tip, batch))
+        except BaseException as exc:  # every caller learns the commit failed, then the leader raises
+            for request in batch:
+                request.error, request.done = exc, True
+            raise
+        for n, request in enumerate(batch):
+            request.error, request.done = errors.get(n), True
+
+    def _build_writes(self, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
+        docs: dict[str, dict[str, Any]] = {}  # writes file -> its document as it will be
+        errors: dict[int, BaseException] = {}
+        changed: dict[str, builtins.list[_WriteRequest]] = {}
+        for n, request in enumerate(batch):
+            doc = docs.get(request.path)
+            if doc is None:
+                try:
+                    doc = docs[request.path] = self._stored_writes(tip, request)
+                except CorruptRepositoryError as exc:
+                    errors[n] = exc
+                    continue
+            stored = doc["entries"]
+            fresh = False
+            for entry in request.entries:
+                key = entry["idx"]
+                if key >= 0 and key in stored:
+                    continue
+                stored[key] = entry
+                fresh = True
+            doc["task_path"] = request.task_path or doc["task_path"]
+            if fresh:
+                changed.setdefault(request.path, []).append(request)
+        if not changed:
+            return Keep(errors)
+        files: dict[str, bytes | None] = {}
+        for path in changed:
+            doc = docs[path]
+            files[path] = fast_json(
+                {
+                    "checkpoint_id": doc["checkpoint_id"],
+                    "task_id": doc["task_id"],
+                    "task_path": doc["task_path"],
+                    "writes": [doc["entries"][i] for i in sorted(doc["entries"])],
+                }
+            )
+        requests = [r for rs in changed.values() for r in rs]
+        channels = sorted({str(e["channel"]) for path in changed for e in docs[path]["entries"].values()})
+        message = self._writes_message(requests, channels)
+        return Publish(self.repo.prepare_commit([tip] if tip else [], files, message), errors)
+
+    def _stored_writes(self, tip: str | None, request: _WriteRequest) -> dict[str, Any]:
+        """The writes already stored for the request's (checkpoint, task) at ``tip``.
+
+        Raises:
+            CorruptRepositoryError: the file is damaged.
+        """
+        entries: dict[int, dict[str, Any]] = {}
+        old_path = ""
+        if tip is not None:
+            try:
+                raw = self.repo.read_file(tip, request.path)
+            except UnknownRefError:
+                pass
+            else:
+                what = f"writes file {request.path} of commit {tip[:12]}"
+                old = check_writes_doc(parse_json(raw, what), what)
+                entries = {w["idx"]: w for w in old["writes"]}
+                old_path = old.get("task_path", "")
+        return {
+            "checkpoint_id": request.checkpoint_id,
+            "task_id": request.task_id,
+            "task_path": old_path,
+            "entries": entries,
+        }
+
+    @staticmethod
+    def _writes_message(requests: builtins.list[_WriteRequest], channels: builtins.list[str]) -> str:
+        """``writes <nodes> -> <channels>`` and a ``Checkpoint:`` / ``Task:`` trailer per request."""
+        nodes = dict.fromkeys(
+            r.task_path.rsplit(",", 1)[-1].strip() if r.task_path else r.task_id[:8] for r in requests
+        )
+        lines = [f"writes {one_line(', '.join(nodes), 40)} -> {one_line(', '.join(channels), 60)}", ""]
+        lines += [f"Checkpoint: {one_line(c, 200)}" for c in dict.fromkeys(r.checkpoint_id for r in requests)]
+        for r in requests:
+            lines.append(f"Task: {one_line(r.task_id, 200)}")
+            if r.task_path:
+                lines.append(f"Task-Path: {one_line(r.task_path, 200)}")
+        return "\n".join(lines) + "\n"

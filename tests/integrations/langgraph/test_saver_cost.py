@@ -1,0 +1,261 @@
+"""What a read and a write of GitCheckpointSaver cost, checked through what git holds.
+
+* A cold read (a new saver, nothing cached) of a long list channel reads its segments
+  (one blob per full bucket of 100 elements, one per 10 of the open bucket), not one blob
+  per element; segments follow every edit of the list (replace, remove, shrink, reshape).
+* ``put_writes`` calls of one namespace that run at the same time share one commit, and
+  a damaged writes file refuses only the call it belongs to.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from gitcli import fsck_clean, git
+from langgraph.checkpoint.base import empty_checkpoint
+
+from got_core.errors import CorruptRepositoryError
+from got_integrations.langgraph import GitCheckpointSaver
+from got_integrations.langgraph._layout import (
+    frame,
+    pack_segment,
+    segment_path,
+    segment_ranges,
+    unpack_segment,
+    writes_path,
+)
+
+HEAD = "refs/got/threads/t/root/head"
+WRITES = "refs/got/threads/t/root/writes"
+CFG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+class Line:
+    """Puts checkpoints of one thread, each the child of the last, with a versioned ``m`` channel."""
+
+    def __init__(self, saver: GitCheckpointSaver) -> None:
+        self.saver, self.config, self.n = saver, CFG, 0
+
+    def put(self, **values: Any) -> dict:
+        self.n += 1
+        checkpoint = {
+            **empty_checkpoint(),
+            "id": f"1f0{self.n:05d}",
+            "channel_values": values,
+            "channel_versions": dict.fromkeys(values, str(self.n)),
+        }
+        self.config = self.saver.put(
+            self.config, checkpoint, {"source": "loop", "step": self.n}, dict.fromkeys(values, str(self.n))
+        )
+        return self.config
+
+
+def _segments(saver: GitCheckpointSaver, channel: str = "m") -> list[str]:
+    files = saver.repo.list_files(saver.repo.tip(HEAD))
+    return sorted(p for p in files if p.startswith(f"{channel}/segments/"))
+
+
+class Counting:
+    """Counts the blob reads of a repository (and passes every call on to it)."""
+
+    def __init__(self, repo: Any) -> None:
+        self.repo, self.reads = repo, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.repo, name)
+        if name in ("read_blob", "read_file", "files"):
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.reads += 1
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+def test_a_cold_read_of_a_long_list_reads_its_segments(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "cold.git")
+    line = Line(saver)
+    items = [f"message {i}: " + "x" * (i % 50) for i in range(250)]
+    line.put(m=items[:200])
+    # a bulk put: the segments hold the elements' bytes, so each element has its .json only
+    first = saver.repo.list_files(saver.repo.tip(HEAD))
+    assert len([p for p in first if p.endswith(".json") and p.startswith("m/0")]) == 200
+    assert not [p for p in first if p.endswith(".bin") and p.startswith("m/0")]
+    line.put(m=items)  # grown: bucket 2 has five small segments now
+    line.put(m=[*items, "one more", "and another"])
+    expected = [*items, "one more", "and another"]
+    assert _segments(saver) == [segment_path("m", s, n) for s, n in segment_ranges(252)]
+    assert segment_ranges(252) == [(0, 100), (100, 100), (200, 10), (210, 10), (220, 10), (230, 10), (240, 10)]
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "cold.git")
+    counting = Counting(cold.repo)
+    cold.repo = counting
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == expected
+    # checkpoint.json, 7 segments and the 2 elements after them; one element file each before
+    assert counting.reads <= 12, counting.reads
+
+    # the elements the segments cover are not even needed: without them the cold read is the same
+    head = saver.repo.tip(HEAD)
+    covered = {f"m/{i // 100:03d}/{i:06d}.bin": None for i in range(250)}
+    saver.repo.commit_files(HEAD, covered, "drop covered element files\n", expected=head)
+    assert (
+        GitCheckpointSaver.from_path(tmp_path / "cold.git").get_tuple(CFG).checkpoint["channel_values"]["m"] == expected
+    )
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
+
+
+def test_segments_follow_every_edit_of_the_list(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "edits.git")
+    line = Line(saver)
+    items = [f"item {i}" for i in range(130)]
+    edits: list[list[Any]] = [
+        items[:1],
+        items[:8],
+        items[:41],
+        items[:120],  # a full bucket: its small segments give way to one segment of 100
+        [*items[:5], "replaced 5", *items[6:120]],  # an element inside a full bucket changes
+        [*items[:50], *items[61:120]],  # removed from the middle: everything after moves
+        items[:95],  # shrunk below the full bucket
+        [],
+        items[:130],
+    ]
+    configs = []
+    for value in edits:
+        configs.append(line.put(m=value))
+        assert _segments(saver) == [segment_path("m", s, n) for s, n in segment_ranges(len(value))]
+    line.put(m={"no longer": "a list"})  # the channel changes shape: its segments go
+    assert _segments(saver) == []
+    cold = GitCheckpointSaver.from_path(tmp_path / "edits.git")
+    for config, value in zip(configs, edits, strict=True):
+        assert cold.get_tuple(config).checkpoint["channel_values"]["m"] == value
+    # every segment blob ever written holds exactly as many elements as its name says
+    objects = [line.split(" ", 1) for line in git(saver.repo.gitdir, "rev-list", "--objects", HEAD).splitlines()]
+    segments = [(parts[0], parts[1]) for parts in objects if len(parts) == 2 and "/segments/" in parts[1]]
+    assert len(segments) > 10
+    for sha, path in segments:
+        count = int(path.rsplit("+", 1)[1].split(".")[0])
+        assert len(unpack_segment(saver.repo.read_blob(sha), count, path)) == count
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
+
+
+@pytest.mark.parametrize("case", ["garbage", "wrong count", "wrong tag"])
+def test_a_damaged_segment_names_itself(tmp_path, case):
+    saver = GitCheckpointSaver.from_path(tmp_path / "seg.git")
+    Line(saver).put(m=[f"item {i}" for i in range(25)])
+    path = segment_path("m", 10, 10)
+    data = {
+        "garbage": frame(("got-segment/1", b"\xc1\xc1 not msgpack")),
+        "wrong count": pack_segment([("msgpack", b"\xa1x")] * 9),
+        "wrong tag": frame(("msgpack", b"\x90")),
+    }[case]
+    saver.repo.commit_files(HEAD, {path: data}, "tamper\n", expected=saver.repo.tip(HEAD))
+    with pytest.raises(CorruptRepositoryError, match=path.replace("+", r"\+").replace(".", r"\.")):
+        GitCheckpointSaver.from_path(tmp_path / "seg.git").get_tuple(CFG)
+
+
+def _wait_until(predicate: Any, what: str) -> None:
+    deadline = time.monotonic() + 600
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting until {what}"
+        time.sleep(0.001)
+
+
+def test_put_writes_that_run_at_the_same_time_share_one_commit(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "batch.git")
+    stored = Line(saver).put(m=["a"])
+    saver.put_writes(stored, [("m", ["first"])], "task-0")
+    before = int(git(saver.repo.gitdir, "rev-list", "--count", WRITES))
+    ns = saver._ns("t", "")
+    errors: list[BaseException] = []
+
+    def call(i: int) -> None:
+        try:
+            saver.put_writes(stored, [("m", [f"from {i}"]), ("log", i)], f"task-{i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with ns.writes_lock:  # a commit is under way: the calls queue up behind it
+        workers = [threading.Thread(target=call, args=(i,)) for i in range(1, 5)]
+        for w in workers:
+            w.start()
+        _wait_until(lambda: len(ns.pending) == 4, "four calls are queued")
+    for w in workers:
+        w.join()
+    assert not errors
+    # one commit took all four calls; each call returned only once it was published
+    assert int(git(saver.repo.gitdir, "rev-list", "--count", WRITES)) == before + 1
+    message = git(saver.repo.gitdir, "log", "-1", "--format=%B", WRITES)
+    assert all(f"Task: task-{i}" in message for i in range(1, 5))
+    writes = GitCheckpointSaver.from_path(tmp_path / "batch.git").get_tuple(stored).pending_writes
+    assert sorted(w for w in writes if w[1] == "log") == [(f"task-{i}", "log", i) for i in range(1, 5)]
+    assert len(writes) == 9
+
+
+def test_a_damaged_writes_file_refuses_only_its_own_call_in_a_shared_commit(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "batch.git")
+    stored = Line(saver).put(m=["a"])
+    saver.put_writes(stored, [("x", 1)], "task-bad")
+    damaged = writes_path(stored["configurable"]["checkpoint_id"], "task-bad")
+    saver.repo.commit_files(WRITES, {damaged: b"{not json"}, "tamper\n", expected=saver.repo.tip(WRITES))
+    ns = saver._ns("t", "")
+    outcome: dict[str, BaseException | None] = {}
+
+    def call(task: str) -> None:
+        try:
+            saver.put_writes(stored, [("x", 2)], task)
+            outcome[task] = None
+        except BaseException as exc:
+            outcome[task] = exc
+
+    with ns.writes_lock:
+        workers = [threading.Thread(target=call, args=(t,)) for t in ("task-bad", "task-good")]
+        for w in workers:
+            w.start()
+        _wait_until(lambda: len(ns.pending) == 2, "both calls are queued")
+    for w in workers:
+        w.join()
+    assert isinstance(outcome["task-bad"], CorruptRepositoryError) and "task-bad" in str(outcome["task-bad"])
+    assert outcome["task-good"] is None
+    tip = saver.repo.tip(WRITES)
+    assert saver.repo.read_file(tip, damaged) == b"{not json"  # nothing stored is lost
+    good = writes_path(stored["configurable"]["checkpoint_id"], "task-good")
+    assert b'"x"' in saver.repo.read_file(tip, good)
+
+
+def test_a_new_writer_extends_a_long_list_by_its_new_elements_only(tmp_path):
+    first = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    line = Line(first)
+    items = [f"item {i}" for i in range(25)]
+    for n in range(1, 26):
+        line.put(m=items[:n])
+    parent = first.repo.tip(HEAD)
+    # a new process resumes the thread: the parent's elements come from its segments, so the
+    # child changes only what the new element adds (its files and the segment it completes)
+    line.saver = GitCheckpointSaver.from_path(tmp_path / "resume.git")
+    line.put(m=[*items, "item 25"])
+    changed = git(first.repo.gitdir, "diff", "--name-only", parent, line.saver.repo.tip(HEAD), "--", "m").split()
+    assert changed == ["m/000/000025.bin", "m/000/000025.json"]
+
+
+def test_a_new_writer_on_a_damaged_parent_writes_a_whole_child(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "heal.git")
+    line = Line(saver)
+    items = [f"item {i}" for i in range(25)]
+    line.put(m=items)
+    path = segment_path("m", 10, 10)
+    saver.repo.commit_files(HEAD, {path: frame(("msgpack", b"\x90"))}, "tamper\n", expected=saver.repo.tip(HEAD))
+    # the put carries the whole state: a damaged parent does not stop it, and the child is sound
+    line.saver = GitCheckpointSaver.from_path(tmp_path / "heal.git")
+    config = line.put(m=[*items, "item 25"])
+    assert GitCheckpointSaver.from_path(tmp_path / "heal.git").get_tuple(config).checkpoint["channel_values"]["m"] == [
+        *items,
+        "item 25",
+    ]
+    ok, out = fsck_clean(saver.repo.gitdir)
+    assert ok, out
