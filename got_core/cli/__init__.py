@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             _say("error", _usage_line(exc))
             return code
         if isinstance(exc, OSError):  # the operating system refused a read or write we expected to work
-            where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-            _say("failed", f"{exc.strerror or exc}:{where}")
+            where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+            _say("failed", f"{exc.strerror or exc}{where}")
             return 1
         if os.environ.get("GOT_DEBUG"):
             raise

@@ -82,6 +82,7 @@ BASE: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory stats": ("", ("-p", "{mem}")),
     "bisect": ("{mem}", ("--good", "memory~1", "--run", "true")),
     "mcp": ("{demo}", ("--read-only",)),
+    "ui": ("{demo}", ()),  # never run with good arguments here: it would serve until stopped
 }
 
 #: Cases beyond the generic ones (bad --repo paths and bad numbers are added for every command).
@@ -247,6 +248,13 @@ CASES = [
     c("mcp", "--port", "70000", "-r", R),
     c("mcp", "--read-only", "-r", "{missing}"),
     c("mcp", "--read-only", "-r", "{dir}"),
+    # ---- ui (checks the repository and the run directory before serving)
+    c("ui", "--run", "{dir}"),
+    c("ui", "--run", "{file}"),
+    c("ui", "--run", "{missing}"),
+    c("ui", "--port", "-1", "-r", R),
+    c("ui", "--port", "70000", "-r", R),
+    c("ui", "--host", "256.0.0.1", "--port", "0", "-r", R, code=None),
     # ---- session
     c("session log", "nobody", "-r", R),
     c("session show", "nobody", "-r", R),
