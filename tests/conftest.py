@@ -50,3 +50,25 @@ def isolated_git_config(tmp_path_factory, monkeypatch):
 def data_dir() -> Path:
     """The project-written sample data under tests/data."""
     return DATA
+
+
+@pytest.fixture
+def git_daemon(tmp_path):
+    """A real ``git daemon`` (receive-pack enabled) serving ``tmp_path/served`` on 127.0.0.1; stopped after.
+
+    ``git_daemon.url("central.git")`` is the ``git://`` URL of ``served/central.git``
+    (create it with ``gitserver.make_bare(git_daemon.base)``).
+    """
+    from gitserver import GitDaemon
+
+    with GitDaemon(tmp_path / "served") as daemon:
+        yield daemon
+
+
+@pytest.fixture
+def http_git(tmp_path):
+    """A real ``git http-backend`` behind an HTTP server on 127.0.0.1 (no authentication); stopped after."""
+    from gitserver import HttpGit
+
+    with HttpGit(tmp_path / "served-http") as server:
+        yield server

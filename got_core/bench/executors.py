@@ -31,6 +31,7 @@ row is checked to be JSON-serialised, so a planted pickle is refused
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import sqlite3
 import threading
@@ -169,7 +170,9 @@ class RayExecutor:
             else:
                 ray.init(address=self.address, log_to_driver=False)
         try:
-            remote: Any = ray.remote(num_cpus=1, max_retries=1)(entry)
+            # ray.remote takes only a plain function; an entry with bound arguments (a partial) is wrapped.
+            fn = entry if inspect.isfunction(entry) else _call_entry(entry)
+            remote: Any = ray.remote(num_cpus=1, max_retries=1)(fn)
             queue = list(jobs)
             pending: dict[Any, Job] = {}  # ray object ref -> its job
             while queue or pending:
@@ -187,6 +190,13 @@ class RayExecutor:
         finally:
             if started:
                 ray.shutdown()
+
+
+def _call_entry(entry: Entry) -> Entry:
+    def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return entry(*args, **kwargs)
+
+    return call
 
 
 # ----------------------------------------------------------------------------- dbos

@@ -114,6 +114,8 @@ class ExperimentOptions:
         method: the solver arm of the five-substrate and sweep experiments.
         workers: tasks in flight (1 runs inline).
         ray: a Ray address, or ``"local"``.
+        central: a URL of the central repository on a git server (tasks push there; see
+            :func:`got_core.bench.runner.run_tasks`), or None for ``RUN_DIR/central.git``.
         resume: continue a run in ``out``.
         budget_s: wall-clock budget per question.
         progress: show progress bars.
@@ -134,6 +136,7 @@ class ExperimentOptions:
     method: str = "tot"
     workers: int = 2
     ray: str | None = None
+    central: str | None = None
     resume: bool = False
     budget_s: float = 600.0
     progress: bool = True
@@ -224,7 +227,12 @@ def _config(
             "tasks": [t.key for t in tasks],
             **(identity or {}),
         },
-        "runtime": {"model": opts.spec.public(), "workers": opts.workers, "ray": opts.ray},
+        "runtime": {
+            "model": opts.spec.public(),
+            "workers": opts.workers,
+            "ray": opts.ray,
+            **({"central": opts.central} if opts.central else {}),
+        },
         "data": {
             "math": _data_entry(opts.math_path, opts.n_math) if opts.n_math != 0 else None,
             "gpqa": _data_entry(opts.gpqa_path, opts.n_gpqa) if opts.n_gpqa != 0 else None,
@@ -466,13 +474,27 @@ def five_substrates(opts: ExperimentOptions) -> ExperimentResult:
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
         done = run_tasks(
-            study, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="study"
+            study,
+            opts.out,
+            spec,
+            workers=opts.workers,
+            ray_address=opts.ray,
+            central=opts.central,
+            progress=opts.progress,
+            label="study",
         )
         lessons, dropped = distill_lessons(done, {p.id: p for p in split.study})
         for b in backends:
             ingest(Path(opts.out), b, lessons, dropped)
         results = run_tasks(
-            test, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="test"
+            test,
+            opts.out,
+            spec,
+            workers=opts.workers,
+            ray_address=opts.ray,
+            central=opts.central,
+            progress=opts.progress,
+            label="test",
         )
     notes = [
         "",
@@ -664,7 +686,14 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
         records = run_tasks(
-            tasks, opts.out, spec, workers=opts.workers, ray_address=opts.ray, progress=opts.progress, label="sweep"
+            tasks,
+            opts.out,
+            spec,
+            workers=opts.workers,
+            ray_address=opts.ray,
+            central=opts.central,
+            progress=opts.progress,
+            label="sweep",
         )
     bins = cosine_bins(records, "none", seed=opts.seed, n_resamples=opts.bootstrap)
     notes = [
@@ -754,6 +783,7 @@ def _no_memory_experiment(
             spec,
             workers=opts.workers,
             ray_address=opts.ray,
+            central=opts.central,
             progress=opts.progress,
             label=experiment.replace("_", " "),
         )
@@ -870,6 +900,9 @@ def cookbook_parser(experiment: str, description: str, default_data_dir: Path) -
         "--workers", type=int, default=2, help="tasks in flight (1: inline); bound it by what the server takes"
     )
     g.add_argument("--ray", default=None, metavar="ADDRESS", help="run tasks on Ray ('local' starts a local instance)")
+    g.add_argument(
+        "--central", default=None, metavar="URL", help="central repository on a git server (git://, https://, ssh://)"
+    )
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("--no-audit", action="store_true", help="skip the audit at the end")
     g.add_argument("--no-rerun", action="store_true", help="audit without the seeded re-run")
@@ -927,6 +960,7 @@ def options_from_args(experiment: str, args: Any) -> ExperimentOptions:
         method=args.method,
         workers=args.workers,
         ray=args.ray,
+        central=args.central,
         resume=args.resume,
         budget_s=args.budget_s,
         progress=not args.no_progress,

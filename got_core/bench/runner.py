@@ -16,7 +16,11 @@ The repositories are the log. A run directory holds::
     RUN_DIR/central.git                  every worker pushes its result ref (which reaches every
                                          node), its lesson ref and its notes ref here; the driver
                                          reads every result back from it (outcome tags stay in the
-                                         per-problem repositories: their names are per problem)
+                                         per-problem repositories: their names are per problem).
+                                         With ``--central URL`` (a repository on a git server) the
+                                         tasks push there instead, knowing only the URL, and this is
+                                         the driver's copy of its results, lessons and notes
+                                         (the ingest records stay here)
     RUN_DIR/memory/<backend>/...         the memory substrates (five-substrate protocol)
     RUN_DIR/results.jsonl, results.csv, arms.csv, table.md, *.png   (see :mod:`got_core.bench.report`)
 
@@ -32,6 +36,7 @@ so the results file of a resumed run equals an uninterrupted run's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -52,6 +57,7 @@ from got_core.errors import (
 )
 from got_core.names import encode_component
 from got_core.repo import ReasoningRepo
+from got_core.repo.sharing import is_url, mirror
 from got_core.types import DeterministicClock, canonical_json
 
 __all__ = [
@@ -304,19 +310,20 @@ def _server_answers(spec: ModelSpec) -> bool:
     return True
 
 
-def _push(repo: ReasoningRepo, task: Task, central: Path) -> None:
-    """Publish the task's result ref (which reaches every node), lesson ref and notes to central.
+def _push(repo: ReasoningRepo, task: Task, central: str) -> None:
+    """Publish the task's result ref (which reaches every node), lesson ref and notes to central
+    (a local path, created if missing, or a URL of a repository a git server holds).
 
     Outcome tags stay in the task's own repository: their names (``success_<node id>``)
     are unique per problem, not per run, and two arms that reach the same node id with
     different measured latencies would collide in one repository.
     """
-    if not central.exists():
+    if not is_url(central) and not Path(central).exists():
         ReasoningRepo.init(central).close()
     branches = [task.result_ref] + ([task.lesson_ref] if repo.tip(task.lesson_ref) else [])
     for attempt in range(3):
         try:
-            repo.push(str(central), branches=branches, tag_prefixes=(), notes=(task.notes_ref,))
+            repo.push(central, branches=branches, tag_prefixes=(), notes=(task.notes_ref,))
             return
         except RemoteError:
             if attempt == 2:  # every ref is this task's own: a refusal is not a race, report it
@@ -335,7 +342,13 @@ def read_result(repo: ReasoningRepo, task: Task) -> dict[str, Any] | None:
 
 
 def execute_task(
-    task: Task, spec: ModelSpec, run_dir: str | Path, out_dir: str | Path | None = None, *, steps: Any = None
+    task: Task,
+    spec: ModelSpec,
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    steps: Any = None,
+    central: str | None = None,
 ) -> dict[str, Any]:
     """Solve one task in its own repository, record the result as a commit, push to central.
 
@@ -350,6 +363,9 @@ def execute_task(
             the audit's re-run passes a scratch directory).
         steps: a durable engine's step runner (:mod:`got_core.solver.steps`; the ``dbos``
             executor passes one): each node becomes a recorded step.
+        central: a URL of the central repository (``git://``, ``http(s)://``, ``ssh://``):
+            the result is pushed there, and the task needs no path of it (default
+            ``<out_dir>/central.git``).
 
     Returns:
         The result record (also committed as ``result.json`` on :attr:`Task.result_ref`).
@@ -363,7 +379,7 @@ def execute_task(
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir
-    central = out / "central.git"
+    central = central or str(out / "central.git")
     path = task.repo_path(out)
     if path.exists():
         try:
@@ -483,10 +499,21 @@ def execute_task(
 
 
 def _execute_entry(
-    task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir: str, steps: Any = None
+    task_dict: dict[str, Any], spec_dict: dict[str, Any], run_dir: str, steps: Any = None, central: str | None = None
 ) -> dict[str, Any]:
     # Plain dicts cross the process (and Ray) boundary; the dataclasses are rebuilt here.
-    return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir, steps=steps)
+    return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir, steps=steps, central=central)
+
+
+#: What a run keeps in central: the copy in ``RUN_DIR/central.git`` follows a central URL for these.
+_CENTRAL_PREFIXES = (RESULT_PREFIX, LESSON_PREFIX, "refs/notes/")
+
+
+def _follow_central(run_dir: Path, central: str | None) -> None:
+    """With a central URL, bring its results, lessons and notes into ``RUN_DIR/central.git``."""
+    if central is not None:
+        with open_central(run_dir) as local:
+            mirror(local, central, _CENTRAL_PREFIXES)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -531,6 +558,7 @@ def run_tasks(
     progress: bool = True,
     label: str = "solving",
     executor: str | Any | None = None,
+    central: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run every task not already finished; return all results, read back from ``central.git``.
 
@@ -545,6 +573,10 @@ def run_tasks(
         executor: where tasks run: ``local``, ``ray`` or ``dbos`` (durable: each node a
             recorded step, see :mod:`got_core.bench.executors`), or an executor object;
             default ``ray`` when ``ray_address`` is given, else ``local``.
+        central: a URL of the central repository, served by a git server (``git://``,
+            ``http(s)://``, ``ssh://``; it must exist there): tasks push their results to
+            it and get no filesystem path of it; ``RUN_DIR/central.git`` is then the
+            driver's copy, brought up to date from the URL before and after the tasks.
 
     Returns:
         Result records in the order of ``tasks``.
@@ -557,8 +589,11 @@ def run_tasks(
     keys = [t.key for t in tasks]
     if len(set(keys)) != len(keys):
         raise ConfigError("two tasks share an (arm, problem) key; arm names must be unique in a run")
-    with open_central(run_dir) as central:
-        todo = [t for t in tasks if central.tip(t.result_ref) is None]
+    if central is not None and not is_url(central):
+        raise ConfigError(f"central must be a URL of a git server's repository, not {central!r}")
+    _follow_central(run_dir, central)
+    with open_central(run_dir) as local:
+        todo = [t for t in tasks if local.tip(t.result_ref) is None]
     with _progress(len(tasks), len(tasks) - len(todo), label, progress) as tick:
         if todo:
             from got_core.bench.executors import ExecutorError, Job, get_executor
@@ -570,11 +605,13 @@ def run_tasks(
             )
             jobs = [Job(t.key, t.to_dict(), asdict(spec), str(run_dir)) for t in todo]
             try:
-                runner.run(jobs, _execute_entry, tick)
+                entry = _execute_entry if central is None else functools.partial(_execute_entry, central=central)
+                runner.run(jobs, entry, tick)
             except ExecutorError as exc:
                 raise BenchRunError(str(exc)) from exc
-    with open_central(run_dir) as central:
-        found = [read_result(central, t) for t in tasks]
+    _follow_central(run_dir, central)
+    with open_central(run_dir) as local:
+        found = [read_result(local, t) for t in tasks]
     records = [r for r in found if r is not None]
     missing = [t.key for t, r in zip(tasks, found) if r is None]
     if missing:

@@ -178,6 +178,11 @@ def merge(
     workers: bool = typer.Option(
         False, "--workers", help="Merge every agents/<id>/memory branch of this (central) repository."
     ),
+    central: str | None = typer.Option(
+        None,
+        "--central",
+        help="With --workers: central is at this URL; merge in -r's repository and push memory back.",
+    ),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
     max_blob_bytes: int = MaxBlobOption,
@@ -194,7 +199,9 @@ def merge(
     A conflicted merge is left for review (`got merge --status` lists it, `got merge
     --resolve ours|theirs NAME` decides it). Exit status 3 when conflicts are left for review.
     """
-    r = open_repo(repo)
+    if central is not None and not workers:
+        raise InvalidInputError("--central goes with --workers (to merge a peer by URL, give it as PEER)")
+    r = open_repo(repo, create=central is not None)
     if status:
         _merge_status(r, None if into == "memory" else into, json)
         return
@@ -205,7 +212,10 @@ def merge(
     elif workers:
         if strategy not in ("review", "ours", "theirs"):
             raise InvalidInputError("strategy must be review, ours or theirs")
-        orchestrator = collab.Orchestrator(r.gitdir, into=into)
+        if central is None:
+            orchestrator = collab.Orchestrator(r.gitdir, into=into)
+        else:
+            orchestrator = collab.Orchestrator(central, path=r.gitdir, into=into)
         results = orchestrator.merge_workers(strategy=strategy).results
     else:
         if peer is None:
@@ -239,15 +249,27 @@ def push(
     ),
     tag_prefix: list[str] = typer.Option(["success_"], "--tag-prefix", help="Share tags with these prefixes."),
     notes: list[str] = typer.Option([], "--notes", help="Notes refs to share (e.g. got)."),
+    merge: str | None = typer.Option(
+        None,
+        "--merge",
+        help="When the peer moved on (not a fast-forward): fetch it, merge with this strategy "
+        "(review: stop on conflicts, ours, theirs) and push again; never forced.",
+    ),
     repo: Path | None = RepoOption,
 ) -> None:
-    """Selective sharing: push only the memory branch and success tags (traces stay private)."""
+    """Selective sharing: push only the memory branch and success tags (traces stay private).
+
+    PEER is a path or a URL (git://, http(s)://, ssh://, file://). Credentials are never
+    prompted for: configure them outside the agent (a credential helper, an SSH key).
+    """
+    if merge is not None and merge not in ("review", "ours", "theirs"):
+        raise InvalidInputError("--merge takes review, ours or theirs")
     r = open_repo(repo)
     check_peer(peer)
     for name in branch:  # a branch named on the command line must exist; the default may not
         if name not in r.branches():
             raise UnknownRefError(f"no branch {name!r} to push; `got log --all` shows the branches")
-    specs = r.push(peer, branches=branch or ["memory"], tag_prefixes=tag_prefix, notes=notes)
+    specs = r.push(peer, branches=branch or ["memory"], tag_prefixes=tag_prefix, notes=notes, merge=merge)
     console.print(f"pushed {len(specs)} ref(s) to {escape(peer)}")
 
 

@@ -15,7 +15,7 @@ Roles::
                                       refs/tags/success_*          validated lessons
                                       refs/got/merge-pending/<into>/<name>  left for review
     Worker(path, central, id)   clone → learn on agents/<id>/memory → push (only that)
-    Orchestrator(central)       merge_workers(strategy) → merge_status() → resolve()
+    Orchestrator(central[, path]) merge_workers(strategy) → merge_status() → resolve()
 
 Resolution strategies: ``review`` (default: nothing is committed; the worker's
 commit is parked under ``refs/got/merge-pending/`` and its conflicts are recomputed
@@ -51,6 +51,7 @@ from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
+from got_core.repo.sharing import is_url
 from got_core.storage.inbound import InboundLimits
 from got_core.types import Conflict, Identity, MergeResult
 
@@ -362,23 +363,47 @@ class Orchestrator:
     """The central repository and the merges into its memory branch.
 
     Args:
-        central_path: a local bare repository (created with a root commit on ``into``).
+        central: the central repository: a local bare repository (created with a root
+            commit on ``into``), or a URL of one served by a git server (``git://``,
+            ``http(s)://``, ``ssh://``; it must exist there). With a URL the orchestrator
+            works in its own repository ``path``: it fetches the workers' branches from the
+            URL, merges locally and pushes the merged ``into`` back (a push refused because
+            central moved meanwhile is merged and tried again, never forced). Merges left
+            for review are parked in ``path``.
+        path: the orchestrator's own repository, required with a URL (created if missing).
         into: the shared memory branch.
         identity: author of merge commits.
+        limits: what one fetch from a central URL may bring in.
     """
 
     def __init__(
         self,
-        central_path: str | os.PathLike[str],
+        central: str | os.PathLike[str],
         *,
+        path: str | os.PathLike[str] | None = None,
         into: str = "memory",
         identity: Identity | None = None,
+        limits: InboundLimits | None = None,
         **repo_options: Any,
     ) -> None:
-        self.repo = ReasoningRepo.init(
-            central_path, identity=identity or Identity("got-orchestrator", "orchestrator@got.local"), **repo_options
-        )
+        identity = identity or Identity("got-orchestrator", "orchestrator@got.local")
+        self.url = os.fspath(central) if is_url(central) else None
         self.into = into
+        self.limits = limits
+        if self.url is not None:
+            if path is None:
+                raise InvalidInputError("an orchestrator of a central URL needs path=, its own repository")
+            self.repo = ReasoningRepo.open(path, identity=identity, **repo_options)
+            self._workers_prefix = "refs/remotes/central/agents/"
+            self._fetch()
+            remote = self.repo.tip("refs/remotes/central/" + into)
+            if remote is not None:
+                self.repo.merge(remote, into=into, strategy="review")
+        else:
+            if path is not None:
+                raise InvalidInputError("path= is for a central URL; a local central repository is its own path")
+            self.repo = ReasoningRepo.init(central, identity=identity, **repo_options)
+            self._workers_prefix = "refs/heads/agents/"
         if self.repo.tip(into) is None:
             # One shared root, so every worker's branch has a merge base with memory.
             try:
@@ -392,17 +417,32 @@ class Orchestrator:
             except ConcurrentUpdateError:  # another orchestrator created it first
                 if self.repo.tip(into) is None:
                     raise
+        self._publish()
 
     @property
     def path(self) -> Path:
-        """The central repository's git directory (give it to workers)."""
+        """The central repository's git directory (give it to workers); with a URL, our own repository's."""
         return Path(self.repo.gitdir)
+
+    @property
+    def central(self) -> str:
+        """Where workers reach central: the URL, or the local git directory."""
+        return self.url if self.url is not None else str(self.path)
+
+    def _fetch(self) -> None:
+        if self.url is not None:
+            self.repo.fetch(self.url, name="central", tags=False, limits=self.limits)
+
+    def _publish(self) -> None:
+        if self.url is not None:
+            self.repo.push(self.url, branches=(self.into,), tag_prefixes=(), merge="review", limits=self.limits)
 
     def workers(self) -> dict[str, str]:
         """Worker id -> tip of its ``agents/<id>/memory`` branch in the central repository."""
+        self._fetch()
         out = {}
-        for ref, oid in self.repo.refs("refs/heads/agents/").items():
-            rest = ref[len("refs/heads/agents/") :]
+        for ref, oid in self.repo.refs(self._workers_prefix).items():
+            rest = ref[len(self._workers_prefix) :]
             if rest.endswith("/memory") and rest.count("/") == 1:
                 out[decode_component(rest[: -len("/memory")])] = oid
         return dict(sorted(out.items()))
@@ -413,21 +453,23 @@ class Orchestrator:
         """Merge each worker's branch into the memory branch, in order of worker id.
 
         Conflicted merges (``review``, or a resolver that abstains) are parked for
-        review and the other workers are still merged.
+        review and the other workers are still merged. With a central URL, the merged
+        memory branch is pushed back at the end.
         """
         known = self.workers()
         report = MergeReport()
         for agent in agents if agents is not None else known:
             if agent not in known:
-                raise UnknownRefError(f"no worker {agent!r} has pushed to {self.path}")
+                raise UnknownRefError(f"no worker {agent!r} has pushed to {self.central}")
             report.results[agent] = merge_recorded(
                 self.repo,
-                f"refs/heads/{agent_branch(agent)}",
+                self._workers_prefix[: -len("agents/")] + agent_branch(agent),
                 name=agent,
                 into=self.into,
                 strategy=strategy,
                 message=f"Merge lessons of agent {agent} into {self.into}\n",
             )
+        self._publish()
         return report
 
     def merge_status(self) -> list[PendingMerge]:
@@ -446,7 +488,9 @@ class Orchestrator:
             strategy = decisions_resolver(decisions)
         if strategy is None:
             raise InvalidInputError("give a strategy ('ours', 'theirs', a resolver) or decisions")
-        return resolve_pending(self.repo, agent, strategy, into=self.into)
+        result = resolve_pending(self.repo, agent, strategy, into=self.into)
+        self._publish()
+        return result
 
     def lessons(self) -> list[Lesson]:
         """Every lesson on the merged memory branch."""
@@ -566,11 +610,20 @@ class Worker:
         Returns:
             The refspecs pushed.
 
+        A push central refuses because our branch or notes moved there meanwhile (the same
+        agent pushing from elsewhere) is merged (``review``) and tried again, never forced.
+
         Raises:
-            RemoteError: central refused (e.g. not a fast-forward) or asked for credentials.
+            RemoteError: central cannot be reached, refused, or asked for credentials.
+            MergeConflictError: what central holds on our branch conflicts with ours.
         """
         return self.repo.push(
-            self.central, branches=(self.branch,), tag_prefixes=tuple(self.shareable_tags()), notes=(self.notes_ref,)
+            self.central,
+            branches=(self.branch,),
+            tag_prefixes=tuple(self.shareable_tags()),
+            notes=(self.notes_ref,),
+            merge="review",
+            limits=self.limits,
         )
 
     def close(self) -> None:

@@ -225,7 +225,7 @@ class RepoBase:
         if tip_hint is not _MISSING and tip_hint is not None and not isinstance(tip_hint, str):
             raise InvalidInputError(f"tip_hint must be a commit SHA or None, not {type(tip_hint).__name__}")
         extra = {} if tip_hint is _MISSING else {"tip_hint": tip_hint}
-        return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry), **extra)
+        return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry), moved=self._moved, **extra)
 
     def update_refs(
         self, refs: Sequence[str], build: Callable[[dict[str, str | None]], Any], value: Callable[[], Any] | None = None
@@ -251,7 +251,7 @@ class RepoBase:
                 raise InvalidInputError("the builder must return Keep or a mapping of the given refs to targets")
             return answer
 
-        return update_refs(self.git, names, checked, value, self.retry)
+        return update_refs(self.git, names, checked, value, self.retry, moved=self._moved)
 
     def set_ref(self, ref: str, target: str, *, expected: str | Any | None = _MISSING) -> None:
         """Point ``ref`` at ``target`` (compare-and-swap against ``expected`` when given).
@@ -406,7 +406,7 @@ class RepoBase:
         """
         payload = self.file_payload(changes)
         parents = [self.resolve(p) for p in (clean_revs(parents) or [])]
-        base = self.git.read_commit(parents[0]).tree if parents and not fresh_tree else None
+        base = self.git.commit_tree(parents[0]) if parents and not fresh_tree else None
         return self.write_commit(self.git.build_tree(base, payload), parents, message)
 
     def write_commit(self, tree: str, parents: Sequence[str], message: str) -> str:
@@ -420,6 +420,11 @@ class RepoBase:
         if not isinstance(tree, str) or not self.git.is_tree(tree):
             raise InvalidInputError(f"{str(tree)[:80]!r} is not a tree of {self.gitdir}")
         parents = [self.resolve(p) for p in (clean_revs(parents) or [])]
+        return self._new_commit(tree, parents, message)
+
+    def _new_commit(self, tree: str, parents: Sequence[str], message: str) -> str:
+        """:meth:`write_commit` for a tree and parents the caller has just written or
+        resolved itself, and a cleaned message (the write path's builders): no re-reads."""
         return self.git.write_commit(
             tree,
             parents,
@@ -458,6 +463,21 @@ class RepoBase:
         commit = self.git.read_commit(self.resolve(rev))
         return self.git.tree_names(commit.tree, path)
 
+    def changed_files(self, old: str | None, new: str) -> list[tuple[str, str | None, str | None]]:
+        """(path, old blob, new blob) for every file that differs between the trees of two
+        commits (``old`` None: every file of ``new``); only changed subtrees are read.
+
+        Raises:
+            InvalidInputError: a commit id that is not text.
+            CorruptRepositoryError: a commit or tree is missing or damaged.
+        """
+        for what, oid in (("old", old), ("new", new)):
+            if oid is not None and not isinstance(oid, str):
+                raise InvalidInputError(f"changed_files: {what} must be a commit SHA as text, not {type(oid).__name__}")
+        git = self.git
+        old_tree = git.read_commit(old).tree if old is not None else None
+        return git.changed_tree_paths(old_tree, git.read_commit(new).tree)
+
     def read_blob(self, oid: str) -> bytes:
         """Bytes of a blob by SHA.
 
@@ -475,8 +495,10 @@ class RepoBase:
         Raises:
             InvalidInputError: the tag exists at another commit and ``force`` is false.
         """
-        ref = tag_ref(name)
-        oid = self.resolve(target)
+        return self._tag_commit(name, self.resolve(target), force=force)
+
+    def _tag_commit(self, name: str, oid: str, *, force: bool = False) -> str:
+        """:meth:`tag` for a commit SHA the caller has just written or resolved (no re-read)."""
 
         def build(current: str | None) -> Publish | Keep:
             if current is not None:
@@ -486,7 +508,7 @@ class RepoBase:
                     raise InvalidInputError(f"tag {name!r} already points at {current[:12]}; tags do not move")
             return Publish(oid, name)
 
-        return self.update_ref(ref, build)
+        return self.update_ref(tag_ref(name), build)
 
     def tags(self, prefix: str = "") -> dict[str, str]:
         """Tag name -> tagged commit SHA, for tags starting with ``prefix``."""
@@ -508,7 +530,21 @@ class RepoBase:
         return self.delete_ref(tag_ref(name))
 
     # ------------------------------------------------------------------ the derived index
+    def _moved(self, moves: Sequence[tuple[str, str | None, str | None]]) -> None:
+        """The ref-transaction primitive's report of our own moves: the index reads those refs next."""
+        index = self._index
+        if index is not None:  # not opened yet: its first sync looks at every directory anyway
+            index.note_moves(moves)
+
+    def _notes_written(self, ref: str, commit: str, parent: str | None, changes: Mapping[str, str | None]) -> None:
+        """A notes commit this repository published: its tree is ``parent``'s with ``changes``
+        (path -> blob, None removed). The index applies that instead of diffing the trees."""
+        index = self._index
+        if index is not None and ref == index.notes_ref:
+            index.note_notes_commit(commit, parent, changes)
+
     def _idx(self) -> DerivedIndex:
+        """The derived index, synced with git (call it once per query, and query the result)."""
         with self._index_lock:
             if self._index is None:
                 self._index = DerivedIndex(GitRepo(self.gitdir, create=False), self.notes_ref)

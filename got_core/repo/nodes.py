@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.names import decode_component, encode_component
 from got_core.repo.base import Publish
-from got_core.repo.notes import note_json, set_note
+from got_core.repo.notes import note_json, publish_notes
+from got_core.storage.git import BlobId
 from got_core.types import NODE_FILES, OUTCOME_TAG_PREFIX, Node, canonical_json
 from got_core.validate import clean_revs, clean_text
 
@@ -90,11 +91,15 @@ def commit_node(
         files = repo.file_payload(
             {"thought.md": thought, "scores.json": scores_text, "trace.jsonl": trace_text, "metadata.json": meta_text}
         )
-        oid = repo.write_commit(git.build_tree(None, files), these, node_message(node, node_id, thought))
-        return Publish(oid, (oid, these, given_id, node_id, meta))
+        scores_blob = files["scores.json"]
+        if not isinstance(scores_blob, BlobId) and scores_blob is not None:
+            scores_blob = files["scores.json"] = BlobId(git.write_blob(scores_blob))  # the note reuses it
+        message = clean_text(node_message(node, node_id, thought), "commit message")
+        oid = repo._new_commit(git.build_tree(None, files), these, message)
+        return Publish(oid, (oid, these, given_id, node_id, meta, scores_blob))
 
     # With explicit parents the commit was built on them: a lost race is the caller's to decide.
-    oid, these, given_id, node_id, meta = repo.update_ref(ref_name, build, retry=explicit is None)
+    oid, these, given_id, node_id, meta, scores_blob = repo.update_ref(ref_name, build, retry=explicit is None)
     stored = Node(
         thought=thought,
         scores=dict(node.scores),
@@ -109,9 +114,10 @@ def commit_node(
     )
     if note and node.scores:
         stored.note = dict(node.scores)
-        set_note(repo, oid, scores_text)
+        # the note is the node's scores.json blob itself: no second copy is written
+        publish_notes(repo, repo.notes_ref, {oid: scores_blob or scores_text.encode("utf-8")})
     if tag and node.outcome in OUTCOME_TAG_PREFIX:
-        stored.tags = [tag_outcome(repo, oid, node.outcome, node_id)]
+        stored.tags = [repo._tag_commit(OUTCOME_TAG_PREFIX[node.outcome] + encode_component(node_id, "node id"), oid)]
     return stored
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.repo.base import Publish
+from got_core.storage.git import BlobId
 from got_core.storage.refnames import check_ref_name
 from got_core.types import canonical_json
 from got_core.validate import to_bytes
@@ -24,7 +25,7 @@ from got_core.validate import to_bytes
 if TYPE_CHECKING:
     from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["all_notes", "get_note", "note_json", "notes_ref_name", "set_note", "set_notes"]
+__all__ = ["all_notes", "get_note", "note_json", "notes_ref_name", "publish_notes", "set_note", "set_notes"]
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -56,7 +57,7 @@ def set_notes(
     for the same commit is removed, so each commit keeps exactly one note.
     """
     name = notes_ref_name(repo, ref)
-    payload: dict[str, bytes] = {}
+    payload: dict[str, bytes | BlobId] = {}
     for target, content in notes.items():
         oid = repo.resolve(target)
         if isinstance(content, Mapping):
@@ -67,13 +68,23 @@ def set_notes(
         payload[oid] = data
     if not payload:
         raise InvalidInputError("no notes to write")
+    return publish_notes(repo, name, payload)
+
+
+def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | BlobId]) -> str:
+    """One notes commit on the notes ref ``name`` for validated notes: commit SHA -> content,
+    or an existing blob's id (the write path reuses the node's ``scores.json``); returns it.
+
+    Nothing is re-validated here: :func:`set_notes` checks what callers hand it.
+    """
     git = repo.git
+    built: dict[str, tuple[str | None, dict[str, str | None]]] = {}
 
     def build(tip: str | None) -> Publish:
-        base = git.read_commit(tip).tree if tip else None
-        changes: dict[str, bytes | None] = {}
+        base = git.commit_tree(tip) if tip else None
+        changes: dict[str, BlobId | None] = {}
         for oid, data in payload.items():
-            changes[f"{oid[:2]}/{oid[2:]}"] = data
+            changes[f"{oid[:2]}/{oid[2:]}"] = data if isinstance(data, BlobId) else BlobId(git.write_blob(data))
         if base is not None:  # notes stock git wrote flat or at another fan-out depth
             others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
             for path, blob in git.tree_entries(base, others).items():
@@ -84,9 +95,12 @@ def set_notes(
         commit = git.write_commit(
             tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
         )
+        built[commit] = (tip, dict(changes))
         return Publish(commit, commit)
 
-    return repo.update_ref(name, build)
+    commit = repo.update_ref(name, build)
+    repo._notes_written(name, commit, *built[commit])  # the index applies these changes without a tree diff
+    return commit
 
 
 def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, str, str] | None:

@@ -275,24 +275,28 @@ class ReasoningRepo(RepoBase):
             InvalidInputError: ``pattern`` is not text, or not a valid regular expression.
         """
         pattern = clean_text(pattern, "pattern")
-        rows = self._idx().grep(pattern, fixed=fixed, ignore_case=ignore_case, refs=self._scope(refs))
-        return retrieval.rows_to_infos(self._idx(), rows)
+        scope = self._scope(refs)
+        idx = self._idx()  # one sync per query
+        return retrieval.rows_to_infos(idx, idx.grep(pattern, fixed=fixed, ignore_case=ignore_case, refs=scope))
 
     def pickaxe(self, needle: str, *, refs: Sequence[str] | None = None) -> list[CommitInfo]:
         """Commits that add or remove occurrences of ``needle`` in any file (``git log -S``)."""
         needle = clean_text(needle, "search string")
         if not needle:
             raise InvalidInputError("pickaxe needs a non-empty string")
-        return retrieval.rows_to_infos(self._idx(), self._idx().pickaxe(needle, self._scope(refs)))
+        idx = self._idx()
+        return retrieval.rows_to_infos(idx, idx.pickaxe(needle, self._scope(refs)))
 
     def tagged(self, prefix: str = "success_") -> list[CommitInfo]:
         """Commits carrying a tag that starts with ``prefix``."""
         prefix = clean_text(prefix, "tag prefix")
-        return retrieval.rows_to_infos(self._idx(), self._idx().tagged(prefix))
+        idx = self._idx()
+        return retrieval.rows_to_infos(idx, idx.tagged(prefix))
 
     def frontier(self, base: str = "master", tip: str = "memory") -> list[CommitInfo]:
         """Commits on ``tip`` not on ``base`` (``git log master..memory``)."""
-        return retrieval.rows_to_infos(self._idx(), self._idx().frontier(self.ref(base), self.ref(tip)))
+        idx = self._idx()
+        return retrieval.rows_to_infos(idx, idx.frontier(self.ref(base), self.ref(tip)))
 
     def search(
         self, query: str, k: int = 5, *, refs: Sequence[str] | None = None, weights: Mapping[str, float] | None = None

@@ -1,4 +1,5 @@
-"""Sharing reasoning between repositories: fetch, merge, push, bundles, maintenance.
+"""Sharing reasoning between repositories: fetch, merge, push (paths or URLs), maintenance;
+bundles live in :mod:`got_core.repo.bundles` and are re-exported here.
 
 Merges are real three-way git merges computed in memory (no working tree);
 conflicts come back as data (path, base, ours, theirs) and are never resolved
@@ -8,27 +9,26 @@ and its decision is itself a merge commit naming both parents (ARCHITECTURE §1)
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from got_core.errors import (
-    ConfigError,
     CorruptRepositoryError,
     CredentialsRequiredError,
     InvalidInputError,
-    InvalidNameError,
+    MergeConflictError,
     PushRejectedError,
     RemoteError,
-    UntrustedContentError,
 )
 from got_core.names import encode_component, short_ref
 from got_core.repo.base import Keep, Publish
+from got_core.repo.bundles import bundle, limits_or_default, unbundle, verify_bundle
 from got_core.repo.notes import notes_ref_name
-from got_core.storage.git import GitRepo
-from got_core.storage.gitcli import GitCommandError, run_git
-from got_core.storage.inbound import DEFAULT_LIMITS, InboundLimits, Quarantine, check_merge
-from got_core.storage.refnames import check_ref_name
+from got_core.storage.gitcli import run_git
+from got_core.storage.inbound import InboundLimits, Quarantine, check_merge
 from got_core.types import Conflict, MergeResult
 
 if TYPE_CHECKING:
@@ -41,7 +41,9 @@ __all__ = [
     "fetch",
     "footprint",
     "fsck",
+    "is_url",
     "merge",
+    "mirror",
     "push",
     "repack",
     "unbundle",
@@ -53,19 +55,20 @@ __all__ = [
 Resolver = Callable[[Conflict], "bytes | str | None"]
 
 
+def is_url(source: str | os.PathLike[str]) -> bool:
+    """Whether ``source`` names a repository by URL (``scheme://...`` or scp-style ``user@host:path``)."""
+    text = os.fspath(source)
+    return "://" in text or text.startswith("git@")
+
+
 def _check_source(source: str) -> None:
-    if "://" in source or source.startswith("git@"):
+    if is_url(source):
         return
     if not Path(source).exists():
         raise RemoteError(f"no repository at {source}; give a path or URL of a peer repository")
 
 
-def _limits(limits: InboundLimits | None) -> InboundLimits:
-    if limits is None:
-        return DEFAULT_LIMITS
-    if not isinstance(limits, InboundLimits):
-        raise ConfigError(f"limits must be an InboundLimits, not {type(limits).__name__}")
-    return limits
+_limits = limits_or_default
 
 
 def fetch(
@@ -135,6 +138,49 @@ def fetch(
     return repo.git.list_refs(f"refs/remotes/{name}/")
 
 
+def mirror(
+    repo: ReasoningRepo, source: str, prefixes: Sequence[str], *, limits: InboundLimits | None = None
+) -> dict[str, str]:
+    """Copy the peer's refs under ``prefixes`` to the same names here, after checking them.
+
+    For a local copy of a central repository reached by URL (e.g. a benchmark run's
+    results): the refs follow the peer like remote-tracking refs do; refs here that the
+    peer lacks are left alone. Everything comes in through the quarantine, like :func:`fetch`.
+
+    Args:
+        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``).
+
+    Returns:
+        The mirrored refs -> SHAs.
+
+    Raises:
+        RemoteError: cannot be reached, not a repository, or it asked for credentials.
+        UntrustedContentError: what it sent broke a check or a limit; nothing was imported.
+    """
+    _check_source(source)
+    limits = _limits(limits)
+    for prefix in prefixes:
+        if not prefix.startswith("refs/") or not prefix.endswith("/") or prefix.startswith("refs/got-incoming"):
+            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/', not {prefix!r}")
+    advertised = repo.git.ls_remote(source)
+    if not any(ref.startswith(tuple(prefixes)) for ref in advertised):
+        return {}
+    staging = "refs/got/mirror/"
+    specs = [f"+{p}*:{staging}{i}/*" for i, p in enumerate(prefixes)]
+    with Quarantine(repo.git, f"what {source} sent", limits) as q:
+        q.git.fetch(source, specs, progress=q.progress)
+        incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(staging)}
+        q.check(list(incoming.values()))
+        q.adopt()
+    wanted = {}
+    for ref, oid in incoming.items():
+        index, _, rest = ref[len(staging) :].partition("/")
+        wanted[prefixes[int(index)] + rest] = oid  # libgit2 validated the name in the quarantine
+    if wanted:
+        repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
+    return wanted
+
+
 def push(
     repo: ReasoningRepo,
     dest: str,
@@ -143,16 +189,44 @@ def push(
     tag_prefixes: Sequence[str] = ("success_",),
     notes: Sequence[str] = (),
     force: bool = False,
+    merge: str | Resolver | None = None,
+    limits: InboundLimits | None = None,
 ) -> list[str]:
     """Push selected refs (selective sharing: by default only ``memory`` and success tags).
+
+    ``dest`` is a local path or a URL (``git://``, ``http(s)://``, ``ssh://``, ``file://``);
+    the same compare-and-swap holds for each: the peer moves a ref only from the value
+    the push saw, and a ref that moved meanwhile is refused, never overwritten.
+
+    When the peer refuses, what it holds now is fetched (through the quarantine, like
+    :func:`fetch`) and compared with ours: a ref it holds that is not an ancestor of ours
+    is a non-fast-forward. Without ``merge`` that raises :class:`PushRejectedError` at
+    once; with ``merge``, its tip is merged into our ref with that strategy and the push
+    is tried again (never forced), until the repository's ``lock_timeout``. A refusal
+    while every ref would be a fast-forward (another pusher held a lock, or won the race
+    and has since finished) is tried again as long as the peer keeps moving.
+
+    Args:
+        merge: ``review`` (merge; conflicts raise :class:`MergeConflictError`), ``ours``,
+            ``theirs`` or a resolver (see :func:`merge`); None: refuse a non-fast-forward.
+        limits: what fetching the peer's tips may bring in (default ``DEFAULT_LIMITS``).
 
     Returns:
         The refspecs pushed.
 
     Raises:
-        RemoteError: the peer refused (non-fast-forward without ``force``) or cannot be reached.
+        PushRejectedError: a non-fast-forward without ``merge`` (or a tag that differs
+            there), or the peer keeps refusing a fast-forward (a hook or a policy).
+        MergeConflictError: ``merge`` met conflicts it did not decide; nothing was pushed.
+        RemoteError: the peer cannot be reached or asked for credentials (never prompted).
+        ConcurrentUpdateError: the peer kept moving until ``lock_timeout``.
     """
     _check_source(dest)
+    if force and merge is not None:
+        raise InvalidInputError("push with force=True or with merge=..., not both")
+    if merge is not None and not (callable(merge) or merge in ("review", "ours", "theirs")):
+        raise InvalidInputError(f"merge must be 'review', 'ours', 'theirs' or a callable, not {merge!r}")
+    limits = _limits(limits)
     plus = "+" if force else ""
     specs = []
     for b in branches:
@@ -166,45 +240,102 @@ def push(
         ref = notes_ref_name(repo, n)
         if repo.git.ref_target(ref):
             specs.append(f"{plus}{ref}:{ref}")
-    if specs:
-        for _ in repo.retry.attempts(f"push to {dest}"):
-            try:
-                repo.git.push(dest, specs)
-                break
-            except (PushRejectedError, CredentialsRequiredError):
-                raise  # the peer said no: final
-            except RemoteError as exc:
-                if not _local_peer(dest):
-                    raise
-                # Into a local repository, libgit2 reports a refusal and a lock held by another
-                # pusher the same way; the peer's refs tell them apart: a ref we may not move
-                # there is a refusal, anything else was a lock that is already gone again.
-                refused = _refused(repo, dest, specs)
-                if refused:
-                    raise PushRejectedError(
-                        f"push to {dest} was rejected: {', '.join(refused)} would not be a fast-forward "
-                        "(fetch and merge first, or push with force=True)"
-                    ) from exc
-    return specs
+    if not specs:
+        return specs
+    seen: dict[str, str] | None = None
+    still_since = time.monotonic()
+    for _ in repo.retry.attempts(f"push to {dest}"):
+        try:
+            repo.git.push(dest, specs)
+            return specs
+        except CredentialsRequiredError:
+            raise  # never prompted, never retried
+        except RemoteError as exc:
+            failure = exc
+        if force:
+            raise failure
+        # What the peer holds now tells a refusal from a race (never the error's wording).
+        theirs = _peer_tips(repo, dest, specs, limits)
+        refused = _refused(repo, specs, theirs)
+        if refused:
+            tags = [r for r in refused if not r.startswith(("refs/heads/", "refs/notes/"))]
+            if merge is None or tags:
+                raise PushRejectedError(
+                    f"push to {dest} was rejected: {', '.join(tags or refused)} would not be a fast-forward "
+                    + ("(a tag there differs; rename ours)" if tags else "(fetch and merge first, or push with merge=)")
+                ) from failure
+            _merge_into_ours(repo, dest, refused, theirs, merge, limits)
+            seen = None
+            continue
+        if theirs != seen:
+            seen, still_since = theirs, time.monotonic()
+        elif time.monotonic() - still_since > repo.retry.stale_lock_seconds:
+            # Refused while every ref is a fast-forward and the peer stood still longer than any
+            # live pusher holds a lock: a hook or a policy there says no, not a race.
+            raise failure
+    return specs  # pragma: no cover - attempts() raises at its deadline
 
 
-def _refused(repo: ReasoningRepo, dest: str, specs: Sequence[str]) -> list[str]:
-    """The refs of ``specs`` a push into the local repository ``dest`` may not move now."""
-    peer = GitRepo(Path(dest), create=False)  # the peer, read-only: its refs only
+def _peer_tips(repo: ReasoningRepo, dest: str, specs: Sequence[str], limits: InboundLimits) -> dict[str, str]:
+    """The peer's current values of the refs ``specs`` push to; missing objects come in checked.
+
+    Objects the repository lacks are fetched through a quarantine and adopted only after
+    passing its checks; no ref here moves (a merge makes them reachable).
+    """
+    wanted = [spec.lstrip("+").partition(":")[2] for spec in specs]
+    advertised = repo.git.ls_remote(dest)
+    tips = {ref: advertised[ref] for ref in wanted if ref in advertised}
+    missing = sorted(ref for ref, oid in tips.items() if not repo.git.has_object(oid))
+    if missing:
+        staging = {f"refs/got/peer-tips/{i}": ref for i, ref in enumerate(missing)}
+        with Quarantine(repo.git, f"what {dest} holds", limits) as q:
+            q.git.fetch(dest, [f"+{ref}:{tmp}" for tmp, ref in staging.items()], progress=q.progress)
+            incoming = {staging[r]: oid for r, oid in q.incoming_refs().items() if r in staging}
+            q.check(list(incoming.values()))
+            q.adopt()
+        tips.update(incoming)
+    return tips
+
+
+def _refused(repo: ReasoningRepo, specs: Sequence[str], theirs: dict[str, str]) -> list[str]:
+    """The refs of ``specs`` the peer (holding ``theirs``) may not move to ours without a merge."""
     refused = []
     for spec in specs:
         forced = spec.startswith("+")
         src, _, dst = spec.lstrip("+").partition(":")
-        theirs, ours = peer.ref_target(dst), repo.git.ref_target(src)
-        if forced or theirs is None or theirs == ours or ours is None:
+        there, ours = theirs.get(dst), repo.git.ref_target(src)
+        if forced or there is None or there == ours or ours is None:
             continue
-        if dst.startswith("refs/tags/") or not repo.git.has_object(theirs) or not repo.git.is_ancestor(theirs, ours):
+        if dst.startswith("refs/tags/") or not repo.git.has_object(there) or not repo.git.is_ancestor(there, ours):
             refused.append(dst)
     return refused
 
 
-def _local_peer(dest: str) -> bool:
-    return "://" not in dest and not dest.startswith("git@") and Path(dest).is_dir()
+def _merge_into_ours(
+    repo: ReasoningRepo,
+    dest: str,
+    refs: Sequence[str],
+    theirs: dict[str, str],
+    strategy: str | Resolver,
+    limits: InboundLimits,
+) -> None:
+    """Merge the peer's tip of each ref in ``refs`` into ours (before pushing again)."""
+    for ref in refs:
+        result = merge(
+            repo,
+            theirs[ref],
+            into=ref,
+            strategy=strategy,
+            limits=limits,
+            message=f"Merge {short_ref(ref)} of {dest} before pushing\n",
+        )
+        if result.status == "conflicted":
+            paths = ", ".join(c.path for c in result.conflicts[:5])
+            raise MergeConflictError(
+                f"push to {dest}: {short_ref(ref)} there conflicts with ours on {paths}; nothing was pushed. "
+                "Fetch and merge with a strategy (got merge ... --strategy), then push again",
+                list(result.conflicts),
+            )
 
 
 def _text(repo: ReasoningRepo, blob: str | None) -> str | None:
@@ -298,177 +429,6 @@ def merge(
         return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))
 
     return repo.update_ref(ref, build)
-
-
-def bundle(repo: ReasoningRepo, path: Path, refs: Sequence[str] | None = None) -> Path:
-    """Write ``refs`` (default: every branch, tag and notes ref) into one bundle file.
-
-    Raises:
-        InvalidInputError: nothing to bundle.
-    """
-    if refs is None:
-        names = sorted(n for n in repo.git.list_refs() if n.startswith(("refs/heads/", "refs/tags/", "refs/notes/")))
-    else:
-        names = []
-        for r in refs:
-            if r.startswith("refs/"):
-                names.append(r)
-            elif repo.git.ref_target("refs/heads/" + r):
-                names.append("refs/heads/" + r)
-            elif repo.git.ref_target("refs/tags/" + r):
-                names.append("refs/tags/" + r)
-            else:
-                raise InvalidInputError(f"no branch or tag {r!r} to bundle")
-    if not names:
-        raise InvalidInputError("the repository has no refs to bundle yet")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run_git(["bundle", "create", str(path.resolve()), *names], git_dir=repo.gitdir)
-    return path
-
-
-_BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
-_INCOMING = "refs/got-incoming/"
-
-
-def _bundle_header(path: Path, limits: InboundLimits) -> dict[str, str]:
-    """Read and check a bundle's header without reading its pack: refs -> SHAs.
-
-    ``git bundle verify`` accepts a file cut off anywhere in its ref list (it then lists
-    no refs at all), so the header is checked here: the signature, every line, the blank
-    line that ends it, a pack signature after it, and at least one ref.
-    """
-    if not path.is_file():
-        raise InvalidInputError(f"no bundle file at {path}")
-    shown = str(path)
-    size = path.stat().st_size
-    heads: dict[str, str] = {}
-    with path.open("rb") as f:
-        if f.readline(64) not in _BUNDLE_SIGNATURES:
-            raise CorruptRepositoryError(f"{shown} is not a git bundle (no '# v2/v3 git bundle' signature)")
-        while True:
-            line = f.readline(8192)
-            if line == b"\n":
-                break
-            if not line.endswith(b"\n"):
-                raise CorruptRepositoryError(f"{shown} is cut short inside its header; copy the bundle again")
-            if line.startswith(b"@"):
-                if line.strip() not in (b"@object-format=sha1",):
-                    raise CorruptRepositoryError(
-                        f"{shown} needs a capability we do not support: {line.strip().decode('utf-8', 'replace')[:80]}"
-                    )
-                continue
-            oid, _, ref = line[:-1].lstrip(b"-").partition(b" ")
-            if len(oid) != 40 or any(c not in b"0123456789abcdef" for c in oid):
-                raise CorruptRepositoryError(f"{shown} has a damaged header line: {line[:100]!r}")
-            if line.startswith(b"-"):
-                continue  # a prerequisite: git bundle verify checks we have it
-            name = ref.decode("utf-8", "replace")
-            if name.startswith("refs/"):
-                try:
-                    check_ref_name(name, "bundle ref")
-                except InvalidNameError as exc:
-                    raise UntrustedContentError(f"refusing {shown}: {exc}") from None
-                heads[name] = oid.decode("ascii")
-            if len(heads) > limits.max_objects:
-                raise UntrustedContentError(
-                    f"refusing {shown}: more refs than max_objects={limits.max_objects:,}", limit="max_objects"
-                )
-        pack = f.read(12)
-        start = f.tell()
-    if pack[:4] != b"PACK" or len(pack) < 12:
-        raise CorruptRepositoryError(f"{shown} is cut short after its header; copy the bundle again")
-    count = int.from_bytes(pack[8:12], "big")
-    if count > limits.max_objects:
-        raise UntrustedContentError(
-            f"refusing {shown}: its pack holds {count:,} objects, over max_objects={limits.max_objects:,} "
-            "(raise it with InboundLimits(max_objects=...) or --max-objects)",
-            limit="max_objects",
-        )
-    if size - start + 12 > limits.max_total_bytes:
-        raise UntrustedContentError(
-            f"refusing {shown}: its pack is {size - start + 12:,} bytes, over max_total_bytes="
-            f"{limits.max_total_bytes:,} (raise it with InboundLimits(max_total_bytes=...) or --max-total-bytes)",
-            limit="max_total_bytes",
-        )
-    if not heads:
-        raise CorruptRepositoryError(f"{shown} lists no refs to import (is it cut short?)")
-    return heads
-
-
-def _receive_bundle(q: Quarantine, path: Path) -> None:
-    """Unpack a bundle into the quarantine (its objects only; checked by the caller)."""
-    src = str(path.resolve())
-    try:
-        run_git(["bundle", "verify", "-q", src], git_dir=q.path)
-        run_git(
-            [
-                "-c",
-                "fetch.unpackLimit=1",
-                "-c",
-                "transfer.unpackLimit=1",
-                "fetch",
-                "-q",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-auto-gc",
-                "--no-recurse-submodules",
-                src,
-                f"+refs/*:{_INCOMING}*",
-            ],
-            git_dir=q.path,
-        )
-    except GitCommandError as exc:
-        said = "; ".join(line.strip() for line in exc.stderr.splitlines() if line.strip())
-        raise CorruptRepositoryError(f"{path} is not a valid, intact bundle: {said[:500]}") from None
-
-
-def verify_bundle(path: Path, *, limits: InboundLimits | None = None) -> dict[str, str]:
-    """Check a bundle is complete, intact and acceptable; returns its refs -> SHAs.
-
-    ``git bundle verify`` only reads the header, and passes a bundle cut off inside
-    it, so the header is checked line by line, and the pack is unpacked into a scratch
-    repository and put through the inbound checks of :mod:`got_core.storage.inbound` (git fsck
-    --strict's object checks, our path rules, ``limits``). The bundle must be
-    self-contained (no prerequisite commits).
-
-    Raises:
-        InvalidInputError: no file at ``path``.
-        CorruptRepositoryError: not a valid, self-contained, intact bundle.
-        UntrustedContentError: its objects break a check or a limit.
-    """
-    path = Path(path)
-    limits = _limits(limits)
-    heads = _bundle_header(path, limits)
-    with Quarantine(None, f"bundle {path}", limits) as q:
-        _receive_bundle(q, path)
-        q.check(list(q.incoming_refs().values()))
-    return heads
-
-
-def unbundle(repo: ReasoningRepo, path: Path, *, limits: InboundLimits | None = None) -> dict[str, str]:
-    """Import every ref of a bundle, bit-identically, once all of it has been checked.
-
-    The objects go through a quarantine (:mod:`got_core.storage.inbound`); only when every check
-    passes do they move in and the refs move (a ref the bundle names is set to the
-    bundle's value). On any refusal the repository is exactly as it was.
-
-    Raises:
-        InvalidInputError: no file at ``path``.
-        CorruptRepositoryError: not a valid, intact bundle (or its prerequisites are missing).
-        UntrustedContentError: its objects break a check or a limit.
-    """
-    path = Path(path)
-    limits = _limits(limits)
-    heads = _bundle_header(path, limits)
-    with Quarantine(repo.git, f"bundle {path}", limits) as q:
-        _receive_bundle(q, path)
-        incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(_INCOMING)}
-        q.check(list(incoming.values()))
-        q.adopt()
-    wanted = {"refs/" + ref[len(_INCOMING) :]: oid for ref, oid in incoming.items()}
-    if wanted:
-        repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
-    return heads
 
 
 def footprint(gitdir: Path) -> dict[str, int]:

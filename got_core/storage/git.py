@@ -43,7 +43,17 @@ from got_core.storage._access import check_readable, refuse_unopenable
 from got_core.storage.objects import check_object, damaged_under
 from got_core.types import Identity
 
-__all__ = ["EMPTY_TREE", "BlobId", "CommitData", "GitRepo", "RefRace", "enable_fsync", "init_bare", "is_valid_ref_name"]
+__all__ = [
+    "EMPTY_TREE",
+    "READ_ERRORS",
+    "BlobId",
+    "CommitData",
+    "GitRepo",
+    "RefRace",
+    "enable_fsync",
+    "init_bare",
+    "is_valid_ref_name",
+]
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -54,6 +64,12 @@ _T_BLOB, _T_TREE = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE
 _SHORT_PATH = MAX_PATH_BYTES // 4  # a str this long is within MAX_PATH_BYTES in any encoding
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
+# One entry of a raw (SHA-1) tree object: "<octal mode> <name>\0<20-byte id>".
+_RAW_ENTRY = re.compile(rb"[0-7]{1,7} [^\x00]+\x00.{20}", re.DOTALL)
+_RAW_TREE = 0o040000
+_RAW_BLOBS = frozenset((0o100000, 0o120000))  # regular files (any permission bits) and symbolic links
+#: What reading a damaged or partial history can raise, for callers that index as far as they can.
+READ_ERRORS: tuple[type[Exception], ...] = (CorruptRepositoryError, GitError)
 
 
 _strict_lock = threading.Lock()
@@ -81,6 +97,11 @@ def _trusted_writes() -> Iterator[None]:
             _strict_depth -= 1
             if _strict_depth == 0:
                 pygit2.settings.enable_strict_object_creation(True)
+
+
+# libgit2 caches only objects under 4 KiB it has read; a notes root tree (256 fan-out
+# entries, ~7 KiB) is read by every note write, so let trees up to 256 KiB be cached too.
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 256 * 1024)
 
 
 def enable_fsync() -> None:
@@ -128,6 +149,13 @@ class CommitData:
     author_name: str
     author_email: str
     time: int
+
+
+def _parse_entry(entry: bytes) -> tuple[bytes, tuple[int, str]]:
+    """A raw tree entry -> (name, (file-mode class, hex SHA))."""
+    head, _nul, oid = entry[:-20], b"", entry[-20:]
+    mode, _sp, name = head[:-1].partition(b" ")
+    return name, (int(mode, 8) & 0o170000, oid.hex())
 
 
 def _commit_data(c: pygit2.Commit) -> CommitData:
@@ -180,6 +208,10 @@ class GitRepo:
             check_readable(Path(self._r.path))
         self.gitdir = Path(self._r.path)
         self.workdir = Path(self._r.workdir) if self._r.workdir else None
+        # tree of each commit this handle wrote lately: the next write on top of it needs
+        # that tree, and libgit2 caches objects it read, not ones it wrote
+        self._trees: dict[str, str] = {}
+        self._entries: dict[str, frozenset[bytes]] = {}  # raw entries of trees compared lately
 
     # ------------------------------------------------------------------ objects
     def write_blob(self, data: bytes) -> str:
@@ -439,12 +471,26 @@ class GitRepo:
         try:
             if sign is None:
                 with _trusted_writes():
-                    return str(self._r.create_commit(None, a, c, message, tree, parent_ids))
-            # pygit2's stubs say Oid; create_commit_string returns the commit's text (a str)
-            payload = cast(str, self._r.create_commit_string(a, c, message, tree, parent_ids))
-            return str(self._r.create_commit_with_signature(payload, sign(payload)))
+                    oid = str(self._r.create_commit(None, a, c, message, tree, parent_ids))
+            else:
+                # pygit2's stubs say Oid; create_commit_string returns the commit's text (a str)
+                payload = cast(str, self._r.create_commit_string(a, c, message, tree, parent_ids))
+                oid = str(self._r.create_commit_with_signature(payload, sign(payload)))
         except (GitError, OSError) as exc:
             raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
+        if len(self._trees) >= 64:
+            self._trees.clear()
+        self._trees[oid] = tree
+        return oid
+
+    def commit_tree(self, oid: str) -> str:
+        """The tree SHA of a commit (remembered for commits this handle wrote).
+
+        Raises:
+            CorruptRepositoryError: missing or not a commit.
+        """
+        tree = self._trees.get(oid)
+        return tree if tree is not None else str(self._commit(oid).tree_id)
 
     def read_commit(self, oid: str) -> CommitData:
         """A commit as :class:`CommitData`.
@@ -561,26 +607,63 @@ class GitRepo:
 
         Blobs are regular files and symbolic links (whose content is the link target);
         gitlinks name commits of another repository and are left out. Paths are the
-        tree's names as text, bytes that are not UTF-8 shown as ``\\xNN``.
+        tree's names as text, bytes that are not UTF-8 shown as ``\\xNN``. Subtrees with
+        the same id on both sides are not read, so a change costs the trees on its path
+        (a note in a fan-out notes tree: two small trees), not a walk of everything.
+
+        Raises:
+            CorruptRepositoryError: a tree is missing, or is not a well-formed tree.
         """
-        new = self._tree(new_tree)
-        try:
-            diff = self._tree(old_tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
-            deltas = list(diff.deltas)
-        except GitError as exc:
-            raise CorruptRepositoryError(
-                f"cannot compare trees {old_tree} and {new_tree}: {exc}; run `got fsck`"
-            ) from None
-        out = []
-        for delta in deltas:
-            old_f, new_f = delta.old_file, delta.new_file
-            old_id = str(old_f.id) if old_f.mode in _BLOB_MODES else None
-            new_id = str(new_f.id) if new_f.mode in _BLOB_MODES else None
-            if old_id is None and new_id is None:
-                continue  # gitlinks on both sides
-            raw = (new_f.raw_path if new_id is not None else old_f.raw_path) or new_f.raw_path or old_f.raw_path
-            out.append((raw.decode("utf-8", "backslashreplace"), old_id, new_id))
+        out: list[tuple[str, str | None, str | None]] = []
+        stack: list[tuple[bytes, str | None, str | None]] = [(b"", old_tree, new_tree)]
+        while stack:
+            base, a, b = stack.pop()
+            before = self._raw_entries(a) if a else frozenset()
+            after = self._raw_entries(b) if b else frozenset()
+            # entries are compared as raw bytes: only the ones that differ are parsed
+            old = dict(_parse_entry(e) for e in before - after)
+            new = dict(_parse_entry(e) for e in after - before)
+            for name in old.keys() | new.keys():
+                was, now = old.get(name), new.get(name)
+                path = base + name
+                was_tree = was is not None and was[0] == _RAW_TREE
+                now_tree = now is not None and now[0] == _RAW_TREE
+                if was_tree or now_tree:  # a tree on either side: compare what is under it
+                    stack.append(
+                        (path + b"/", was[1] if was and was_tree else None, now[1] if now and now_tree else None)
+                    )
+                old_blob = was[1] if was is not None and was[0] in _RAW_BLOBS else None
+                new_blob = now[1] if now is not None and now[0] in _RAW_BLOBS else None
+                if old_blob != new_blob:
+                    out.append((path.decode("utf-8", "backslashreplace"), old_blob, new_blob))
         return out
+
+    def _raw_entries(self, tree: str) -> frozenset[bytes]:
+        """A tree's entries as the raw bytes of each (``<mode> <name>\\0<id>``).
+
+        The last few trees are remembered (a tree never changes): the index compares each
+        new notes tree, and each new node's tree, with the one it compared last time.
+
+        Raises:
+            CorruptRepositoryError: missing, not a tree, or not well formed.
+        """
+        known = self._entries.get(tree)
+        if known is not None:
+            return known
+        try:
+            kind, data = self._r.odb.read(tree)
+        except (GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(f"tree {tree} cannot be read: {exc}; run `got fsck`") from None
+        if kind != pygit2.GIT_OBJECT_TREE:
+            raise CorruptRepositoryError(f"object {tree} is not a tree; run `got fsck`")
+        entries = _RAW_ENTRY.findall(data) if len(tree) == 40 else []
+        if sum(map(len, entries)) != len(data):  # matches cover the object exactly, or it is malformed
+            raise CorruptRepositoryError(f"tree {tree} is not a well-formed tree; run `got fsck`")
+        found = frozenset(entries)
+        if len(self._entries) >= 16:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[tree] = found
+        return found
 
     def diff_trees(self, a_tree: str, b_tree: str, paths: Iterable[str] | None = None, context: int = 3) -> str:
         """Unified, git-style patch text between two trees (optionally only some paths).
@@ -639,6 +722,23 @@ class GitRepo:
             if isinstance(target, str):  # symbolic
                 continue
             out[name] = str(target)
+        return out
+
+    def direct_targets(self, names: Iterable[str]) -> dict[str, str | None]:
+        """Target SHA of each named direct ref, as :meth:`list_refs` would list it.
+
+        None for a name that is not a ref now: absent, symbolic, or not a valid ref name
+        (a stray file under ``refs/``).
+        """
+        refs = self._r.references
+        out: dict[str, str | None] = {}
+        for name in names:
+            try:
+                ref = refs.get(name)
+                target = None if ref is None else ref.target
+            except (GitError, ValueError, UnicodeError, pygit2.InvalidSpecError):
+                target = None
+            out[name] = None if target is None or isinstance(target, str) else str(target)
         return out
 
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
@@ -757,8 +857,8 @@ class GitRepo:
         """Pack loose refs into ``packed-refs`` (fast listing at 10k tags)."""
         try:
             self._r.compress_references()
-        except GitError:
-            pass  # another writer holds packed-refs.lock; packing is an optimisation
+        except (GitError, OSError):
+            pass  # another writer holds packed-refs.lock (or the disk is read-only); packing is an optimisation
 
     # ------------------------------------------------------------------ merge
     def merge_trees(
@@ -840,6 +940,25 @@ class GitRepo:
         """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
         self._remote("push", url, refspecs)
 
+    def ls_remote(self, url: str) -> dict[str, str]:
+        """The refs ``url`` advertises -> the SHAs they point at (no objects travel).
+
+        Raises:
+            RemoteError: cannot be reached, not a repository, or it asked for credentials.
+        """
+        heads: dict[str, str] = {}
+        try:
+            remote = self._r.remotes.create_anonymous(url)
+            for head in remote.list_heads(callbacks=_NoPrompt(url)):
+                name = str(head.name)
+                if name.startswith("refs/") and not name.endswith("^{}"):
+                    heads[name] = str(head.oid)
+        except GotError:
+            raise
+        except (GitError, OSError, KeyError) as exc:
+            raise RemoteError(f"listing the refs of {url} failed: {exc}") from None
+        return heads
+
     def _remote(
         self, verb: str, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None
     ) -> None:
@@ -909,20 +1028,62 @@ def _merge_error(exc: BaseException, ours: str | None, theirs: str | None) -> Ex
     return CorruptRepositoryError(f"merge{between} failed: {text}; run `got fsck`")
 
 
+#: Credentials for remotes come only from these environment variables, set outside the agent
+#: (never a prompt): an HTTPS token (with an optional user name) and an SSH private key, offered
+#: only to the hosts listed in ``GOT_REMOTE_HOSTS`` (so a peer elsewhere never sees them).
+TOKEN_ENV, USER_ENV, SSH_KEY_ENV, HOSTS_ENV = "GOT_REMOTE_TOKEN", "GOT_REMOTE_USER", "GOT_SSH_KEY", "GOT_REMOTE_HOSTS"
+
+
+def _trusted_host(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    hosts = {h.strip().lower() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()}
+    if "://" not in url and "@" in url:  # scp-style user@host:path
+        host = url.partition("@")[2].partition(":")[0]
+    else:
+        host = urlsplit(url).hostname or ""
+    return bool(host) and host.lower() in hosts
+
+
 class _NoPrompt(pygit2.RemoteCallbacks):
-    """Remote callbacks that refuse to ask for credentials, reject failed ref updates,
-    and hand transfer progress to an optional limit check."""
+    """Remote callbacks that never prompt, reject failed ref updates, and hand transfer
+    progress to an optional limit check.
+
+    When a server asks for credentials, the only answer is what the environment holds
+    (``GOT_REMOTE_TOKEN`` [+ ``GOT_REMOTE_USER``] for HTTP(S), ``GOT_SSH_KEY`` or a running
+    ``ssh-agent`` for SSH), offered once and only to a host named in ``GOT_REMOTE_HOSTS``:
+    asked again (refused), or with nothing configured for that host, the transfer fails at
+    once with :class:`CredentialsRequiredError`.
+    """
 
     def __init__(self, url: str, progress: Callable[[int, int, int], None] | None = None) -> None:
         super().__init__()
         self._url = url
         self._progress = progress
+        self._offered = False
 
     def credentials(self, url, username_from_url, allowed_types):
-        raise CredentialsRequiredError(
-            f"{self._url} asks for credentials; GitOfThoughts never prompts. "
-            "Use a local path, a URL that needs none, or configure access outside the agent"
-        )
+        kinds = pygit2.enums.CredentialType
+        answer: object | None = None
+        if not self._offered and _trusted_host(url or self._url):
+            user = username_from_url or os.environ.get(USER_ENV) or "git"
+            token, key = os.environ.get(TOKEN_ENV), os.environ.get(SSH_KEY_ENV)
+            if allowed_types & kinds.USERPASS_PLAINTEXT and token:
+                answer = pygit2.UserPass(user, token)
+            elif allowed_types & kinds.SSH_KEY and key:
+                pub = key + ".pub"
+                answer = pygit2.Keypair(user, pub if os.path.exists(pub) else None, key, "")
+            elif allowed_types & kinds.SSH_KEY and os.environ.get("SSH_AUTH_SOCK"):
+                answer = pygit2.KeypairFromAgent(user)
+        if answer is None:
+            again = " refused the credentials configured for it" if self._offered else " asks for credentials"
+            raise CredentialsRequiredError(
+                f"{self._url}{again}; GitOfThoughts never prompts. Configure access outside the agent: "
+                f"{TOKEN_ENV} (and {USER_ENV}) for HTTPS, {SSH_KEY_ENV} or ssh-agent for SSH, "
+                f"with the host in {HOSTS_ENV}"
+            )
+        self._offered = True
+        return answer
 
     def transfer_progress(self, stats):
         if self._progress is not None:

@@ -1,22 +1,32 @@
 """A derived SQLite index over the repository, so history search is not O(history).
 
-Git stays the source of truth (ARCHITECTURE §6): the index holds nothing that cannot be
-rebuilt from the repository, and every query first *syncs* it:
+Git stays the source of truth (ARCHITECTURE §5, invariant 2): the index holds nothing
+that cannot be rebuilt from the repository, and every query first *syncs* it, at most
+once, and cheaply:
 
-* the ref fingerprint (``packed-refs`` plus the mtime of every directory under
-  ``refs/``) is compared with the one stored at the last sync; ref updates rename
-  a lock file into place, so any change touches a directory. A fingerprint taken
-  within :data:`RACY_NS` of a directory's mtime is not trusted (the "racy git"
-  rule: the clock may not have ticked), so the next query re-lists refs;
-* when refs changed, each indexed ref is caught up by walking only the commits
-  between its old and new tip; a rewound or deleted ref drops its memberships;
-* the notes ref is caught up by a tree diff between its old and new notes commit.
+* :mod:`got_core.storage.refscan` says which refs may have moved since the last look,
+  from the file system's stamps of ``packed-refs``, of the directories under ``refs/``
+  and of the loose ref files in the directories that changed (the "racy git" rule
+  included). When nothing moved, a sync is one SQLite read and one ``lstat`` per ref
+  directory. The observation is stored in the index, so a new process starts from it;
+* this process's own ref moves are reported by the ref-transaction primitive
+  (:meth:`note_moves`) and are candidates whatever the stamps say;
+* after ``packed-refs`` changed, its lines are compared with the ones read last time
+  (kept in memory); a process that has none lists every ref once;
+* only the candidates' values are read and compared with the values the index last
+  applied; each difference is applied on its own: a branch walks only the commits
+  between its old and new tip (a rewound or deleted ref drops its memberships), a tag
+  updates its one row, the notes ref is caught up by a tree diff between its old and
+  new notes commit;
+* a process that writes packs loose refs (as ``got gc`` does) once a directory it
+  listed holds more than :func:`_loose_limit` of them, so the directories a write
+  touches, which every read after it lists again, stay short.
 
 Indexed per commit: the message (FTS5 words for keyword search, FTS5 trigrams for
-``--grep`` substrings), trailer fields, which refs reach it, and the blobs it
-changed (trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly).
-The index file lives inside the git directory (``got/index.sqlite3``); delete it
-at any time, or call :meth:`DerivedIndex.rebuild`.
+``--grep`` substrings), trailer fields, which refs reach it, and the blobs it changed
+(trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly). The index file
+lives inside the git directory (``got/index.sqlite3``); delete it at any time, or call
+:meth:`DerivedIndex.rebuild`. The queries are in :mod:`got_core.storage.index_query`.
 
 Anything a valid git tree or history can hold must not break the index, since a
 fetched ref may come from anyone: refs whose names are not UTF-8 are not indexed,
@@ -33,30 +43,40 @@ import os
 import re
 import sqlite3
 import threading
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
-from pygit2 import GitError
+from got_core.errors import StorageError
+from got_core.storage.git import READ_ERRORS, CommitData, GitRepo
+from got_core.storage.index_query import MAX_FTS_PHRASE, CommitRow, IndexQueries, RankedRow, register_functions
+from got_core.storage.refscan import (
+    PACKED,
+    Scan,
+    Stamp,
+    fs_clock,
+    packed_names,
+    quick_dirty,
+    read_packed,
+    scan,
+    stamp_of,
+)
+from got_core.types import parse_trailers, trailer_score
 
-from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
-from got_core.storage.git import CommitData, GitRepo
-from got_core.types import parse_trailers, tag_value, trailer_score
+__all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
-__all__ = ["MAX_INDEXED_BLOB", "RACY_NS", "CommitRow", "DerivedIndex", "RankedRow"]
-
-RACY_NS = 100_000_000  # 100 ms: well above the coarse kernel clock tick
 MAX_INDEXED_BLOB = 1 << 20
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "8"
+#: commits whose messages wait outside the trigram index before one batch adds them
+TRI_BATCH = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS refs(name TEXT PRIMARY KEY, oid TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS refs(name TEXT PRIMARY KEY, oid TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS commits(
     rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, time INTEGER, message TEXT,
     parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL);
 CREATE INDEX IF NOT EXISTS commits_node ON commits(node_id);
+CREATE INDEX IF NOT EXISTS commits_time ON commits(time);
 CREATE TABLE IF NOT EXISTS member(ref TEXT NOT NULL, crow INTEGER NOT NULL, PRIMARY KEY(ref, crow)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS member_crow ON member(crow);
 CREATE TABLE IF NOT EXISTS changes(crow INTEGER NOT NULL, path TEXT, old TEXT, new TEXT);
@@ -64,70 +84,36 @@ CREATE INDEX IF NOT EXISTS changes_crow ON changes(crow);
 CREATE INDEX IF NOT EXISTS changes_old ON changes(old);
 CREATE INDEX IF NOT EXISTS changes_new ON changes(new);
 CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, text TEXT);
+CREATE TABLE IF NOT EXISTS unblobbed(crow INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS untri(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
     PRIMARY KEY(ref, target)) WITHOUT ROWID;
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS fs_seen(path TEXT PRIMARY KEY, ino INTEGER, mtime INTEGER, size INTEGER,
+    racy INTEGER) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fs_loose(dir TEXT NOT NULL, name TEXT NOT NULL, ino INTEGER, mtime INTEGER,
+    size INTEGER, racy INTEGER, PRIMARY KEY(dir, name)) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', columnsize=0, detail=none,
+    tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0,
+    tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0,
+    tokenize='trigram case_sensitive 1');
 """
 
-
-class CommitRow(NamedTuple):
-    """One indexed commit, as queries return it (``score``: the note's, else the trailer's)."""
-
-    rowid: int
-    oid: str
-    message: str
-    time: int
-    parents: str  # space-separated parent SHAs
-    score: float | None
-    node_id: str | None
-    problem_id: str | None
-
-    @property
-    def parent_list(self) -> tuple[str, ...]:
-        """The parent SHAs."""
-        return tuple(self.parents.split()) if self.parents else ()
-
-
-class RankedRow(NamedTuple):
-    """A keyword hit ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
-
-    rowid: int
-    oid: str
-    message: str
-    time: int
-    parents: str
-    score: float | None
-    node_id: str | None
-    problem_id: str | None
-    tag: float
-    match: float
-    recency: float
-    rho: float
-
-
-class _TagValue:
-    """SQLite aggregate over a commit's tag names: the retrieval tag term of
-    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def step(self, name: str | None) -> None:
-        if name is not None:
-            self.names.append(name)
-
-    def finalize(self) -> float:
-        return tag_value(self.names)[0]
-
-
+# One read says whether the index may be behind: the observation's and the data's
+# generation tokens (random, so a rebuilt index never repeats one), and whether our
+# notes ref's scores were indexed at its current value.
+_STATE = (
+    "SELECT (SELECT value FROM meta WHERE key='obs_gen'), (SELECT value FROM meta WHERE key='data_gen'), "
+    "(SELECT value FROM meta WHERE key=?), (SELECT oid FROM refs WHERE name=?)"
+)
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
-_BROKEN = (CorruptRepositoryError, GitError)
+_BROKEN = READ_ERRORS
 _HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no membership rows
 
 
 def _indexable_ref(name: str) -> bool:
@@ -141,21 +127,32 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
+def _loose_limit(total_refs: int) -> int:
+    """Loose refs one directory may hold before a writing process packs refs.
+
+    Every read after a write lists the directories it touched (ARCHITECTURE §3), at a
+    cost per loose ref; packing costs per ref of the repository. Packing when a
+    directory holds about the square root of all refs balances the two.
+    """
+    return max(64, min(2048, int(total_refs**0.5)))
+
+
 def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
     t = parse_trailers(message)
     return t.get("Node"), t.get("Problem"), t.get("Outcome"), trailer_score(t)
 
 
-#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
-#: phrase matching costs phrase length x document length, and a long needle narrows no further.
-MAX_FTS_PHRASE = 64
+class _Changes:
+    """What one sync changed, so the per-sync memos can be brought along instead of recomputed."""
+
+    def __init__(self) -> None:
+        self.commits: list[int] = []  # times of commits added to the index
+        self.members: dict[str, list[int]] = {}  # ref -> times of commits it now reaches
+        self.shrunk: set[str] = set()  # refs that lost memberships
+        self.any = False
 
 
-def _fts_phrase(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
-class DerivedIndex:
+class DerivedIndex(IndexQueries):
     """SQLite index kept consistent with a :class:`GitRepo` (see module docstring).
 
     Args:
@@ -173,10 +170,22 @@ class DerivedIndex:
             path = git.gitdir / "got" / "index.sqlite3"
         self.path = path
         self.db = self._connect(path)
-        self._fp_dirs: list[str] = []
-        # per-sync memo: the commit count, and time ranges by scope
+        # the refs observation as stored in the index at generation _obs_gen (refscan)
+        self._seen: dict[str, Stamp] = {}
+        self._loose: dict[str, dict[str, Stamp]] = {}
+        self._obs_gen: str | None = None
+        # per-sync memo of the queries (commit count, time ranges by scope), true at _data_gen
         self._count: int | None = None
         self._times: dict[tuple[str, ...] | None, tuple[int, int]] = {}
+        self._data_gen: str | None = None
+        # refs this process moved since its last sync (reported by the write path)
+        self._pending: set[str] = set()
+        self._pending_lock = threading.Lock()
+        # notes commits this process wrote: commit -> (parent, {path: blob or None})
+        self._notes_hints: dict[str, tuple[str | None, dict[str, str | None]]] = {}
+        # the lines of packed-refs the index reflects, and the stamp they were read at
+        self._packed: tuple[Stamp, frozenset[bytes]] | None = None
+        self._clock_probe = self.path.parent / "index.clock"
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -187,8 +196,11 @@ class DerivedIndex:
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
         db.execute("PRAGMA busy_timeout=60000")
-        # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
-        db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
+        # reads through a memory map, and a larger page cache: a sync after a write touches
+        # a few random B-tree pages of every table, which otherwise cost a read() each
+        db.execute("PRAGMA mmap_size=1073741824")
+        db.execute("PRAGMA cache_size=-32768")
+        register_functions(db)
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
             try:
@@ -222,66 +234,282 @@ class DerivedIndex:
             self.db.execute("BEGIN IMMEDIATE")
             self._reset(self.db)
             self.db.execute("COMMIT")
-            self._fp_dirs = []
+            self._obs_gen = self._data_gen = None
             self.sync()
+            self.blobs_ready()
 
     # ------------------------------------------------------------------ sync
-    def _fingerprint(self) -> str | None:
-        now = time.time_ns()
-        gitdir = self.git.gitdir
-        parts = []
-        racy = False
-        for rel in ["packed-refs", *(self._fp_dirs or ["refs"])]:
-            try:
-                st = os.stat(gitdir / rel)
-            except FileNotFoundError:
-                parts.append(f"{rel}:-")
-                continue
-            if now - st.st_mtime_ns < RACY_NS:
-                racy = True
-            parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}")
-        return None if racy else "|".join(parts)
+    def note_moves(self, moves: Iterable[tuple[str, str | None, str | None]]) -> None:
+        """Hear of ref moves this process made (``(ref, old, new)``): the next sync reads those refs.
 
-    def _ref_dirs(self) -> list[str]:
-        gitdir = self.git.gitdir
-        dirs = []
-        stack = ["refs"]
-        while stack:
-            rel = stack.pop()
-            dirs.append(rel)
-            try:
-                with os.scandir(gitdir / rel) as it:
-                    for entry in it:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(f"{rel}/{entry.name}")
-            except OSError:
-                continue
-        return sorted(dirs)
+        Called by the write path after each published ref transaction; it never waits
+        for a sync in progress.
+        """
+        with self._pending_lock:
+            self._pending.update(name for name, _old, _new in moves)
+
+    def note_notes_commit(self, commit: str, parent: str | None, changes: Mapping[str, str | None]) -> None:
+        """Hear that ``commit`` (on our notes ref) is ``parent``'s notes tree with ``changes``.
+
+        Commits are named by their content, so this is true for good; the next sync
+        applies the changes of a run of such commits without diffing notes trees.
+        """
+        with self._pending_lock:
+            if len(self._notes_hints) >= 256:
+                self._notes_hints.clear()
+            self._notes_hints[commit] = (parent, dict(changes))
+
+    def _hinted_notes(self, prev: str | None, tip: str) -> list[tuple[str, str | None, str | None]] | None:
+        """The note changes from ``prev`` to ``tip`` if every commit between was heard of, else None."""
+        chain: list[dict[str, str | None]] = []
+        at: str | None = tip
+        with self._pending_lock:
+            while at != prev and at is not None and len(chain) < 64:
+                hint = self._notes_hints.get(at)
+                if hint is None:
+                    return None
+                chain.append(hint[1])
+                at = hint[0]
+        if at != prev:
+            return None
+        merged: dict[str, str | None] = {}
+        for changes in reversed(chain):
+            merged.update(changes)
+        return [(path, None, blob) for path, blob in merged.items()]
 
     def sync(self) -> None:
-        """Bring the index up to date with the repository (cheap when nothing changed)."""
+        """Bring the index up to date with the repository (cheap when nothing moved)."""
         with self._lock:
-            if self._fp_dirs:
-                fp = self._fingerprint()
-                stored = self.db.execute("SELECT value FROM meta WHERE key='fp'").fetchone()
-                if fp is not None and stored is not None and stored[0] == fp:
-                    return
-            db = self.db
-            db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes
+            with self._pending_lock:
+                pending, self._pending = self._pending, set()
             try:
-                self._fp_dirs = self._ref_dirs()
-                fp = self._fingerprint()
-                refs = {n: o for n, o in self.git.list_refs("refs/").items() if _indexable_ref(n)}
-                self._sync_refs(refs)
-                self._sync_tags(refs)
-                self._sync_notes(refs.get(self.notes_ref))
-                db.execute("INSERT OR REPLACE INTO meta VALUES('fp', ?)", (fp or "",))
-                db.execute("COMMIT")
-                self._count = None
-                self._times.clear()
+                if pending or self._behind():
+                    self._sync(pending)
             except BaseException:
-                db.execute("ROLLBACK")
+                with self._pending_lock:
+                    self._pending |= pending
                 raise
+
+    def _state(self) -> tuple[str, str, bool]:
+        """(observation token, data token, whether our notes ref's scores are behind)."""
+        obs, data, noted, tip = self.db.execute(_STATE, ("notes:" + self.notes_ref, self.notes_ref)).fetchone()
+        return obs or "", data or "", (noted or "") != (tip or "")
+
+    def _adopt(self, obs: str, data: str) -> None:
+        """Drop cached observation and memos that another process's sync made stale."""
+        if obs != self._obs_gen:
+            self._seen = {
+                p: Stamp(i, m, s, bool(r)) for p, i, m, s, r in self.db.execute("SELECT * FROM fs_seen").fetchall()
+            }
+            self._loose = {}
+            self._obs_gen = obs
+        if data != self._data_gen:
+            self._count = None
+            self._times.clear()
+            self._data_gen = data
+
+    def _behind(self) -> bool:
+        obs, data, notes_behind = self._state()
+        self._adopt(obs, data)
+        return notes_behind or quick_dirty(self.git.gitdir, self._seen)
+
+    def _loose_of(self, rel: str) -> dict[str, Stamp]:
+        files = self._loose.get(rel)
+        if files is None:
+            rows = self.db.execute("SELECT name, ino, mtime, size, racy FROM fs_loose WHERE dir=?", (rel,)).fetchall()
+            files = self._loose[rel] = {n: Stamp(i, m, s, bool(r)) for n, i, m, s, r in rows}
+        return files
+
+    def _sync(self, pending: set[str]) -> None:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes; the look happens under it
+        try:
+            obs, data, _notes_behind = self._state()
+            self._adopt(obs, data)
+            clock = fs_clock(self._clock_probe)
+            look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock)
+            delta, packed = self._delta(look)
+            changes = _Changes()
+            self._apply(delta, changes)
+            self._sync_notes(changes)
+            if changes.any:
+                self._tri_batch()
+            self._store(look)
+            new_obs, new_data = os.urandom(8).hex(), os.urandom(8).hex()
+            gens = [("obs_gen", new_obs), ("data_gen", new_data)] if changes.any else [("obs_gen", new_obs)]
+            db.executemany("INSERT OR REPLACE INTO meta VALUES(?, ?)", gens)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._obs_gen = self._data_gen = None  # reload both from the database next time
+            self._loose = {}
+            raise
+        self._adopt_look(look, new_obs)
+        if packed is not None:
+            self._packed = packed
+        if changes.any:
+            self._advance_memo(changes, new_data)
+        if pending:
+            self._pack_if_long(look)
+
+    def _delta(
+        self, look: Scan
+    ) -> tuple[dict[str, tuple[str | None, str | None]], tuple[Stamp, frozenset[bytes]] | None]:
+        """``{ref: (value indexed, value now)}`` for every ref whose value differs, and the
+        packed-refs lines read on the way (None when it did not change)."""
+        db = self.db
+        packed = None
+        candidates = set(look.candidates)
+        listed = False
+        if look.full:
+            lines = read_packed(self.git.gitdir)  # after the scan's stamp: a change meanwhile shows next time
+            packed = (look.dirs[PACKED], lines)
+            before = self._seen.get(PACKED)
+            known = self._packed
+            if before is not None and not before.racy and known is not None and known[0].same(before):
+                candidates |= packed_names(lines.symmetric_difference(known[1]))
+            else:
+                listed = True
+        if listed:
+            now: dict[str, str | None] = {n: o for n, o in self.git.list_refs("refs/").items() if _indexable_ref(n)}
+            was = dict(db.execute("SELECT name, oid FROM refs").fetchall())
+        else:
+            names = sorted(n for n in candidates if _indexable_ref(n))
+            now = dict(self.git.direct_targets(names))
+            was = {}
+            for i in range(0, len(names), 500):
+                chunk = names[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                was.update(db.execute(f"SELECT name, oid FROM refs WHERE name IN ({marks})", chunk).fetchall())
+        delta = {n: (was.get(n), now.get(n)) for n in was.keys() | now.keys() if was.get(n) != now.get(n)}
+        return delta, packed
+
+    def _pack_if_long(self, look: Scan) -> None:
+        """Pack loose refs when a directory this sync listed has grown long (see :func:`_loose_limit`)."""
+        packed = self._packed
+        total = len(packed[1]) if packed is not None else 0
+        longest = max((len(files) for files in look.files.values() if files), default=0)
+        if longest <= _loose_limit(total + longest):
+            return
+        here = look.dirs.get(PACKED)
+        if here is not None and not here.racy and (packed is None or not packed[0].same(here)):
+            # the index reflects packed-refs as stamped `here`: its lines, read now if unchanged,
+            # let the sync after the packing compare lines instead of listing every ref
+            lines = read_packed(self.git.gitdir)
+            if stamp_of(self.git.gitdir / PACKED).same(here):
+                self._packed = (here, lines)
+        self.git.compress_refs()
+
+    def _store(self, look: Scan) -> None:
+        """Write the new observation (only what differs from the stored one)."""
+        db = self.db
+        gone_dirs = [(rel,) for rel in self._seen.keys() - look.dirs.keys()]
+        if gone_dirs:
+            db.executemany("DELETE FROM fs_seen WHERE path=?", gone_dirs)
+        fresh_dirs = [(rel, *stamp) for rel, stamp in look.dirs.items() if self._seen.get(rel) != stamp]
+        if fresh_dirs:
+            db.executemany("INSERT OR REPLACE INTO fs_seen VALUES(?,?,?,?,?)", fresh_dirs)
+        for rel, files in look.files.items():
+            if files is None:
+                db.execute("DELETE FROM fs_loose WHERE dir=?", (rel,))
+                continue
+            old = self._loose_of(rel) if rel in self._seen else {}
+            gone = [(rel, n) for n in old.keys() - files.keys()]
+            if gone:
+                db.executemany("DELETE FROM fs_loose WHERE dir=? AND name=?", gone)
+            fresh = [(rel, n, *s) for n, s in files.items() if old.get(n) != s]
+            if fresh:
+                db.executemany("INSERT OR REPLACE INTO fs_loose VALUES(?,?,?,?,?,?)", fresh)
+
+    def _adopt_look(self, look: Scan, gen: str) -> None:
+        self._seen = dict(look.dirs)
+        for rel, files in look.files.items():
+            if files is None:
+                self._loose.pop(rel, None)
+            else:
+                self._loose[rel] = files
+        self._obs_gen = gen
+
+    def _advance_memo(self, changes: _Changes, gen: str) -> None:
+        """Bring the memoised commit count and time ranges along with what this sync added.
+
+        The memo was true at the data this sync started from (``_adopt`` dropped it
+        otherwise), so adding this sync's changes keeps it true.
+        """
+        if self._count is not None:
+            self._count += len(changes.commits)
+        for key in list(self._times):
+            times = changes.commits if key is None else [t for r in key for t in changes.members.get(r, ())]
+            if (key is not None and changes.shrunk.intersection(key)) or (times and self._times[key] == (0, 0)):
+                del self._times[key]  # lost commits, or was empty: recomputed when next asked
+            elif times:
+                lo, hi = self._times[key]
+                self._times[key] = (min(lo, *times), max(hi, *times))
+        self._data_gen = gen
+
+    # ------------------------------------------------------------------ applying a delta
+    def _apply(self, delta: Mapping[str, tuple[str | None, str | None]], changes: _Changes) -> None:
+        db = self.db
+        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
+        for name in branches:
+            self._move_branch(name, *delta[name], changes)
+        missing: list[str] = []
+        for name in sorted(n for n in delta if n.startswith("refs/tags/")):
+            short = name[len("refs/tags/") :]
+            new = delta[name][1]
+            target = self.git.peel_to_commit(new) if new is not None else None
+            if target is None:
+                db.execute("DELETE FROM tags WHERE name=?", (short,))
+            else:
+                db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
+                if self._commit_row(target) is None:
+                    missing.append(target)
+        if missing:  # tagged commits no branch reaches: index them (and what only they reach)
+            self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
+        gone = [(name,) for name, (_old, new) in delta.items() if new is None]
+        if gone:
+            db.executemany("DELETE FROM refs WHERE name=?", gone)
+        moved = [(name, new) for name, (_old, new) in delta.items() if new is not None]
+        if moved:
+            db.executemany("INSERT OR REPLACE INTO refs VALUES(?,?)", moved)
+        if delta:
+            changes.any = True
+
+    def _move_branch(self, name: str, prev: str | None, oid: str | None, changes: _Changes) -> None:
+        """Catch one branch-like ref's memberships up from ``prev`` to ``oid`` (None: deleted)."""
+        db = self.db
+        tip = self.git.peel_to_commit(oid) if oid is not None else None
+        if tip is None:
+            db.execute("DELETE FROM member WHERE ref=?", (name,))
+            changes.shrunk.add(name)
+            return
+        base = self.git.peel_to_commit(prev) if prev is not None else None
+        if base is not None and self._one_ahead(name, base, tip, changes):
+            return
+        try:
+            ahead = base is not None and self.git.is_ancestor(base, tip)
+        except _BROKEN:
+            ahead = False
+        if not (ahead and base is not None and self._walk_into(name, [tip], [base], changes)):
+            db.execute("DELETE FROM member WHERE ref=?", (name,))
+            changes.shrunk.add(name)
+            self._walk_into(name, [tip], [], changes)
+
+    def _one_ahead(self, name: str, base: str, tip: str, changes: _Changes) -> bool:
+        """The common move, one commit on top of the old tip: index it without a history walk."""
+        try:
+            commit = self.git.read_commit(tip)
+        except _BROKEN:
+            return False
+        if commit.parents != (base,):
+            return False
+        crow = self._commit_row(tip)
+        if crow is None:
+            crow = self._add_commit(commit)
+            changes.commits.append(commit.time)
+        self.db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (name, crow))
+        changes.members.setdefault(name, []).append(commit.time)
+        return True
 
     def _commit_row(self, oid: str) -> int | None:
         row = self.db.execute("SELECT rowid FROM commits WHERE oid=?", (oid,)).fetchone()
@@ -299,22 +527,70 @@ class DerivedIndex:
         if crow is None:  # sqlite3 sets it after every INSERT
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
-        db.execute("INSERT INTO msg_tri(rowid, message) VALUES(?,?)", (crow, c.message))
-        try:
-            changed = self.git.changed_paths(c)
-        except _BROKEN:
-            changed = []  # a tree we cannot read: the message is still searchable
-        for path, old, new in changed:
-            db.execute("INSERT INTO changes VALUES(?,?,?,?)", (crow, path, old, new))
-            for blob in (old, new):
-                if blob:
-                    self._add_blob(blob)
+        # the trigram index takes messages in batches (see _tri_batch); grep reads the batch too
+        db.execute("INSERT INTO untri VALUES(?)", (crow,))
+        db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
         return crow
 
-    def _add_blob(self, oid: str) -> None:
+    def _tri_batch(self) -> None:
+        """Add the waiting messages to the trigram index once :data:`TRI_BATCH` of them wait.
+
+        FTS5 writes a segment per transaction and merges segments as they pile up; one
+        message per sync made that merging most of a sync's cost. Until a batch is full,
+        grep also tests the waiting messages (a handful of ``instr`` calls).
+        """
         db = self.db
-        if db.execute("SELECT 1 FROM blobs WHERE oid=?", (oid,)).fetchone():
+        if db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH:
             return
+        db.execute(
+            "INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message FROM untri u JOIN commits c ON c.rowid = u.crow"
+        )
+        db.execute("DELETE FROM untri")
+
+    def blobs_ready(self) -> None:
+        """Index the files of every commit indexed without them (see :meth:`_index_blobs`).
+
+        A sync indexes a commit's message, trailers and refs; the blobs it changed are
+        only needed by pickaxe (``git log -S``), so they are indexed when it first asks,
+        many commits in one transaction, instead of in the sync after every write.
+        """
+        with self._lock:
+            db = self.db
+            if db.execute("SELECT 1 FROM unblobbed LIMIT 1").fetchone() is None:
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = db.execute("SELECT u.crow, c.oid FROM unblobbed u JOIN commits c ON c.rowid = u.crow").fetchall()
+                for crow, oid in rows:
+                    self._index_blobs(crow, oid)
+                db.execute("DELETE FROM unblobbed")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _index_blobs(self, crow: int, oid: str) -> None:
+        """The (path, old blob, new blob) changes of one commit, and the text of its new blobs."""
+        db = self.db
+        try:
+            changed = self.git.changed_paths(self.git.read_commit(oid))
+        except _BROKEN:
+            changed = []  # a tree we cannot read: the message is still searchable
+        if changed:
+            db.executemany("INSERT INTO changes VALUES(?,?,?,?)", [(crow, p, o, n) for p, o, n in changed])
+            blobs = sorted({b for _p, o, n in changed for b in (o, n) if b})
+            known: set[str] = set()
+            for i in range(0, len(blobs), 500):
+                chunk = blobs[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                known.update(r[0] for r in db.execute(f"SELECT oid FROM blobs WHERE oid IN ({marks})", chunk))
+            for blob in blobs:
+                if blob not in known:
+                    self._add_blob(blob)
+
+    def _add_blob(self, oid: str) -> None:
+        """Index one blob not indexed yet (its text, for pickaxe candidates)."""
+        db = self.db
         text = None
         try:
             if self.git.blob_size(oid) <= MAX_INDEXED_BLOB:
@@ -327,87 +603,64 @@ class DerivedIndex:
         if text is not None:
             db.execute("INSERT INTO blob_tri(rowid, text) VALUES(?,?)", (cur.lastrowid, text))
 
-    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str]) -> bool:
+    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str], changes: _Changes) -> bool:
         """Index the commits of ``tips`` not in ``hide``; False when the walk broke off."""
         db = self.db
+        reached = changes.members.setdefault(ref, []) if ref is not None else None
         try:
             for c in self.git.walk(tips, hide):
                 crow = self._commit_row(c.oid)
                 if crow is None:
                     crow = self._add_commit(c)
+                    changes.commits.append(c.time)
                 elif ref is None:
                     continue
-                if ref is not None:
+                if ref is not None and reached is not None:
                     db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (ref, crow))
+                    reached.append(c.time)
         except _BROKEN:
             return False  # a missing parent: what was walked stays indexed
         return True
 
-    def _sync_refs(self, refs: dict[str, str]) -> None:
-        db = self.db
-        indexed = {n: o for n, o in refs.items() if not n.startswith(("refs/tags/", "refs/notes/"))}
-        old = dict(db.execute("SELECT name, oid FROM refs").fetchall())
-        for name in old.keys() - indexed.keys():
-            db.execute("DELETE FROM member WHERE ref=?", (name,))
-            db.execute("DELETE FROM refs WHERE name=?", (name,))
-        for name, oid in indexed.items():
-            prev = old.get(name)
-            if prev == oid:
-                continue
-            tip = self.git.peel_to_commit(oid)
-            if tip is None:
-                continue
-            try:
-                ahead = prev is not None and self.git.has_object(prev) and self.git.is_ancestor(prev, tip)
-            except _BROKEN:
-                ahead = False
-            if not (ahead and prev is not None and self._walk_into(name, [tip], [prev])):
-                db.execute("DELETE FROM member WHERE ref=?", (name,))
-                self._walk_into(name, [tip], [])
-            db.execute("INSERT OR REPLACE INTO refs VALUES(?,?)", (name, oid))
-
-    def _sync_tags(self, refs: dict[str, str]) -> None:
-        db = self.db
-        tags = {}
-        for name, oid in refs.items():
-            if name.startswith("refs/tags/"):
-                target = self.git.peel_to_commit(oid)
-                if target:
-                    tags[name[len("refs/tags/") :]] = target
-        old = dict(db.execute("SELECT name, target FROM tags").fetchall())
-        if old == tags:
-            return
-        db.execute("DELETE FROM tags")
-        db.executemany("INSERT INTO tags VALUES(?,?)", tags.items())
-        missing = [t for t in set(tags.values()) if self._commit_row(t) is None]
-        if missing:
-            self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)])
-
     def git_tips(self) -> list[str]:
-        """Commit tips of every indexed ref."""
-        return [r[0] for r in self.db.execute("SELECT oid FROM refs").fetchall()]
+        """Commit tips of every indexed branch-like ref (not tags, not notes)."""
+        rows = self.db.execute(
+            "SELECT oid FROM refs WHERE NOT (name >= 'refs/tags/' AND name < 'refs/tags0') "
+            "AND NOT (name >= 'refs/notes/' AND name < 'refs/notes0')"
+        ).fetchall()
+        return [r[0] for r in rows]
 
-    def _sync_notes(self, tip: str | None) -> None:
+    def _sync_notes(self, changes: _Changes) -> None:
+        """Catch the scores of our notes ref up to its indexed value, by a tree diff."""
         db = self.db
         key = "notes:" + self.notes_ref
         row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         prev = row[0] if row else None
+        found = db.execute("SELECT oid FROM refs WHERE name=?", (self.notes_ref,)).fetchone()
+        tip = found[0] if found else None
         if prev == (tip or ""):
             return
+        changes.any = True
         if not tip:
             db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
         else:
-            try:
-                new_tree = self.git.read_commit(tip).tree
-                old_tree = None
-                if prev and self.git.has_object(prev):
-                    old_tree = self.git.read_commit(prev).tree
-                changed = self.git.changed_tree_paths(old_tree, new_tree)
-            except _BROKEN:
-                old_tree, changed = None, []  # not a readable notes commit: no scores from it
-            if old_tree is None:
-                db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
-            for path, _old, new in changed:
+            hinted = self._hinted_notes(prev or None, tip)
+            if hinted is not None:
+                changed = hinted  # our own notes commits: their changes are known
+            else:
+                try:
+                    new_tree = self.git.read_commit(tip).tree
+                    old_tree = None
+                    if prev and self.git.has_object(prev):
+                        old_tree = self.git.read_commit(prev).tree
+                    changed = self.git.changed_tree_paths(old_tree, new_tree)
+                except _BROKEN:
+                    old_tree, changed = None, []  # not a readable notes commit: no scores from it
+                if old_tree is None:
+                    db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
+            # removals first: a note moved to another fan-out depth (stock git rewrites small
+            # notes trees flat) is a removal and an addition of the same target
+            for path, _old, new in sorted(changed, key=lambda change: change[2] is not None):
                 target = path.replace("/", "")
                 if not _HEX_OID.fullmatch(target):
                     continue  # not a note (git notes names each one by its commit's SHA)
@@ -433,240 +686,6 @@ class DerivedIndex:
         if isinstance(score, (int, float)) and not isinstance(score, bool) and score == score:
             return body, float(score)
         return body, None
-
-    # ------------------------------------------------------------------ queries
-    _SELECT = (
-        "SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
-        "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
-        "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
-    )
-
-    def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
-        if refs is None:
-            return "", []
-        marks = ",".join("?" * len(refs))
-        return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
-
-    def _rows(
-        self,
-        where: str = "1",
-        params: Iterable[object] = (),
-        refs: Sequence[str] | None = None,
-        order: str = "c.time DESC, c.rowid DESC",
-        limit: int | None = None,
-    ) -> list[CommitRow]:
-        scope, sparams = self._scope_sql(refs)
-        sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        with self._lock:
-            return [CommitRow(*r) for r in self.db.execute(sql, [self.notes_ref, *params, *sparams])]
-
-    def by_oids(self, oids: Sequence[str]) -> list[CommitRow]:
-        """The indexed rows of these commits (any order; unknown SHAs are left out)."""
-        out: list[CommitRow] = []
-        oids = list(oids)
-        for i in range(0, len(oids), 500):
-            chunk = oids[i : i + 500]
-            out += self._rows("c.oid IN ({})".format(",".join("?" * len(chunk))), chunk)
-        return out
-
-    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
-        """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
-        flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
-        try:
-            rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
-        except (re.error, RecursionError, OverflowError) as exc:
-            raise InvalidInputError(
-                f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
-                "fix it, or pass fixed=True (`got grep -F`) to search for the text"
-            ) from None
-        literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
-        if literal is not None and len(literal) >= 3 and not ignore_case:
-            where = "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
-            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE])], refs)
-        else:
-            rows = self._rows("1", (), refs)
-        return [r for r in rows if rx.search(r.message)]
-
-    def doc_freq(self, stem: str) -> int:
-        """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
-        row = self.db.execute(
-            "SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?", (stem, stem + "\U0010ffff")
-        ).fetchone()
-        return int(row[0])
-
-    def commit_count(self) -> int:
-        """Number of indexed commits (memoised until the next sync)."""
-        if self._count is None:
-            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
-        return self._count
-
-    def ranked(
-        self,
-        stems: Sequence[str],
-        refs: Sequence[str] | None,
-        weights: dict[str, float],
-        k: int,
-        extra: Sequence[int] = (),
-        max_df: float = 0.1,
-    ) -> list[RankedRow]:
-        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
-
-        Each stem matches words that start with it. Stems found in more than ``max_df``
-        of all messages are dropped (they select everything and discriminate nothing),
-        keeping at least the rarest one — an IDF cut that keeps queries fast at 10k+.
-        ``extra`` adds candidate rowids (pickaxe hits).
-
-        Returns :class:`RankedRow` s, best first.
-        """
-        with self._lock:
-            n = max(self.commit_count(), 1)
-            dfs = sorted((self.doc_freq(s), s) for s in dict.fromkeys(stems))
-            kept = [s for df, s in dfs if df and df <= max(max_df * n, 50)]
-            if not kept and dfs and dfs[0][0]:
-                kept = [dfs[0][1]]
-            if not kept and not extra:
-                return []
-            tmin, tmax = self.time_range(refs)
-            span = max(tmax - tmin, 1)
-            terms = [_fts_phrase(s) + "*" for s in kept]
-            conds, params = [], []
-            if terms:
-                conds.append("c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?)")
-                params.append(" OR ".join(terms))
-            if extra:
-                conds.append("c.rowid IN ({})".format(",".join(str(int(r)) for r in extra)))
-            match_sql = (
-                " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))" for _ in terms) or "0"
-            )
-            match_params = list(terms)
-            scope, sparams = self._scope_sql(refs)
-            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
-            untagged = tag_value(())[0]
-            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
-            sql = (
-                "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
-                "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
-                "SELECT c.rowid AS rowid, c.oid AS oid, c.message AS message, c.time AS time, "
-                "c.parents AS parents, COALESCE(n.score, c.score) AS sc, c.node_id AS node_id, "
-                f"c.problem_id AS problem_id, {tag_sql} AS tg, "
-                f"(({match_sql}) * 1.0 / ?) AS m, ((c.time - ?) * 1.0 / ?) AS rec "
-                "FROM commits c LEFT JOIN notes n ON n.ref = ? AND n.target = c.oid "
-                f"WHERE ({' OR '.join(conds)}){scope}) "
-                "ORDER BY rho DESC, m DESC, time DESC, oid LIMIT ?"
-            )
-            args = [
-                weights["score"],
-                weights["tag"],
-                weights["recency"],
-                weights["match"],
-                *match_params,
-                max(len(terms), 1),
-                tmin,
-                span,
-                self.notes_ref,
-                *params,
-                *sparams,
-                int(k),
-            ]
-            return [RankedRow(*r) for r in self.db.execute(sql, args)]
-
-    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[CommitRow]:
-        """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
-
-        With ``added_only``, only commits where the count grows (the one that introduced it).
-        """
-        with self._lock:
-            db = self.db
-            if len(needle) >= 3:
-                cand = db.execute(
-                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
-                ).fetchall()
-            else:
-                cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
-            texts = dict(cand)
-            raw_needle = needle.encode("utf-8")
-            for (oid,) in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
-                if raw_needle in self.git.read_blob(oid):
-                    texts[oid] = None  # counted from bytes below
-            if not texts:
-                return []
-            marks = ",".join("?" * len(texts))
-            changes = db.execute(
-                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})", [*texts, *texts]
-            ).fetchall()
-
-        def count(blob: str | None) -> int:
-            if blob is None:
-                return 0
-            if blob in texts:
-                text = texts[blob]
-                return text.count(needle) if text is not None else self.git.read_blob(blob).count(raw_needle)
-            return 0  # blobs outside the candidate set do not contain the needle
-
-        if added_only:
-            crows = {crow for crow, old, new in changes if count(new) > count(old)}
-        else:
-            crows = {crow for crow, old, new in changes if count(old) != count(new)}
-        if not crows:
-            return []
-        rows = self._rows("c.rowid IN ({})".format(",".join(str(c) for c in crows)), (), refs)
-        return [r for r in rows if len(r.parent_list) < 2]  # git log -S skips merge diffs
-
-    def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
-        """Tag names per commit SHA."""
-        oids = list(oids)
-        out: dict[str, list[str]] = {}
-        if not oids:
-            return out
-        with self._lock:
-            for i in range(0, len(oids), 500):
-                chunk = oids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for name, target in self.db.execute(
-                    f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk
-                ):
-                    out.setdefault(target, []).append(name)
-        return out
-
-    def tagged(self, prefix: str) -> list[CommitRow]:
-        """Commits carrying a tag that starts with ``prefix``."""
-        with self._lock:
-            targets = [
-                r[0]
-                for r in self.db.execute(
-                    "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
-                )
-            ]
-        if not targets:
-            return []
-        marks = ",".join("?" * len(targets))
-        return self._rows(f"c.oid IN ({marks})", targets)
-
-    def frontier(self, base: str, tip: str) -> list[CommitRow]:
-        """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
-        return self._rows(
-            "c.rowid IN (SELECT crow FROM member WHERE ref=?) AND c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)",
-            [tip, base],
-        )
-
-    def by_node_id(self, node_id: str) -> list[CommitRow]:
-        """Commits whose ``Got-Node`` trailer is ``node_id``."""
-        return self._rows("c.node_id = ?", [node_id])
-
-    def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
-        """(oldest, newest) commit time in scope (memoised until the next sync)."""
-        key = tuple(refs) if refs is not None else None
-        with self._lock:
-            if key not in self._times:
-                scope, sparams = self._scope_sql(refs)
-                row = self.db.execute(
-                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
-                ).fetchone()
-                self._times[key] = (row[0] or 0, row[1] or 0)
-            return self._times[key]
 
     def close(self) -> None:
         """Fold the write-ahead log back into the database and close the handle."""

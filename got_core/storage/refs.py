@@ -21,20 +21,23 @@ read-tip → build → compare-and-swap → retry loop; it hands a *builder* to
 
 Objects written by a builder whose move then lost are unreferenced, which ``git fsck``
 accepts and ``git gc`` collects; nothing acknowledged is ever lost.
+
+After a move took effect, the optional ``moved`` hook hears ``(ref, old, new)`` of every
+ref it moved (the derived index learns of our own writes that way, ARCHITECTURE §3).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from got_core.errors import ConcurrentUpdateError
 from got_core.storage.git import GitRepo, RefRace
 
-__all__ = ["DEFAULT_POLICY", "Keep", "Publish", "RetryPolicy", "update_ref", "update_refs"]
+__all__ = ["DEFAULT_POLICY", "Keep", "Moved", "Publish", "RetryPolicy", "update_ref", "update_refs"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ DEFAULT_POLICY = RetryPolicy()
 
 Builder = Callable[[str | None], "Publish | Keep"]
 MultiBuilder = Callable[[dict[str, str | None]], "dict[str, str | None] | Keep"]
+#: The post-publish hook: called with ``(ref, old, new)`` for each ref a transaction moved.
+Moved = Callable[[Sequence[tuple[str, str | None, str | None]]], None]
 
 
 _UNKNOWN: Any = object()
@@ -109,6 +114,7 @@ def update_ref(
     *,
     retry: bool = True,
     tip_hint: str | Any | None = _UNKNOWN,
+    moved: Moved | None = None,
 ) -> Any:
     """Move ``name`` with ``build(tip)``, compare-and-swap, retrying lost races (see the module doc).
 
@@ -123,6 +129,7 @@ def update_ref(
         tip_hint: the tip the caller last saw (its own last write): the first attempt
             builds on it without reading the ref; the compare-and-swap still checks it,
             so a stale hint only costs one more attempt.
+        moved: called with ``[(name, old, new)]`` once the move took effect.
 
     Returns:
         The ``value`` of the builder's answer that took effect.
@@ -140,17 +147,20 @@ def update_ref(
             return answer.value
         try:
             if answer.target is None:
-                if tip is not None:
-                    git.delete_ref(name, tip)
+                if tip is None:
+                    return answer.value
+                git.delete_ref(name, tip)
             else:
                 git.cas_ref(name, answer.target, tip)
-            return answer.value
         except RefRace:
             if not retry:
                 raise ConcurrentUpdateError(
                     f"{name} moved while this write was built on {tip or 'nothing'}; re-read its tip and retry"
                 ) from None
             continue
+        if moved is not None:
+            moved([(name, tip, answer.target)])
+        return answer.value
 
 
 def update_refs(
@@ -159,12 +169,15 @@ def update_refs(
     build: MultiBuilder,
     value: Callable[[], Any] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
+    moved: Moved | None = None,
 ) -> Any:
     """Move several refs together: ``build({name: tip})`` returns ``{name: new target}``.
 
     All the refs are locked, checked against the tips the builder saw and written as one
     libgit2 ref transaction; a ref left out of the answer is not touched, ``None`` deletes
     one. Returning :class:`Keep` changes nothing.
+
+    ``moved`` is called with ``[(name, old, new)]`` for the refs that moved.
 
     Returns:
         ``value()`` after the refs moved (or the :class:`Keep`'s value).
@@ -187,4 +200,6 @@ def update_refs(
             git.cas_refs(updates)
         except RefRace:
             continue
+        if moved is not None and updates:
+            moved([(n, old, new) for n, (old, new) in updates.items()])
         return value() if value is not None else None

@@ -27,6 +27,7 @@ __all__ = [
     "LessonMemoryBlock",
     "ScriptedFunctionCallingLLM",
     "ScriptedToolCall",
+    "UnsupportedOptionError",
 ]
 
 _LAZY = {
@@ -35,6 +36,7 @@ _LAZY = {
     "LessonMemoryBlock": "got_integrations.llamaindex.blocks",
     "ScriptedFunctionCallingLLM": "got_integrations.llamaindex.testing",
     "ScriptedToolCall": "got_integrations.llamaindex.testing",
+    "UnsupportedOptionError": "got_integrations.llamaindex._options",
 }
 
 

@@ -20,7 +20,9 @@ What differs, and why (ARCHITECTURE §1: memory buffers cannot be diffed or audi
 * **safe window cuts**: the window never opens with a tool result, so a tool
   call and its results are never separated, even after a reload;
 * **a handle, not a copy**: ``to_dict()`` (and so ``Context.to_dict()``) holds
-  the repository path, session id and settings; ``from_dict`` reconnects.
+  the repository path, session id, settings and the session's commit; ``from_dict``
+  reconnects **as of that commit**, on a fork ``<session>.fork-<12 hex>`` when the
+  session moved on since (``live=True`` reconnects to the newest commit instead).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from got_core.errors import MissingExtraError
@@ -57,11 +60,13 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.repo import ReasoningRepo
+from got_integrations.llamaindex._options import SQL_DEFAULTS, UnsupportedOptionError, refuse_sql_options
+from got_integrations.llamaindex._resume import resume_session
 from got_integrations.llamaindex._session import Plan, SessionLog, SessionState, StoredMessage, Write
 from got_integrations.llamaindex._window import choose_window_start
 from got_integrations.llamaindex.chat_store import GitChatStore, _as_list, to_message, to_payload
 
-__all__ = ["HANDLE_FORMAT", "GitMemory"]
+__all__ = ["HANDLE_FORMAT", "GitMemory", "UnsupportedOptionError"]
 
 HANDLE_FORMAT = "got.llamaindex.memory/1"
 _SETTINGS = (
@@ -95,9 +100,14 @@ class GitMemory(Memory):
     """
 
     path: str = Field(description="The git repository holding the session.")
+    live: bool = Field(
+        default=False,
+        description="Whether a serialized handle resumes on the newest commit (else as of its own commit).",
+    )
     _log: SessionLog = PrivateAttr()
     _tokens: dict[str, int] = PrivateAttr(default_factory=dict)
     _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
+    _forked_from: tuple[str, str | None] | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -125,13 +135,9 @@ class GitMemory(Memory):
         return "GitMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]  # its own arguments, as Memory.from_defaults has BaseMemory's
+    def from_defaults(  # type: ignore[override]  # Memory.from_defaults' arguments, then ours
         cls,
-        path: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
-        *,
-        repo: ReasoningRepo | None = None,
-        create: bool = True,
         chat_history: list[ChatMessage] | None = None,
         token_limit: int = DEFAULT_TOKEN_LIMIT,
         memory_blocks: list[BaseMemoryBlock[Any]] | None = None,
@@ -143,38 +149,65 @@ class GitMemory(Memory):
         image_token_size_estimate: int = 256,
         audio_token_size_estimate: int = 256,
         video_token_size_estimate: int = 256,
+        chat_store: Any = None,
+        table_name: str = SQL_DEFAULTS["table_name"],
+        async_database_uri: str | None = None,
+        async_engine: Any = None,
+        db_schema: str | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        repo: ReasoningRepo | None = None,
+        create: bool = True,
         document_token_size_estimate: int = 2048,
+        live: bool = False,
     ) -> GitMemory:
         """Open (or start) session ``session_id`` in the repository at ``path``.
 
+        Takes every argument of llama-index's ``Memory.from_defaults``, in the same order,
+        so ``Memory.from_defaults(...)`` becomes ``GitMemory.from_defaults(..., path=...)``.
+        The SQL store's options have a git equivalent instead (see Raises).
+
         Args:
-            path: the repository (default ``$GOT_REPO`` or ``./got.git``); created when missing.
-            session_id: the session (default ``"default"``: a fixed id, so a restart finds it).
-            repo: an open repository to use instead of ``path`` (to share identity, signer, clock).
-            create: when false, a missing repository or session raises instead of starting empty.
+            session_id: the session (default ``"default"``: a fixed id, so a restart finds it;
+                llama-index picks a random one).
             chat_history: replace the session's messages with these (one commit).
             token_limit, chat_history_token_ratio, token_flush_size, memory_blocks,
             memory_blocks_template, insert_method, tokenizer_fn, *_token_size_estimate:
                 as for llama-index's ``Memory.from_defaults``.
+            chat_store: a :class:`GitChatStore` to use (its repository), instead of ``path``.
+            table_name, async_database_uri, async_engine, db_schema: accepted at their
+                defaults only (git has no SQL table; see Raises).
+            path: the repository (default ``$GOT_REPO`` or ``./got.git``); created when missing.
+            repo: an open repository to use instead of ``path`` (to share identity, signer, clock).
+            create: when false, a missing repository or session raises instead of starting empty.
+            live: what a serialized handle (``to_dict``, so ``Context.to_dict()``) resumes:
+                false (default) resumes as of the commit it was saved at, forking when the
+                session moved on since; true resumes on the session's newest commit.
 
         Raises:
+            UnsupportedOptionError: a SQL option (``async_database_uri``, ``async_engine``,
+                ``db_schema``, a non-default ``table_name``), a ``chat_store`` that is not a
+                :class:`GitChatStore`, or a ``chat_store`` and a ``path``/``repo`` naming
+                different repositories.
             ConfigError: a non-positive token limit, or a ratio outside (0, 1].
             InvalidNameError: an empty or over-long session id.
             RepositoryNotFoundError: ``create=False`` and no repository at ``path``.
             UnknownRefError: ``create=False`` and the session was never written.
         """
+        refuse_sql_options(
+            table_name=table_name, async_database_uri=async_database_uri, async_engine=async_engine, db_schema=db_schema
+        )
         if not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit < 1:
             raise ConfigError(f"token_limit must be a positive int, got {token_limit!r}")
         if not isinstance(chat_history_token_ratio, (int, float)) or not 0 < chat_history_token_ratio <= 1:
             raise ConfigError(f"chat_history_token_ratio must be in (0, 1], got {chat_history_token_ratio!r}")
         if token_flush_size > token_limit:
             token_flush_size = int(token_limit * 0.7)  # what Memory.from_defaults does
-        store = GitChatStore(
-            path if path is not None or repo is not None else _default_path(), repo=repo, create=create
-        )
+        store = _chat_store(chat_store, path, repo, create)
         session_id = "default" if session_id is None else session_id
         memory = cls(
             path=store.path,
+            live=live,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn or get_tokenizer(),
             sql_store=store,
@@ -362,7 +395,10 @@ class GitMemory(Memory):
 
     # ------------------------------------------------------------------ serialization as a handle
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
-        """A JSON-able handle: repository path, session id, settings, rebuildable memory blocks."""
+        """A JSON-able handle: repository path, session id, its newest commit (``at``), settings, blocks.
+
+        :meth:`from_dict` resumes it as of ``at`` (unless the memory is ``live``).
+        """
         data: dict[str, Any] = {
             "class_name": self.class_name(),
             "format": HANDLE_FORMAT,
@@ -370,6 +406,8 @@ class GitMemory(Memory):
             "session_id": self.session_id,
             "insert_method": self.insert_method.value,
             "instance": self._token,
+            "at": self.head,
+            "live": self.live,
         }
         data.update({name: getattr(self, name) for name in _SETTINGS})
         if self.memory_blocks_template.template_str != DEFAULT_MEMORY_BLOCKS_TEMPLATE.template_str:
@@ -378,27 +416,54 @@ class GitMemory(Memory):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> GitMemory:
-        """Reconnect to the session a :meth:`to_dict` handle names.
+    def from_dict(cls, data: dict[str, Any], live: bool | None = None, **kwargs: Any) -> GitMemory:
+        """Reconnect to the session a :meth:`to_dict` handle names, as of the commit it was saved at.
+
+        When the session has moved on since the handle was saved, the memory continues on a
+        fork (``<session>.fork-<12 hex>``, see :mod:`._resume`) that starts at the saved
+        commit: a resumed ``Context`` sees the conversation as it was, and its writes never
+        mix with the later turns. :attr:`forked_from` says whether that happened.
+
+        Args:
+            data: the handle.
+            live: resume on the session's newest commit instead (today's behaviour of a
+                plain reconnect); None takes the ``live`` setting stored in the handle.
 
         Raises:
             InvalidInputError: not a GitMemory handle.
+            RepositoryNotFoundError: the handle names a commit and there is no repository at its path.
+            UnknownRefError: the handle's commit is not in the session's history (resume
+                with ``live=True`` to continue from the newest commit).
         """
         if not isinstance(data, dict) or data.get("format") != HANDLE_FORMAT or "session_id" not in data:
             raise InvalidInputError("not a GitMemory handle (expected the output of GitMemory.to_dict())")
-        live = _LIVE.get(str(data.get("instance", "")))
-        blocks = [b for spec in data.get("memory_blocks", []) if (b := _rebuild_block(spec, live)) is not None]
+        live = bool(data.get("live", False)) if live is None else live
+        live_memory = _LIVE.get(str(data.get("instance", "")))
+        blocks = [b for spec in data.get("memory_blocks", []) if (b := _rebuild_block(spec, live_memory)) is not None]
         options = {name: data[name] for name in _SETTINGS if name in data}
         if "memory_blocks_template" in data:
             options["memory_blocks_template"] = RichPromptTemplate(data["memory_blocks_template"])
+        session_id, forked = data["session_id"], False
+        # A handle naming a commit was saved from an existing repository: never create one
+        # where a (possibly edited) handle points.
+        store = GitChatStore(data["path"], create=data.get("at") is None)
+        if not live and "at" in data:  # a handle without "at" predates as-of resumes: live
+            session_id, forked = resume_session(store.repo, session_id, data["at"])
         memory = cls.from_defaults(
-            data["path"],
-            data["session_id"],
+            session_id=session_id,
+            chat_store=store,
             insert_method=InsertMethod(data.get("insert_method", "system")),
             memory_blocks=blocks,
+            live=live,
             **options,
         )
+        memory._forked_from = (data["session_id"], data["at"]) if forked else None
         return memory
+
+    @property
+    def forked_from(self) -> tuple[str, str | None] | None:
+        """``(session id, commit)`` this memory's fork started from, when :meth:`from_dict` forked."""
+        return self._forked_from
 
     def __reduce__(self) -> tuple:
         # Pickling (and PickleSerializer) store the handle too, never the repository.
@@ -410,6 +475,27 @@ class GitMemory(Memory):
         copied = self.__copy__()
         copied.__dict__["memory_blocks"] = list(self.memory_blocks)
         return copied
+
+
+def _chat_store(
+    chat_store: Any, path: str | os.PathLike[str] | None, repo: ReasoningRepo | None, create: bool
+) -> GitChatStore:
+    """The store ``from_defaults`` uses: ``chat_store`` if it is ours, else one on ``path``/``repo``."""
+    if chat_store is None:
+        return GitChatStore(path if path is not None or repo is not None else _default_path(), repo=repo, create=create)
+    if not isinstance(chat_store, GitChatStore):
+        raise UnsupportedOptionError(
+            f"GitMemory.from_defaults(chat_store=<{type(chat_store).__name__}>): GitMemory keeps its messages in "
+            "git; pass chat_store=GitChatStore('agent.git') or path='agent.git' (to keep this store, use "
+            "llama-index's own Memory.from_defaults(chat_store=...))"
+        )
+    if repo is not None and repo.gitdir != chat_store.repo.gitdir:
+        raise UnsupportedOptionError(
+            f"chat_store is on {chat_store.path} but repo= is {repo.gitdir}; pass only one of them"
+        )
+    if path is not None and Path(path).resolve() != Path(chat_store.path).resolve():
+        raise UnsupportedOptionError(f"chat_store is on {chat_store.path} but path= is {path}; pass only one of them")
+    return chat_store
 
 
 def _block_spec(block: BaseMemoryBlock) -> dict[str, Any]:

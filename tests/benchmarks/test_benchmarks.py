@@ -25,12 +25,14 @@ TINY = {
         *("--steps", "3", "--thread-budget", "6", "--reads", "2", "--cold", "1"),
         *("--scale", "20", "--fanout-rounds", "2"),
     ],
+    "langgraph_store": ["--sizes", "200", "--ops", "3"],
 }
 OUTPUTS = {
     "backends": ["backends.json", "backends.png"],
-    "substrate": ["substrate.json", "substrate.png"],
+    "substrate": ["substrate.json", "substrate.md", "substrate.png"],
     "solver": ["solver.json"],
     "langgraph_saver": ["langgraph_saver.json", "langgraph_saver_scale.png", "langgraph_saver_threads.png"],
+    "langgraph_store": ["langgraph_store.json", "langgraph_store.png"],
 }
 
 

@@ -133,6 +133,7 @@ CASES = [
     c("push", "{missing}", "-r", R),
     c("push", "{file}", "-r", R),
     c("push", "{peer}", "-b", "no-such-branch", "-r", R),
+    c("push", "{peer}", "--merge", "bogus", "-r", R),
     c("bundle", "{dir}", "-r", R),
     c("bundle", "/proc/x", "-r", R, code=None),
     c("bundle", "{missing}", "-r", R),

@@ -10,6 +10,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
@@ -84,9 +85,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="gitstore-")
         self.ref = InMemoryStore(index=INDEX)
         self.git = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)
+        self.other = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)  # another writer, one index file
 
     def teardown(self) -> None:
         self.git.close()
+        self.other.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @rule(ns=NAMESPACES, key=KEYS, value=VALUES)
@@ -98,6 +101,24 @@ class StoreMachine(RuleBasedStateMachine):
     def delete(self, ns, key):
         self.ref.delete(ns, key)
         self.git.delete(ns, key)
+
+    @rule(ns=NAMESPACES, key=KEYS, value=st.one_of(st.none(), VALUES))
+    def another_store_writes(self, ns, key, value):
+        # the derived index must learn what another store (connection) wrote
+        if value is None:
+            self.ref.delete(ns, key)
+            self.other.delete(ns, key)
+        else:
+            self.ref.put(ns, key, value)
+            self.other.put(ns, key, value)
+
+    @rule()
+    def drop_the_index(self):
+        # the index is derived: delete it and open again; nothing may change
+        self.git.close()
+        for path in Path(self.dir, "store.git", "got").glob("store-*.sqlite3*"):
+            path.unlink()
+        self.git = GitStore.from_path(f"{self.dir}/store.git", index=INDEX)
 
     @rule(ns=NAMESPACES, key=KEYS)
     def get(self, ns, key):

@@ -17,6 +17,7 @@ def test_public_names_are_pinned_and_resolve():
         "LessonMemoryBlock",
         "ScriptedFunctionCallingLLM",
         "ScriptedToolCall",
+        "UnsupportedOptionError",
     ]
     for name in pkg.__all__:
         assert getattr(pkg, name).__name__ == name

@@ -1,0 +1,344 @@
+"""The queries of the derived index (ARCHITECTURE §3, "a read"): rows, grep, ranking, pickaxe, tags.
+
+:class:`IndexQueries` is the read half of :class:`~got_core.storage.index.DerivedIndex`
+(which adds the schema and the sync with git); every query here assumes the index was
+synced just before. Rows come back typed (:class:`CommitRow`, :class:`RankedRow`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from got_core.errors import InvalidInputError
+from got_core.storage.git import GitRepo
+from got_core.types import tag_value
+
+__all__ = ["MAX_FTS_PHRASE", "CommitRow", "IndexQueries", "RankedRow", "register_functions"]
+
+
+class CommitRow(NamedTuple):
+    """One indexed commit, as queries return it (``score``: the note's, else the trailer's)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str  # space-separated parent SHAs
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+
+    @property
+    def parent_list(self) -> tuple[str, ...]:
+        """The parent SHAs."""
+        return tuple(self.parents.split()) if self.parents else ()
+
+
+class RankedRow(NamedTuple):
+    """A keyword hit ranked by ρ (see :mod:`got_core.repo.retrieval`)."""
+
+    rowid: int
+    oid: str
+    message: str
+    time: int
+    parents: str
+    score: float | None
+    node_id: str | None
+    problem_id: str | None
+    tag: float
+    match: float
+    recency: float
+    rho: float
+
+
+class _TagValue:
+    """SQLite aggregate over a commit's tag names: the retrieval tag term of
+    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def step(self, name: str | None) -> None:
+        if name is not None:
+            self.names.append(name)
+
+    def finalize(self) -> float:
+        return tag_value(self.names)[0]
+
+
+#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
+#: phrase matching costs phrase length x document length, and a long needle narrows no further.
+MAX_FTS_PHRASE = 64
+
+
+def register_functions(db: sqlite3.Connection) -> None:
+    """Register the SQL functions the queries use (``got_tag_value``) on a connection."""
+    # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
+    db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
+
+
+def _fts_phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+class IndexQueries:
+    """The read queries over the index tables (mixed into :class:`~got_core.storage.index.DerivedIndex`).
+
+    Attributes the host provides: ``db`` (the SQLite connection), ``git`` (the
+    repository), ``notes_ref``, ``_lock`` (serialises use of ``db``), and the per-sync
+    memo ``_count`` / ``_times`` that the host's sync keeps true.
+    """
+
+    db: sqlite3.Connection
+    git: GitRepo
+    notes_ref: str
+    _lock: threading.RLock
+    _count: int | None
+    _times: dict[tuple[str, ...] | None, tuple[int, int]]
+
+    _SELECT = (
+        "SELECT c.rowid, c.oid, c.message, c.time, c.parents, "
+        "COALESCE(n.score, c.score), c.node_id, c.problem_id FROM commits c "
+        "LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+    )
+
+    def blobs_ready(self) -> None:
+        """Make sure every indexed commit's changed files are indexed (the host defers them)."""
+
+    def _scope_sql(self, refs: Sequence[str] | None) -> tuple[str, list[str]]:
+        if refs is None:
+            return "", []
+        marks = ",".join("?" * len(refs))
+        return f" AND c.rowid IN (SELECT crow FROM member WHERE ref IN ({marks}))", list(refs)
+
+    def _rows(
+        self,
+        where: str = "1",
+        params: Iterable[object] = (),
+        refs: Sequence[str] | None = None,
+        order: str = "c.time DESC, c.rowid DESC",
+        limit: int | None = None,
+    ) -> list[CommitRow]:
+        scope, sparams = self._scope_sql(refs)
+        sql = self._SELECT + f"WHERE {where}{scope} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [CommitRow(*r) for r in self.db.execute(sql, [self.notes_ref, *params, *sparams])]
+
+    def by_oids(self, oids: Sequence[str]) -> list[CommitRow]:
+        """The indexed rows of these commits (any order; unknown SHAs are left out)."""
+        out: list[CommitRow] = []
+        oids = list(oids)
+        for i in range(0, len(oids), 500):
+            chunk = oids[i : i + 500]
+            out += self._rows("c.oid IN ({})".format(",".join("?" * len(chunk))), chunk)
+        return out
+
+    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
+        """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
+        flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+        try:
+            rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise InvalidInputError(
+                f"{pattern[:80]!r} is not a valid regular expression ({exc}); "
+                "fix it, or pass fixed=True (`got grep -F`) to search for the text"
+            ) from None
+        literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
+        if literal is not None and len(literal) >= 3 and not ignore_case:
+            # the trigram index, and the messages still waiting for its next batch
+            # (an OR of two IN terms: SQLite plans it as two rowid lookups; a UNION inside
+            # one IN was planned ten times slower)
+            where = (
+                "(c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)"
+                " OR (c.rowid IN (SELECT crow FROM untri) AND instr(c.message, ?) > 0))"
+            )
+            rows = self._rows(where, [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal], refs)
+        else:
+            rows = self._rows("1", (), refs)
+        return [r for r in rows if rx.search(r.message)]
+
+    def doc_freq(self, stem: str) -> int:
+        """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(doc), 0) FROM msg_vocab WHERE term >= ? AND term < ?", (stem, stem + "\U0010ffff")
+        ).fetchone()
+        return int(row[0])
+
+    def commit_count(self) -> int:
+        """Number of indexed commits (memoised until the next sync)."""
+        if self._count is None:
+            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+        return self._count
+
+    def ranked(
+        self,
+        stems: Sequence[str],
+        refs: Sequence[str] | None,
+        weights: dict[str, float],
+        k: int,
+        extra: Sequence[int] = (),
+        max_df: float = 0.1,
+    ) -> list[RankedRow]:
+        """Keyword hits ranked by ρ in SQL (see :mod:`got_core.repo.retrieval`), best first.
+
+        Each stem matches words that start with it. Stems found in more than ``max_df``
+        of all messages are dropped (they select everything and discriminate nothing),
+        keeping at least the rarest one — an IDF cut that keeps queries fast at 10k+.
+        ``extra`` adds candidate rowids (pickaxe hits).
+
+        Returns :class:`RankedRow` s, best first.
+        """
+        with self._lock:
+            n = max(self.commit_count(), 1)
+            dfs = sorted((self.doc_freq(s), s) for s in dict.fromkeys(stems))
+            kept = [s for df, s in dfs if df and df <= max(max_df * n, 50)]
+            if not kept and dfs and dfs[0][0]:
+                kept = [dfs[0][1]]
+            if not kept and not extra:
+                return []
+            tmin, tmax = self.time_range(refs)
+            span = max(tmax - tmin, 1)
+            terms = [_fts_phrase(s) + "*" for s in kept]
+            conds, params = [], []
+            if terms:
+                conds.append("c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?)")
+                params.append(" OR ".join(terms))
+            if extra:
+                conds.append("c.rowid IN ({})".format(",".join(str(int(r)) for r in extra)))
+            match_sql = (
+                " + ".join("(c.rowid IN (SELECT rowid FROM msg_words WHERE msg_words MATCH ?))" for _ in terms) or "0"
+            )
+            match_params = list(terms)
+            scope, sparams = self._scope_sql(refs)
+            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
+            untagged = tag_value(())[0]
+            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
+            sql = (
+                "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
+                "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
+                "SELECT c.rowid AS rowid, c.oid AS oid, c.message AS message, c.time AS time, "
+                "c.parents AS parents, COALESCE(n.score, c.score) AS sc, c.node_id AS node_id, "
+                f"c.problem_id AS problem_id, {tag_sql} AS tg, "
+                f"(({match_sql}) * 1.0 / ?) AS m, ((c.time - ?) * 1.0 / ?) AS rec "
+                "FROM commits c LEFT JOIN notes n ON n.ref = ? AND n.target = c.oid "
+                f"WHERE ({' OR '.join(conds)}){scope}) "
+                "ORDER BY rho DESC, m DESC, time DESC, oid LIMIT ?"
+            )
+            args = [
+                weights["score"],
+                weights["tag"],
+                weights["recency"],
+                weights["match"],
+                *match_params,
+                max(len(terms), 1),
+                tmin,
+                span,
+                self.notes_ref,
+                *params,
+                *sparams,
+                int(k),
+            ]
+            return [RankedRow(*r) for r in self.db.execute(sql, args)]
+
+    def pickaxe(self, needle: str, refs: Sequence[str] | None, *, added_only: bool = False) -> list[CommitRow]:
+        """Commits that change the number of occurrences of ``needle`` in some file (``git log -S``).
+
+        With ``added_only``, only commits where the count grows (the one that introduced it).
+        """
+        self.blobs_ready()
+        with self._lock:
+            db = self.db
+            if len(needle) >= 3:
+                cand = db.execute(
+                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
+                ).fetchall()
+            else:
+                cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
+            texts = dict(cand)
+            raw_needle = needle.encode("utf-8")
+            for (oid,) in db.execute("SELECT oid FROM blobs WHERE text IS NULL").fetchall():
+                if raw_needle in self.git.read_blob(oid):
+                    texts[oid] = None  # counted from bytes below
+            if not texts:
+                return []
+            marks = ",".join("?" * len(texts))
+            changes = db.execute(
+                f"SELECT crow, old, new FROM changes WHERE old IN ({marks}) OR new IN ({marks})", [*texts, *texts]
+            ).fetchall()
+
+        def count(blob: str | None) -> int:
+            if blob is None:
+                return 0
+            if blob in texts:
+                text = texts[blob]
+                return text.count(needle) if text is not None else self.git.read_blob(blob).count(raw_needle)
+            return 0  # blobs outside the candidate set do not contain the needle
+
+        if added_only:
+            crows = {crow for crow, old, new in changes if count(new) > count(old)}
+        else:
+            crows = {crow for crow, old, new in changes if count(old) != count(new)}
+        if not crows:
+            return []
+        rows = self._rows("c.rowid IN ({})".format(",".join(str(c) for c in crows)), (), refs)
+        return [r for r in rows if len(r.parent_list) < 2]  # git log -S skips merge diffs
+
+    def tags_for(self, oids: Iterable[str]) -> dict[str, list[str]]:
+        """Tag names per commit SHA."""
+        oids = list(oids)
+        out: dict[str, list[str]] = {}
+        if not oids:
+            return out
+        with self._lock:
+            for i in range(0, len(oids), 500):
+                chunk = oids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for name, target in self.db.execute(
+                    f"SELECT name, target FROM tags WHERE target IN ({marks}) ORDER BY name", chunk
+                ):
+                    out.setdefault(target, []).append(name)
+        return out
+
+    def tagged(self, prefix: str) -> list[CommitRow]:
+        """Commits carrying a tag that starts with ``prefix``."""
+        with self._lock:
+            targets = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT DISTINCT target FROM tags WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+                )
+            ]
+        if not targets:
+            return []
+        marks = ",".join("?" * len(targets))
+        return self._rows(f"c.oid IN ({marks})", targets)
+
+    def frontier(self, base: str, tip: str) -> list[CommitRow]:
+        """Commits reachable from ``tip`` and not from ``base`` (``git log base..tip``)."""
+        return self._rows(
+            "c.rowid IN (SELECT crow FROM member WHERE ref=?) AND c.rowid NOT IN (SELECT crow FROM member WHERE ref=?)",
+            [tip, base],
+        )
+
+    def by_node_id(self, node_id: str) -> list[CommitRow]:
+        """Commits whose ``Got-Node`` trailer is ``node_id``."""
+        return self._rows("c.node_id = ?", [node_id])
+
+    def time_range(self, refs: Sequence[str] | None) -> tuple[int, int]:
+        """(oldest, newest) commit time in scope (memoised until the next sync)."""
+        key = tuple(refs) if refs is not None else None
+        with self._lock:
+            if key not in self._times:
+                scope, sparams = self._scope_sql(refs)
+                row = self.db.execute(
+                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
+                ).fetchone()
+                self._times[key] = (row[0] or 0, row[1] or 0)
+            return self._times[key]

@@ -1,0 +1,282 @@
+"""What may have moved under ``refs/`` since the last look (ARCHITECTURE §3, §5 invariant 2).
+
+The derived index asks this module, before every query, whether any ref may have
+changed, and if so which. The answer comes from the file system, never from listing
+every ref:
+
+* git, libgit2 and JGit update a loose ref by writing ``<name>.lock`` and renaming it
+  over ``<name>``, so every loose-ref change touches its directory's mtime and gives
+  the file a new inode, mtime and size stamp; ``packed-refs`` is rewritten the same way;
+* an *observation* records, for ``packed-refs`` and every directory under ``refs/``,
+  that stamp, and for every loose ref file in a directory that was listed, the file's
+  stamp. A directory whose stamp is unchanged holds the same files (a new, replaced or
+  removed entry would have changed it), so only directories whose stamp moved are
+  listed again, and only the files in them whose stamp moved are candidates;
+* a stamp whose mtime is not older than the file system's clock at the start of the
+  look is *racy* (git's "racy git" rule: a second change within the clock's resolution
+  could leave the mtime as it is). The clock is read from the file system itself
+  (:func:`fs_clock` touches a probe file beside the index), so the racy window is the
+  file system's real timestamp resolution: nanoseconds where timestamps are fine,
+  a tick or a second where they are coarse. A racy directory is listed again at the
+  next look, and a racy file is a candidate again, until a look can trust the stamp;
+* ``packed-refs`` changing (``git pack-refs``, ``got gc``, deleting a packed ref) is
+  reported as such; the caller compares its lines with the ones it read last time
+  (:func:`read_packed`), or lists every ref once when it has none.
+
+Inode numbers alone do not tell a rewrite apart (ext4 hands a just-freed inode to the
+next file, so a ref updated twice can come back with its old inode), hence the mtime
+and size in every stamp. Our own writes are reported too (:meth:`Scanner.scan`'s
+``pending``): they are candidates whatever the stamps say.
+
+A write of our own cannot be folded into the stored observation without listing its
+directory again: the mtime it leaves behind hides any other writer's change in the same
+directory made since the last look. The directories a write touches are listed again
+(only those, and only their loose refs, which packing keeps few).
+"""
+
+from __future__ import annotations
+
+import os
+import stat as _stat
+import time
+from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+__all__ = [
+    "ABSENT",
+    "PACKED",
+    "Scan",
+    "Stamp",
+    "fs_clock",
+    "packed_names",
+    "quick_dirty",
+    "read_packed",
+    "scan",
+    "stamp_of",
+]
+
+#: The observation key of the packed-refs file (stored beside the directories).
+PACKED = "packed-refs"
+#: Without a writable probe file, stamps younger than this (by the wall clock) are racy:
+#: longer than the coarsest timestamps in use (FAT's 2 s).
+_FALLBACK_RACY_NS = 3_000_000_000
+
+
+class Stamp(NamedTuple):
+    """What ``lstat`` said about a directory or a loose ref file, and whether it was racy."""
+
+    ino: int
+    mtime: int
+    size: int
+    racy: bool
+
+    def same(self, other: Stamp) -> bool:
+        """Same inode, mtime and size (the racy flag is not compared)."""
+        return self.ino == other.ino and self.mtime == other.mtime and self.size == other.size
+
+
+#: The stamp of a path that does not exist.
+ABSENT = Stamp(0, 0, -1, False)
+
+
+def _stamp(st: os.stat_result, clock: int) -> Stamp:
+    mtime = st.st_mtime_ns
+    # tuple.__new__ skips the named tuple's keyword constructor: this runs once per loose ref listed
+    return tuple.__new__(Stamp, (st.st_ino, mtime, st.st_size, mtime >= clock))
+
+
+def stamp_of(path: Path) -> Stamp:
+    """The stamp of ``path`` now (:data:`ABSENT` when it does not exist; not judged racy)."""
+    st = _lstat(path)
+    return ABSENT if st is None else Stamp(st.st_ino, st.st_mtime_ns, st.st_size, False)
+
+
+def fs_clock(probe: Path) -> int:
+    """The file system's current time as it stamps files, in ns (git's racy-git reference).
+
+    Sets ``probe``'s mtime to "now" and reads it back, so the answer has the file
+    system's own resolution and clock. Call it *before* taking the stamps it judges: a
+    stamp older than it cannot be repeated by a later change. Falls back to the wall
+    clock minus a margin when the probe cannot be written (a read-only repository).
+    """
+    try:
+        try:
+            os.utime(probe)
+        except FileNotFoundError:
+            probe.touch()
+        return os.stat(probe).st_mtime_ns
+    except OSError:
+        return time.time_ns() - _FALLBACK_RACY_NS
+
+
+def read_packed(gitdir: Path) -> frozenset[bytes]:
+    """The ref lines of ``packed-refs`` (``<sha> <name>`` and ``^<peeled>``; empty when absent)."""
+    try:
+        data = (gitdir / PACKED).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    lines = set(data.split(b"\n"))
+    lines.discard(b"")
+    if data.startswith(b"#"):  # the header ("# pack-refs with: ..."), git's only comment line
+        lines.discard(data.split(b"\n", 1)[0])
+    return frozenset(lines)
+
+
+def packed_names(lines: Set[bytes]) -> set[str]:
+    """Ref names on ``packed-refs`` lines (peeled ``^`` lines belong to the line before)."""
+    out = set()
+    for line in lines:
+        if not line.startswith(b"^"):
+            _sha, _sep, name = line.partition(b" ")
+            out.add(name.decode("utf-8", "surrogateescape"))
+    return out
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def quick_dirty(gitdir: Path, seen: Mapping[str, Stamp]) -> bool:
+    """Whether anything under ``refs/`` may have changed since ``seen`` was observed.
+
+    One ``lstat`` per known directory and one for ``packed-refs``; True as soon as one
+    differs or was racy (and True when nothing was observed yet).
+    """
+    if PACKED not in seen or "refs" not in seen:
+        return True
+    root = os.fspath(gitdir)
+    for rel, before in seen.items():
+        if before.racy:
+            return True
+        try:
+            st: os.stat_result | None = os.lstat(f"{root}/{rel}")
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        if st is None:
+            if before != ABSENT:
+                return True
+            continue
+        if before.ino != st.st_ino or before.mtime != st.st_mtime_ns or before.size != st.st_size:
+            return True
+    return False
+
+
+@dataclass
+class Scan:
+    """The result of one look at ``refs/``.
+
+    Attributes:
+        dirs: the new observation of ``packed-refs`` and every directory.
+        files: for each directory that was listed, its loose ref files' stamps (name ->
+            stamp); ``None`` for a directory that is gone.
+        candidates: full ref names that may have moved (read their values).
+        full: ``packed-refs`` changed (or nothing was observed before): any packed ref
+            may have moved (compare its lines, or list every ref).
+    """
+
+    dirs: dict[str, Stamp] = field(default_factory=dict)
+    files: dict[str, dict[str, Stamp] | None] = field(default_factory=dict)
+    candidates: set[str] = field(default_factory=set)
+    full: bool = False
+
+
+def _children(seen: Iterable[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for rel in seen:
+        parent, sep, _name = rel.rpartition("/")
+        if sep:
+            out.setdefault(parent, []).append(rel)
+    return out
+
+
+def scan(
+    gitdir: Path,
+    seen: Mapping[str, Stamp],
+    loose: Callable[[str], Mapping[str, Stamp]],
+    pending: Iterable[str] = (),
+    clock: int | None = None,
+) -> Scan:
+    """Look at ``refs/`` again and say which refs may have moved (see the module doc).
+
+    Stamps are taken before any ref value is read, so a ref moving while the caller
+    reads values shows up at the next look.
+
+    Args:
+        gitdir: the git directory.
+        seen: the previous observation (``{}``: none).
+        loose: the previous stamps of a directory's loose ref files (``{}`` when unknown;
+            then every file in it is a candidate).
+        pending: ref names this process moved since the last look.
+        clock: the file system's time taken before this look (:func:`fs_clock`);
+            default the wall clock minus a margin.
+
+    Returns:
+        A :class:`Scan`.
+    """
+    now = clock if clock is not None else time.time_ns() - _FALLBACK_RACY_NS
+    root = os.fspath(gitdir)
+    out = Scan(candidates=set(pending))
+    pst = _lstat(gitdir / PACKED)
+    packed = _stamp(pst, now) if pst is not None else ABSENT
+    before = seen.get(PACKED)
+    out.full = before is None or before.racy or not before.same(packed) or "refs" not in seen
+    out.dirs[PACKED] = packed
+    children = _children(k for k in seen if k != PACKED)
+    stack = ["refs"]
+    while stack:
+        rel = stack.pop()
+        st = _lstat(Path(root, rel))
+        if st is None or not _stat.S_ISDIR(st.st_mode):
+            continue  # gone (or not a directory any more): its files are candidates below
+        here = _stamp(st, now)
+        prev = seen.get(rel)
+        if prev is not None and not prev.racy and prev.same(here):
+            out.dirs[rel] = prev
+            stack.extend(children.get(rel, ()))
+            continue
+        old = loose(rel) if prev is not None else {}
+        new: dict[str, Stamp] = {}
+        try:
+            with os.scandir(f"{root}/{rel}") as it:
+                entries = list(it)
+        except OSError:
+            entries = []  # removed between lstat and scandir: seen as gone next time
+        changed = out.candidates
+        for entry in entries:
+            name = entry.name
+            if not name.isascii() and not _is_utf8(name):
+                continue  # a name that is not text: no ref under it is indexed
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(f"{rel}/{name}")
+                    continue
+                if name.endswith(".lock"):
+                    continue  # a writer's lock, not a ref
+                fst = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # vanished while listed: a candidate below (not in `new`)
+            stamp = new[name] = _stamp(fst, now)
+            was = old.get(name)
+            # (racy, or a different inode, mtime or size: it may have moved)
+            if was is None or was[3] or was[0] != stamp[0] or was[1] != stamp[1] or was[2] != stamp[2]:
+                changed.add(f"{rel}/{name}")
+        out.candidates.update(f"{rel}/{name}" for name in old.keys() - new.keys())
+        out.dirs[rel] = here
+        out.files[rel] = new
+    for rel in seen.keys() - out.dirs.keys():
+        out.candidates.update(f"{rel}/{name}" for name in loose(rel))
+        out.files[rel] = None
+    return out

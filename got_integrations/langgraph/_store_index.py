@@ -1,0 +1,511 @@
+"""The store's derived item index: SQLite rows that answer get, search and list_namespaces.
+
+Git stays the truth (ARCHITECTURE §5, invariants 1 and 2): the index is derived from the
+store ref's tree, lives in the git directory (``<gitdir>/got/store-<ref hash>-<mode>.sqlite3``,
+never in a tracked tree), and can be deleted at any time.
+
+* **Rows.** One per item file: namespace and key (as bytes, see
+  :func:`~got_integrations.langgraph._store_doc.ns_blob`), path, blob id, timestamps,
+  expiry (exact microseconds), TTL, the ``index`` field list and, for readable stores
+  only, the value as JSON (filters run on it in SQLite). A ``spaces`` table holds each
+  namespace with its item count and expiry summary, so listing namespaces reads neither
+  items nor blobs; a partial index on expiry serves the TTL sweep.
+* **Encrypted stores** (mode ``sealed``) keep no value: only what their item files show
+  in clear (namespaces, keys, timestamps, TTL). Filters on values then read and decrypt
+  the candidate items at query time.
+* **Following git.** Before answering, the caller hands the ref's current tip; when it
+  differs from the tip the index was built at, the index is caught up from the *tree
+  diff* between the two commits (only changed item files are read). The index records
+  the tip under SQLite's write lock after reading the ref under that lock, so processes
+  sharing the file move it forward only. A writer in this process hands its own change
+  over (:meth:`ItemIndex.apply_own`): no blob is read back and no tree is listed.
+* **Freshness, cheaply.** :meth:`ItemIndex.fresh` stats the ref file (or
+  ``packed-refs``) instead of reading the ref; a stamp younger than :data:`RACY_NS` is not
+  trusted (the clock may not have ticked between two writes), as git itself does. Each
+  batch reads inside one SQLite read snapshot, kept open across batches (up to
+  :data:`READ_HOLD`) while the stamp holds, so a steady-state read is one statement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from got_core.errors import CorruptRepositoryError, StorageError
+from got_core.repo import ReasoningRepo
+from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
+
+__all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
+
+SCHEMA = "got-store-index/1"
+#: A ref stamp this young is not trusted: two writes may share one mtime tick.
+RACY_NS = 100_000_000
+#: Longest a read snapshot is kept open between calls (an open snapshot keeps SQLite from
+#: recycling its write-ahead log past it).
+READ_HOLD = 0.5
+#: How much of the index file SQLite reads through a memory map (derived data, ours alone).
+MMAP_BYTES = 256 << 20
+#: Above this many changed files a sync recounts the namespaces in one pass.
+_BULK = 2000
+_CHUNK = 500
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS items(
+    ns BLOB NOT NULL, key BLOB NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL,
+    created TEXT NOT NULL, updated TEXT NOT NULL, updated_us INTEGER NOT NULL,
+    exp INTEGER, ttl REAL, idx TEXT, value TEXT);
+CREATE UNIQUE INDEX IF NOT EXISTS items_nk ON items(ns, key);
+CREATE UNIQUE INDEX IF NOT EXISTS items_path ON items(path);
+CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp);
+CREATE INDEX IF NOT EXISTS items_exp ON items(exp) WHERE exp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_recent ON items(updated_us, ns, key);
+CREATE INDEX IF NOT EXISTS items_ns_recent ON items(ns, updated_us, key);
+CREATE TABLE IF NOT EXISTS spaces(
+    ns BLOB PRIMARY KEY, n INTEGER NOT NULL, forever INTEGER NOT NULL, max_exp INTEGER) WITHOUT ROWID;
+"""
+
+
+class Row(NamedTuple):
+    """One indexed item (``value``: its JSON, readable stores only)."""
+
+    ns: bytes
+    key: bytes
+    path: str
+    blob: str
+    created: str
+    updated: str
+    updated_us: int
+    exp: int | None
+    ttl: float | None
+    idx: str | None
+    value: str | None
+
+
+_COLS = ", ".join(Row._fields)
+_INSERT = f"INSERT OR REPLACE INTO items({_COLS}) VALUES({', '.join('?' * len(Row._fields))})"
+_LIVE = "(exp IS NULL OR exp > ?)"
+
+
+def row_of_doc(doc: dict[str, Any], path: str, blob: str, *, values: bool) -> Row:
+    """The row of an item document (its value only with ``values``: readable stores)."""
+    expires = doc.get("expires_at")
+    ttl = doc.get("ttl")
+    return Row(
+        ns_blob(tuple(doc["namespace"])),
+        key_blob(doc["key"]),
+        path,
+        blob,
+        doc["created_at"],
+        doc["updated_at"],
+        to_us(doc["updated_at"]),
+        to_us(expires) if expires is not None else None,
+        float(ttl) if ttl is not None else None,
+        json.dumps(doc.get("index")),
+        value_json(doc["value"]) if values else None,
+    )
+
+
+def index_path(gitdir: Path, ref: str, mode: str) -> Path:
+    """Where the index of ``ref`` lives (one file per ref and per mode)."""
+    digest = hashlib.sha256(ref.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return gitdir / "got" / f"store-{digest}-{mode}.sqlite3"
+
+
+def prefix_bounds(prefix: bytes) -> tuple[bytes, bytes]:
+    """``[lo, hi)`` holding exactly the namespaces equal to ``prefix`` or below it."""
+    return prefix, prefix + b"\x01"
+
+
+class ItemIndex:
+    """The derived index of one store ref (see the module doc).
+
+    Args:
+        repo: the repository.
+        ref: the store's full ref name.
+        mode: ``"values"`` (rows hold values) or ``"sealed"`` (they never do).
+        row_of: builds the row of an item file from its path and blob id (reads and
+            validates the blob; raises CorruptRepositoryError for damage).
+        path: the SQLite file (default :func:`index_path`); in memory when the git
+            directory cannot be written.
+    """
+
+    def __init__(
+        self,
+        repo: ReasoningRepo,
+        ref: str,
+        mode: str,
+        row_of: Callable[[str, str], Row],
+        path: Path | None = None,
+    ) -> None:
+        self.repo = repo
+        self.ref = ref
+        self.mode = mode
+        self.row_of = row_of
+        self.path = path or index_path(repo.gitdir, ref, mode)
+        # plain strings: os.stat on a Path converts it on every call, and this runs per batch
+        self._loose = os.fspath(repo.gitdir / ref)
+        self._packed = os.fspath(repo.gitdir / "packed-refs")
+        self._stamp_seen: tuple | None = None  # the ref's stamp when the index was last found at its tip
+        self._tip: str | None = None  # the tip this connection last saw in the index
+        self._reading: float | None = None  # when the read snapshot now open began
+        self.db = self._connect(self.path)
+
+    # ------------------------------------------------------------------ the file
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout=60000")
+            # reads through a memory map, not a read() per page: at 100k items a get is ~15% faster
+            db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+            if self._schema_ok(db):  # the usual open: one read (WAL mode persists in the file)
+                db.execute("PRAGMA synchronous=OFF")
+                return db
+            db.execute("PRAGMA journal_mode=WAL")
+        except (sqlite3.Error, OSError):
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA synchronous=OFF")  # derived data: rebuilt when lost
+        db.execute("PRAGMA busy_timeout=60000")
+        db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
+        try:
+            if not self._schema_ok(db):
+                self._reset(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return db
+
+    def _schema_ok(self, db: sqlite3.Connection) -> bool:
+        try:
+            found = dict(db.execute("SELECT k, v FROM meta WHERE k IN ('schema', 'ref', 'mode')").fetchall())
+        except sqlite3.DatabaseError:
+            return False
+        return found == {"schema": SCHEMA, "ref": self.ref, "mode": self.mode}
+
+    def _reset(self, db: sqlite3.Connection) -> None:
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():
+            if not name.startswith("sqlite_"):
+                db.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES(?, ?)",
+            [("schema", SCHEMA), ("ref", self.ref), ("mode", self.mode), ("total", "0")],
+        )
+        db.execute("DELETE FROM meta WHERE k='tip'")
+        self._tip = None
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        try:
+            self._end_read()
+            self.db.close()
+        except sqlite3.Error:
+            pass
+
+    # ------------------------------------------------------------------ git's side
+    def _stamp(self) -> tuple | None:
+        """A cheap fingerprint of the ref's storage, or None when it cannot be trusted."""
+        now = time.time_ns()
+        try:
+            st = os.stat(self._loose)
+        except FileNotFoundError:
+            st = None
+        except OSError:
+            return None
+        if st is not None:
+            # a loose ref is one hex SHA and a newline; anything else (a symbolic ref) is read
+            if st.st_size not in (41, 65) or now - st.st_mtime_ns < RACY_NS:
+                return None
+            return ("loose", st.st_ino, st.st_mtime_ns, st.st_size)
+        try:
+            st = os.stat(self._packed)
+        except FileNotFoundError:
+            return ("none",)
+        except OSError:
+            return None
+        if now - st.st_mtime_ns < RACY_NS:
+            return None
+        return ("packed", st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def fresh(self) -> str | None:
+        """Bring the index to the ref's current tip and open a read snapshot of it.
+
+        Returns the tip the snapshot holds: every read until the next call (or write)
+        sees that one tip, even while other processes move the index on. When the ref's
+        file is unchanged since the index was last found at its tip, the snapshot already
+        open is kept (up to :data:`READ_HOLD` seconds): the index only moves when the ref
+        does (syncs follow the ref, and a writer's own update comes after its ref move,
+        which changes the file), so no statement is needed to know it is current.
+
+        Raises:
+            CorruptRepositoryError: see :meth:`sync`.
+        """
+        stamp = self._stamp()
+        if stamp is not None and stamp == self._stamp_seen:
+            if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
+                return self._tip
+            self._end_read()
+            self._begin_read()
+            if self._meta_tip() == self._tip:
+                return self._tip
+        for _ in range(1000):
+            self._end_read()
+            tip = self.repo.tip(self.ref)  # read after the stamp: a move in between only costs a re-read
+            self._begin_read()
+            held = self._meta_tip()
+            if held == tip:  # the snapshot holds the ref's tip
+                self._tip, self._stamp_seen = held, stamp
+                return held
+            self._end_read()
+            self.sync(tip)
+        self._end_read()  # pragma: no cover - other processes moving the ref non-stop
+        raise StorageError(f"the store index {self.path} kept moving; retry")  # pragma: no cover
+
+    def _begin_read(self) -> None:
+        self.db.execute("BEGIN")
+        self._reading = time.monotonic()
+
+    def _end_read(self) -> None:
+        """Close the read snapshot (before a write, or to see what others wrote)."""
+        if self._reading is not None:
+            self._reading = None
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
+
+    def forget_stamp(self) -> None:
+        """Check the ref and the index again next time (after a write of our own)."""
+        self._stamp_seen = None
+
+    # ------------------------------------------------------------------ sync
+    def _meta_tip(self) -> str | None:
+        row = self.db.execute("SELECT v FROM meta WHERE k='tip'").fetchone()
+        return row[0] if row else None
+
+    def sync(self, tip: str | None) -> str | None:
+        """Bring the index to the ref's tip; returns the tip it now holds.
+
+        ``tip`` is the caller's reading of the ref; when the index is not at it, the ref
+        is read again under SQLite's write lock and the index caught up to that, so
+        processes sharing the index only ever move it to a tip the ref held.
+
+        Raises:
+            CorruptRepositoryError: an item file that is not what the store writes (the
+                index is left as it was, so every query keeps reporting it).
+        """
+        self._tip = self._meta_tip()
+        if self._tip == tip:
+            return tip
+        with self._write():
+            stored = self._meta_tip()
+            tip = self.repo.tip(self.ref)
+            if stored != tip:
+                self._catch_up(stored, tip)
+            self._set_tip(tip)
+        return tip
+
+    def rebuild(self) -> None:
+        """Drop every row and index the ref's tree again."""
+        with self._write():
+            self._reset(self.db)
+            tip = self.repo.tip(self.ref)
+            self._catch_up(None, tip)
+            self._set_tip(tip)
+
+    def _catch_up(self, stored: str | None, tip: str | None) -> None:
+        if tip is None:
+            self._clear()
+            return
+        try:
+            changes = self.repo.changed_files(stored, tip)
+        except CorruptRepositoryError:
+            if stored is None:
+                raise
+            self._clear()  # the commit we had indexed is gone (a rewritten ref, then gc)
+            stored, changes = None, self.repo.changed_files(None, tip)
+        if stored is None:
+            self._clear()
+        upserts, deletes = [], []
+        for path, _old, new in changes:
+            if not path.endswith(".json"):
+                continue  # not an item file (a README someone committed, say)
+            if new is None:
+                deletes.append(path)
+            else:
+                upserts.append(self.row_of(path, new))
+        self._apply(upserts, deletes)
+
+    def apply_own(self, parent: str | None, commit: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        """Record a commit this process just published on ``parent``: its rows are known.
+
+        When the index is not at ``parent`` (another writer came between), it is caught
+        up from git instead.
+        """
+        with self._write():
+            stored = self._meta_tip()
+            if stored == commit:
+                return
+            if stored == parent:
+                self._apply(upserts, deletes)
+            else:
+                self._catch_up(stored, commit)
+            self._set_tip(commit)
+
+    def _set_tip(self, tip: str | None) -> None:
+        if tip is None:
+            self.db.execute("DELETE FROM meta WHERE k='tip'")
+        else:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES('tip', ?)", (tip,))
+        self._tip = tip
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """A write transaction (serialises index writers across processes)."""
+        self._end_read()
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._tip, self._stamp_seen = None, None
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as err:
+            db.execute("ROLLBACK")
+            self._tip, self._stamp_seen = None, None
+            raise StorageError(f"cannot update the store index {self.path}: {err}") from None
+
+    def _clear(self) -> None:
+        self.db.execute("DELETE FROM items")
+        self.db.execute("DELETE FROM spaces")
+        self.db.execute("UPDATE meta SET v='0' WHERE k='total'")
+
+    def _apply(self, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        db = self.db
+        paths = [r.path for r in upserts] + list(deletes)
+        old: dict[str, bytes] = {}
+        for i in range(0, len(paths), _CHUNK):
+            part = paths[i : i + _CHUNK]
+            marks = ",".join("?" * len(part))
+            old.update(db.execute(f"SELECT path, ns FROM items WHERE path IN ({marks})", part).fetchall())
+        delta: dict[bytes, int] = {}
+        for path in deletes:
+            if path in old:
+                delta[old[path]] = delta.get(old[path], 0) - 1
+        for row in upserts:
+            if row.path in old:
+                delta.setdefault(old[row.path], 0)
+            else:
+                delta[row.ns] = delta.get(row.ns, 0) + 1
+        db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
+        db.executemany(_INSERT, upserts)
+        touched = set(delta) | {r.ns for r in upserts}
+        db.execute("UPDATE meta SET v=CAST(v AS INTEGER)+? WHERE k='total'", (sum(delta.values()),))
+        if len(touched) > _BULK:
+            db.execute("DELETE FROM spaces")
+            db.execute("INSERT INTO spaces SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns")
+            return
+        for ns in touched:
+            forever, max_exp = db.execute(
+                "SELECT EXISTS(SELECT 1 FROM items WHERE ns=? AND exp IS NULL), "
+                "(SELECT max(exp) FROM items WHERE ns=?)",
+                (ns, ns),
+            ).fetchone()
+            row = db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
+            n = (row[0] if row else 0) + delta.get(ns, 0)
+            if n <= 0:
+                db.execute("DELETE FROM spaces WHERE ns=?", (ns,))
+            else:
+                db.execute("INSERT OR REPLACE INTO spaces VALUES(?,?,?,?)", (ns, n, forever, max_exp))
+
+    # ------------------------------------------------------------------ queries
+    def get(self, ns: bytes, key: bytes) -> Row | None:
+        """The row of one item, or None."""
+        row = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
+        return Row(*row) if row else None
+
+    def rows_at(self, paths: Iterable[str]) -> dict[str, Row]:
+        """The rows of the item files at ``paths`` (absent ones left out)."""
+        paths = list(paths)
+        out: dict[str, Row] = {}
+        for i in range(0, len(paths), _CHUNK):
+            part = paths[i : i + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for row in self.db.execute(f"SELECT {_COLS} FROM items WHERE path IN ({marks})", part):
+                out[row[2]] = Row(*row)
+        return out
+
+    def count(self, prefix: bytes | None) -> int:
+        """Items under a namespace prefix (None: all), live or not."""
+        if prefix is None:
+            row = self.db.execute("SELECT v FROM meta WHERE k='total'").fetchone()
+            return int(row[0]) if row else 0
+        lo, hi = prefix_bounds(prefix)
+        return int(
+            self.db.execute("SELECT coalesce(sum(n), 0) FROM spaces WHERE ns>=? AND ns<?", (lo, hi)).fetchone()[0]
+        )
+
+    def search(
+        self,
+        prefix: bytes | None,
+        now_us: int,
+        where: Sequence[str] = (),
+        params: Sequence[Any] = (),
+        *,
+        want: int | None = None,
+    ) -> Iterator[Row]:
+        """Live rows under ``prefix``, newest first, passing the SQL conditions ``where``.
+
+        ``want`` (how many rows the caller expects to keep) picks the plan: walking the
+        recency index until enough rows matched, or reading the prefix's range and sorting.
+        """
+        clauses: list[str] = [_LIVE, *where]
+        args: list[Any] = [now_us, *params]
+        plan = "items_recent"  # newest first over everything: stop once enough rows matched
+        if prefix is not None:
+            lo, hi = prefix_bounds(prefix)
+            spaces = self.db.execute("SELECT ns FROM spaces WHERE ns>=? AND ns<? LIMIT 2", (lo, hi)).fetchall()
+            if not spaces:
+                return
+            if len(spaces) == 1:  # one namespace: its own recency order, no sort
+                clauses.append("ns=?")
+                args.append(spaces[0][0])
+                plan = "items_ns_recent"
+            else:
+                clauses.append("ns>=? AND ns<?")
+                args += [lo, hi]
+                here, total = self.count(prefix), self.count(None)
+                if want is None or here * here <= 8 * want * max(total, 1):
+                    plan = "items_ns_exp"  # a small part of the store: read its range, then sort
+        sql = (
+            f"SELECT {_COLS} FROM items INDEXED BY {plan} WHERE {' AND '.join(clauses)} "
+            "ORDER BY updated_us DESC, ns DESC, key DESC"
+        )
+        for row in self.db.execute(sql, args):
+            yield Row(*row)
+
+    def namespaces(self, now_us: int, prefix: bytes | None = None) -> Iterator[bytes]:
+        """Namespaces holding a live item, in tuple order, optionally under ``prefix``."""
+        sql = "SELECT ns FROM spaces WHERE (forever OR max_exp > ?)"
+        args: list[Any] = [now_us]
+        if prefix is not None:
+            sql += " AND ns>=? AND ns<?"
+            args += prefix_bounds(prefix)
+        for (ns,) in self.db.execute(sql + " ORDER BY ns", args):
+            yield ns
+
+    def expired(self, now_us: int) -> list[str]:
+        """Paths of the items expired at ``now_us`` (from the expiry index)."""
+        return [p for (p,) in self.db.execute("SELECT path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,))]

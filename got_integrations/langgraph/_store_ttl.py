@@ -1,0 +1,73 @@
+"""The store's background TTL sweeper (as ``SqliteStore`` runs one).
+
+The sweep itself (:meth:`GitStore.sweep_ttl`) reads the expired items from the derived
+index's expiry index and deletes them in one commit; this mixin only runs it on a timer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from typing import Any
+
+__all__ = ["TTLSweeperMixin"]
+
+logger = logging.getLogger("got_integrations.langgraph.store")
+
+
+class TTLSweeperMixin:
+    """``start_ttl_sweeper`` / ``stop_ttl_sweeper`` around the host's ``sweep_ttl``."""
+
+    ttl_config: Any
+    _ttl_thread: threading.Thread | None
+    _ttl_stop: threading.Event
+
+    def sweep_ttl(self) -> int:  # pragma: no cover - the host defines it
+        """Delete expired items; returns how many."""
+        raise NotImplementedError
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
+        """Sweep expired items periodically in a daemon thread.
+
+        Args:
+            sweep_interval_minutes: the period (default: the TTL config's, else 5).
+
+        Returns:
+            A future that finishes when the sweeper stops (cancel it, or call :meth:`stop_ttl_sweeper`).
+        """
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if self._ttl_thread is not None and self._ttl_thread.is_alive():
+            future.add_done_callback(lambda f: self._ttl_stop.set() if f.cancelled() else None)
+            return future
+        interval = float(sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5)
+        self._ttl_stop.clear()
+
+        def loop() -> None:
+            try:
+                while not self._ttl_stop.wait(interval * 60):
+                    try:
+                        removed = self.sweep_ttl()
+                        if removed:
+                            logger.info("GitStore swept %d expired items", removed)
+                    except Exception:
+                        logger.exception("GitStore TTL sweep failed")
+                future.set_result(None)
+            except Exception as exc:
+                future.set_exception(exc)
+
+        self._ttl_thread = threading.Thread(target=loop, daemon=True, name="got-store-ttl-sweeper")
+        self._ttl_thread.start()
+        future.add_done_callback(lambda f: self._ttl_stop.set() if f.cancelled() else None)
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it stopped (or was not running)."""
+        if self._ttl_thread is None or not self._ttl_thread.is_alive():
+            return True
+        self._ttl_stop.set()
+        self._ttl_thread.join(timeout)
+        stopped = not self._ttl_thread.is_alive()
+        if stopped:
+            self._ttl_thread = None
+        return stopped

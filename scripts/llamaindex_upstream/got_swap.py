@@ -1,0 +1,135 @@
+"""pytest plugin: run llama-index-core's own tests with our classes in place of theirs.
+
+Loaded by ``scripts/llamaindex_upstream_tests.sh`` (``-p got_swap``). With ``GOT_SWAP=1``
+each test gets a fresh repository in its ``tmp_path`` and, through their constructors:
+
+* ``Memory(...)`` and ``Memory.from_defaults(...)`` build a
+  :class:`~got_integrations.llamaindex.GitMemory` on that repository (a ``sql_store`` /
+  ``chat_store`` argument goes to ``from_defaults(chat_store=...)``, which refuses foreign
+  stores with its typed error, exactly what a user would get);
+* ``SQLAlchemyChatStore(...)`` builds a :class:`~got_integrations.llamaindex.GitChatStore`
+  on it (the SQL options are dropped: git has no table);
+* the agents' default memory (``ChatMemoryBuffer.from_defaults`` inside
+  ``FunctionAgent``/``ReActAgent``/``AgentWorkflow`` when no memory is passed) and a test's
+  own ``ChatMemoryBuffer.from_defaults(...)`` build a ``GitMemory``.
+
+The names are swapped where the tests and the agents look them up (module globals), so
+llama-index's own code is not edited. With ``GOT_SWAP=0`` nothing is swapped: the
+reference run the comparison needs.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SWAP = os.environ.get("GOT_SWAP", "1") == "1"
+# ChatMemoryBuffer.from_defaults arguments with a GitMemory meaning; the rest (llm,
+# chat_store, chat_store_key, tokenizer_fn) are dropped: a buffer's own store is not used.
+_BUFFER_KEEP = ("chat_history", "token_limit")
+
+
+#: What the swapped names built in this run (printed at the end, so a run that swapped
+#: nothing is visible).
+BUILT = {"GitMemory": 0, "GitChatStore": 0}
+
+
+class _Swap:
+    """What the swapped names build; one per test, on the test's repository."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+
+    def memory(self, **kwargs: Any) -> Any:
+        from got_integrations.llamaindex import GitMemory
+
+        store = kwargs.pop("sql_store", None)
+        if store is not None:
+            kwargs["chat_store"] = store
+        if kwargs.get("chat_store") is None:
+            kwargs["path"] = self.repo
+        kwargs.setdefault("session_id", uuid.uuid4().hex)  # as Memory: a fresh key
+        memory = GitMemory.from_defaults(**kwargs)
+        BUILT["GitMemory"] += 1
+        return memory
+
+    def chat_store(self, *args: Any, **kwargs: Any) -> Any:
+        from got_integrations.llamaindex import GitChatStore
+
+        store = GitChatStore(self.repo)
+        BUILT["GitChatStore"] += 1
+        return store
+
+    def buffer(self, **kwargs: Any) -> Any:
+        return self.memory(**{k: v for k, v in kwargs.items() if k in _BUFFER_KEEP and v is not None})
+
+
+def _memory_class(swap: _Swap) -> type:
+    from llama_index.core.memory import Memory
+
+    class SwappedMemory(Memory):
+        """``Memory`` whose constructor and ``from_defaults`` build a GitMemory."""
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            return swap.memory(**kwargs)
+
+        @classmethod
+        def from_defaults(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return swap.memory(**dict(zip(("session_id", "chat_history"), args)), **kwargs)
+
+    return SwappedMemory
+
+
+def _buffer_class(swap: _Swap) -> type:
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    class SwappedBuffer(ChatMemoryBuffer):
+        """``ChatMemoryBuffer`` whose ``from_defaults`` builds a GitMemory."""
+
+        @classmethod
+        def from_defaults(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return swap.buffer(**kwargs)
+
+    return SwappedBuffer
+
+
+def _store_class(swap: _Swap) -> type:
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+    class SwappedStore(SQLAlchemyChatStore):
+        """``SQLAlchemyChatStore`` whose constructor builds a GitChatStore."""
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            return swap.chat_store(*args, **kwargs)
+
+    return SwappedStore
+
+
+@pytest.fixture(autouse=True)
+def _got_swap(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not SWAP:
+        return
+    from llama_index.core.agent.workflow import base_agent, multi_agent_workflow
+    from llama_index.core.memory import ChatMemoryBuffer, Memory
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+    swap = _Swap(tmp_path / "got-swap.git")
+    replacements = {
+        Memory: _memory_class(swap),
+        ChatMemoryBuffer: _buffer_class(swap),
+        SQLAlchemyChatStore: _store_class(swap),
+    }
+    for module in (request.module, base_agent, multi_agent_workflow):
+        for name, value in list(vars(module).items()):
+            if isinstance(value, type) and value in replacements:
+                monkeypatch.setattr(module, name, replacements[value])
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say what was swapped in (``got_swap: built ...``)."""
+    if SWAP:
+        terminalreporter.write_line("got_swap: built " + ", ".join(f"{n} {k}" for k, n in BUILT.items()))

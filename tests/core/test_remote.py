@@ -1,0 +1,297 @@
+"""fetch / push / merge against real git servers on 127.0.0.1 (``git daemon``, ``git http-backend``).
+
+libgit2 (pygit2) speaks ``git://`` and ``http://`` itself, so no ``git`` binary runs on
+our side of these transfers; the servers are stock git, started by the fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from gitcli import fsck_clean, git
+from gitserver import HttpGit, make_bare
+from timeouts import TEST_TIMEOUT
+
+from got_core import ReasoningRepo
+from got_core.cli import main
+from got_core.errors import (
+    CredentialsRequiredError,
+    InvalidInputError,
+    MergeConflictError,
+    PushRejectedError,
+    RemoteError,
+    UntrustedContentError,
+)
+from got_core.storage.inbound import QUARANTINE_PREFIX, InboundLimits
+
+
+def _quarantines(repo: ReasoningRepo) -> list[str]:
+    return [p.name for p in repo.gitdir.iterdir() if p.name.startswith(QUARANTINE_PREFIX)]
+
+
+def test_push_fetch_merge_over_git_daemon(tmp_path, git_daemon):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    first = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.tag_outcome(first, "success", "a1")
+    assert a.push(url) == ["refs/heads/memory:refs/heads/memory", "refs/tags/success_a1:refs/tags/success_a1"]
+    assert git(served, "rev-parse", "refs/heads/memory").strip() == first
+    assert git(served, "rev-parse", "refs/tags/success_a1").strip() == first
+
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    fetched = b.fetch(url, name="central")
+    assert fetched == {"refs/remotes/central/memory": first}
+    assert b.resolve("success_a1") == first
+    assert not _quarantines(b)
+    assert b.merge("refs/remotes/central/memory").status == "fast-forward"
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    b.push(url)
+    assert git(served, "show", "memory:lessons/b.md") == "B\n"
+    assert fsck_clean(served)[0] and fsck_clean(b.gitdir)[0]
+    assert "receive-pack" in git_daemon.log.read_text()  # the pushes really went through the daemon
+
+
+def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_path, git_daemon):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    root = a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    a.push(url)
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    ta = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    tb = b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    a.push(url)
+    b.lock_timeout = TEST_TIMEOUT
+    with pytest.raises(PushRejectedError, match="not be a fast-forward"):
+        b.push(url)  # refused at once without merge=: the deadline is not waited for
+    assert git(served, "rev-parse", "memory").strip() == ta
+    assert b.tip("memory") == tb  # nothing merged either
+
+    b.push(url, merge="review")
+    tip = git(served, "rev-parse", "memory").strip()
+    assert git(served, "rev-list", "--parents", "-n1", tip).split()[1:] == [tb, ta]
+    for commit in (root, ta, tb):
+        git(served, "merge-base", "--is-ancestor", commit, tip)  # nothing was overwritten
+    assert git(served, "ls-tree", "-r", "--name-only", tip).split() == ["README.md", "lessons/a.md", "lessons/b.md"]
+    assert b.tip("memory") == tip
+    with pytest.raises(InvalidInputError, match="not both"):
+        b.push(url, force=True, merge="review")
+    with pytest.raises(InvalidInputError, match="merge must be"):
+        b.push(url, merge="squash")
+
+
+def test_a_conflicting_push_is_left_for_a_decision(tmp_path, git_daemon):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    a.commit_files("memory", {"lessons/units.md": "base\n"}, "root\n")
+    a.push(url)
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    ta = a.commit_files("memory", {"lessons/units.md": "Always convert units.\n"}, "a\n")
+    a.push(url)
+    tb = b.commit_files("memory", {"lessons/units.md": "Never convert units.\n"}, "b\n")
+    with pytest.raises(MergeConflictError, match="lessons/units.md") as info:
+        b.push(url, merge="review")
+    assert info.value.conflicts[0].theirs == "Always convert units.\n"
+    assert git(served, "rev-parse", "memory").strip() == ta and b.tip("memory") == tb
+    b.push(url, merge="ours")
+    assert git(served, "show", "memory:lessons/units.md") == "Never convert units.\n"
+    git(served, "merge-base", "--is-ancestor", ta, "memory")
+
+
+RACER = r"""
+import json, sys
+from got_core import ReasoningRepo
+spec = json.loads(sys.argv[1])
+repo = ReasoningRepo.open(spec["path"])
+repo.lock_timeout = spec["timeout"]
+repo.fetch(spec["url"], name="central")
+repo.set_ref("memory", "refs/remotes/central/memory", expected=None)
+mine = []
+for i in range(spec["n"]):
+    mine.append(repo.commit_files("memory", {f"lessons/{spec['name']}-{i}.md": f"{spec['name']} {i}\n"},
+                                  f"{spec['name']} {i}\n"))
+    repo.push(spec["url"], merge="review")
+print(json.dumps(mine))
+"""
+
+
+@pytest.mark.slow
+def test_writers_racing_on_one_branch_lose_nothing(tmp_path, git_daemon):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    seed = ReasoningRepo.init(tmp_path / "seed.git")
+    seed.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    seed.push(url)
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    names, n = ["w0", "w1", "w2", "w3"], 3
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                json.dumps(
+                    {"path": str(tmp_path / f"{w}.git"), "url": url, "name": w, "n": n, "timeout": TEST_TIMEOUT}
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for w in names
+    ]
+    commits = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=TEST_TIMEOUT)
+        assert proc.returncode == 0, err.decode()
+        commits += json.loads(out)
+    tip = git(served, "rev-parse", "memory").strip()
+    for commit in commits:  # every acknowledged commit is in central's history: nothing was forced over
+        git(served, "merge-base", "--is-ancestor", commit, tip)
+    files = git(served, "ls-tree", "-r", "--name-only", tip).split()
+    assert files == ["README.md", *sorted(f"lessons/{w}-{i}.md" for w in names for i in range(n))]
+    assert fsck_clean(served)[0]
+
+
+def test_fetch_from_a_url_goes_through_the_quarantine(tmp_path, git_daemon):
+    make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    a.commit_files("memory", {"lessons/big.md": "x" * 5000}, "big\n")
+    a.push(url)
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    before = b.git.list_refs()
+    with pytest.raises(UntrustedContentError, match="max_blob_bytes"):
+        b.fetch(url, name="central", limits=InboundLimits(max_blob_bytes=1000))
+    assert b.git.list_refs() == before and not _quarantines(b)
+    for rev in ("memory", "memory:lessons/big.md"):  # the refused objects never reached the repository
+        oid = git(a.gitdir, "rev-parse", rev).strip()
+        assert subprocess.run(["git", f"--git-dir={b.gitdir}", "cat-file", "-e", oid], capture_output=True).returncode
+    # The tips a merging push fetches are checked the same way; nothing moves on refusal.
+    with pytest.raises(UntrustedContentError, match="max_blob_bytes"):
+        b.push(url, merge="theirs", limits=InboundLimits(max_blob_bytes=1000))
+    assert b.git.list_refs() == before and not _quarantines(b)
+
+
+def test_unreachable_server_fails_with_remote_error(tmp_path, git_daemon):
+    url = git_daemon.url("central.git")
+    git_daemon.stop()
+    repo = ReasoningRepo.init(tmp_path / "a.git")
+    repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+    with pytest.raises(RemoteError):
+        repo.fetch(url)
+    with pytest.raises(RemoteError):
+        repo.push(url, merge="review")
+
+
+def test_push_fetch_over_git_http_backend(tmp_path, http_git):
+    served = make_bare(http_git.base)
+    url = http_git.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    root = a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    a.push(url)
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(url)
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    b.push(url, merge="review")
+    assert git(served, "ls-tree", "-r", "--name-only", "memory").split() == [
+        "README.md",
+        "lessons/a.md",
+        "lessons/b.md",
+    ]
+    git(served, "merge-base", "--is-ancestor", root, "memory")
+    assert any("git-receive-pack" in r for r in http_git.requests)
+
+
+def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path):
+    with HttpGit(tmp_path / "served", password="s3cret") as server:
+        make_bare(server.base)
+        url = server.url("central.git")
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        repo.lock_timeout = TEST_TIMEOUT  # a refusal must not be retried until this deadline
+        with pytest.raises(CredentialsRequiredError, match="never prompts"):
+            repo.fetch(url)
+        with pytest.raises(CredentialsRequiredError, match="never prompts"):
+            repo.push(url, merge="review")
+        assert server.refused >= 2  # it really asked, and we answered nothing
+        assert git(server.base / "central.git", "for-each-ref").strip() == ""
+        assert not _quarantines(repo)
+
+
+def test_cli_push_fetch_merge_against_a_url(tmp_path, git_daemon, capsys):
+    served = make_bare(git_daemon.base)
+    url = git_daemon.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    assert main(["push", url, "-r", str(a.gitdir)]) == 0
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    assert main(["fetch", url, "-r", str(b.gitdir)]) == 0
+    assert "refs/remotes/central/memory" in capsys.readouterr().out
+    assert main(["merge", url, "-r", str(b.gitdir)]) == 0
+    a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(url)
+    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    assert main(["push", url, "-r", str(b.gitdir)]) == 1
+    assert "fast-forward" in capsys.readouterr().out
+    assert main(["push", url, "--merge", "review", "-r", str(b.gitdir)]) == 0
+    assert git(served, "ls-tree", "-r", "--name-only", "memory").split() == [
+        "README.md",
+        "lessons/a.md",
+        "lessons/b.md",
+    ]
+    assert main(["merge", url, "-r", str(a.gitdir)]) == 0
+    assert a.tip("memory") == git(served, "rev-parse", "memory").strip()
+
+
+def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch):
+    with HttpGit(tmp_path / "served", password="s3cret") as server:
+        served = make_bare(server.base)
+        url = server.url("central.git")
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        tip = repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        monkeypatch.setenv("GOT_REMOTE_USER", "agent")
+        monkeypatch.setenv("GOT_REMOTE_TOKEN", "s3cret")
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "central.example")  # not this host: never offered
+        with pytest.raises(CredentialsRequiredError, match="asks for credentials"):
+            repo.push(url)
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "127.0.0.1")
+        repo.push(url, merge="review")
+        assert git(served, "rev-parse", "memory").strip() == tip
+        other = ReasoningRepo.init(tmp_path / "b.git")
+        assert other.fetch(url, name="central") == {"refs/remotes/central/memory": tip}
+        monkeypatch.setenv("GOT_REMOTE_TOKEN", "wrong")
+        refused = server.refused
+        with pytest.raises(CredentialsRequiredError, match="refused the credentials"):
+            other.fetch(url, name="central")
+        assert server.refused - refused <= 3  # offered once, then given up: no loop of retries
+
+
+def test_a_file_url_works_like_a_path(tmp_path):
+    central = ReasoningRepo.init(tmp_path / "central.git")
+    url = central.gitdir.resolve().as_uri()  # file:///...
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
+    a.push(url)
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    ta = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+    a.push(url)
+    tb = b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+    with pytest.raises(PushRejectedError):
+        b.push(url)
+    b.push(url, merge="review")
+    assert git(central.gitdir, "rev-list", "--parents", "-n1", "memory").split()[1:] == [tb, ta]
