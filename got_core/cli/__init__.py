@@ -1,8 +1,8 @@
 """The ``got`` command line (typer + rich).
 
-``got log`` / ``show`` / ``diff`` / ``replay`` / ``grep`` / ``tags`` / ``verify`` /
-``bundle`` / ``unbundle`` / ``merge`` / ``fsck`` / ``demo`` work on any reasoning
-repository (``--repo``, or ``$GOT_REPO``, default ``./got.git``). Listings take
+``got init`` creates a reasoning repository; ``got log`` / ``show`` / ``diff`` /
+``replay`` / ``grep`` / ``tags`` / ``verify`` / ``bundle`` / ``unbundle`` / ``merge`` /
+``fsck`` / ``demo`` work on any reasoning repository (``--repo``, or ``$GOT_REPO``, default ``./got.git``). Listings take
 ``--json`` for scripts. Other packages add command groups through the
 ``got.cli`` entry-point group (e.g. ``got threads`` from the LangGraph adapter),
 so the core never imports a framework.
@@ -10,13 +10,15 @@ so the core never imports a framework.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import import_module
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
 
-from got_core.cli.plugin import app, err_console
+from got_core.cli.plugin import app, err_console, one_line, safe
 from got_core.errors import GotError, GotUserError
 
 __all__ = ["app", "main"]
@@ -63,31 +65,60 @@ def _load_plugins() -> None:
             continue  # that adapter's extra is not installed; its commands are absent
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``got``: runs the app, turning our errors into clear messages.
+def _say(prefix: str, message: object) -> None:
+    """One line on stderr: ``prefix: message`` (markup escaped, newlines folded)."""
+    err_console.print(f"[bold red]{prefix}:[/] {safe(one_line(message))}", soft_wrap=True)
 
-    Returns the exit status: 0 on success, 2 for a usage or input problem, 1 for a failure.
+
+def _usage_line(exc: Any) -> str:
+    """A click usage error as one line: what is wrong and where to read more."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    path: Any = getattr(getattr(exc, "ctx", None), "command_path", None)
+    where = path if isinstance(path, str) and path else "got"
+    return f"{one_line(message)} (see `{where} --help`)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``got``: runs the app, turning every error into one clear line on stderr.
+
+    Returns the exit status: 0 on success, 2 for a usage or input problem, 1 for a failure
+    (3 for merges left for review). Set ``GOT_DEBUG=1`` to see the traceback of an
+    unexpected error instead of its one-line summary.
     """
     _load_plugins()
     try:
         rv = app(args=argv, prog_name="got", standalone_mode=False)
     except GotUserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        _say("error", exc)
         return 2
     except GotError as exc:
-        err_console.print(f"[bold red]failed:[/] {exc}")
+        _say("failed", exc)
         return 1
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        err_console.print("aborted")
+        _say("aborted", "by the user")
         return 1
-    except Exception as exc:  # usage errors (typer vendors its own click: match by shape)
+    except KeyboardInterrupt:
+        _say("interrupted", "nothing after the last completed write was stored")
+        return 130
+    except Exception as exc:
+        # click usage errors (typer vendors its own click: matched by shape, not class)
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
-            show()
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                show()  # `got gcc` alone: the group's help, as before
+                return code
+            _say("error", _usage_line(exc))
             return code
-        raise
+        if isinstance(exc, OSError):  # the operating system refused a read or write we expected to work
+            where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+            _say("failed", f"{exc.strerror or exc}{where}")
+            return 1
+        if os.environ.get("GOT_DEBUG"):
+            raise
+        _say("failed", f"internal error ({type(exc).__name__}: {exc}); GOT_DEBUG=1 shows the traceback")
+        return 1
     return rv if isinstance(rv, int) else 0
 
 

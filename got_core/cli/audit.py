@@ -15,7 +15,9 @@ __all__ = ["audit_command", "register"]
 
 
 def audit_command(
-    run_dir: Path = typer.Argument(..., help="A run directory written by a benchmark cookbook."),
+    run_dir: Path = typer.Argument(
+        ..., exists=True, file_okay=False, help="A run directory written by a benchmark cookbook."
+    ),
     rerun: bool = typer.Option(
         True,
         "--rerun/--no-rerun",
@@ -25,6 +27,7 @@ def audit_command(
     min_answer_chars: int = typer.Option(
         4,
         "--min-answer-chars",
+        min=0,
         help="Answers this long count wherever they occur; shorter ones ('2', '24') count as whole tokens "
         "stated as answers ('answer is 2', '= 2', '\\boxed{2}').",
     ),

@@ -13,13 +13,16 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
 
-from got_core.cli.plugin import app, console
+from got_core.cli.plugin import Abbrev, app, check_target, console, created_on_failure_removed, replace_demo
+from got_core.cli.render import listing
 from got_core.repo import ReasoningRepo
 from got_core.types import Node
 
-__all__ = ["record_demo_tree"]
+__all__ = ["DEMO_MARKER", "record_demo_tree"]
+
+#: A ref only the demo writes: how `got demo` recognises (and replaces) its own earlier repository.
+DEMO_MARKER = "refs/heads/train-speed/child0"
 
 _PROBLEM = "A train travels 120 km in 1.5 hours. What is its average speed in km/h?"
 _CHILDREN = [
@@ -71,24 +74,26 @@ def record_demo_tree(repo: ReasoningRepo, problem_id: str = "train-speed") -> di
 
 @app.command()
 def demo(
-    path: Path | None = typer.Option(None, "--repo", "-r", help="Where to write the demo repository."),
+    path: Path | None = typer.Option(
+        None, "--repo", "-r", help="Where to write the demo repository (an earlier demo's is replaced)."
+    ),
     keep: bool = typer.Option(True, help="Keep the repository afterwards."),
 ) -> None:
     """Record a scored tree of thoughts into a fresh git repository and show log, diff, replay."""
     target = path or Path("got-demo.git")
-    if target.exists():
-        shutil.rmtree(target)
-    repo = ReasoningRepo.init(target)
-    nodes = record_demo_tree(repo)
+    replace_demo(target, DEMO_MARKER)
+    check_target(target, "the demo repository", directory=True)
+    with created_on_failure_removed(target):
+        repo = ReasoningRepo.init(target)
+        nodes = record_demo_tree(repo)
     best, worst = nodes["best"], nodes["worst"]
     console.rule("[bold]1. every scored thought is a commit")
-    table = Table()
-    for col in ("commit", "branch", "score", "tags", "thought"):
-        table.add_column(col, overflow="fold")
+    abbrev = Abbrev(repo)
+    table = listing("commit", "branch", "score", "tags", "thought", wrap=("tags",))
     for branch, tip in sorted(repo.branches().items()):
         info = repo.commit_info(tip)
         table.add_row(
-            tip[:10], escape(branch), f"{info.score or 0:.3f}", escape(", ".join(info.tags)), escape(info.summary)
+            abbrev(tip), escape(branch), f"{info.score or 0:.3f}", escape(", ".join(info.tags)), escape(info.summary)
         )
     console.print(table)
     console.rule("[bold]2. diff of two sibling thoughts (failed vs success)")
@@ -104,14 +109,16 @@ def demo(
     out = Path(tempfile.mkdtemp(prefix="got-replay-"))
     repo.materialize("best", out)
     for f in sorted(out.iterdir()):
-        console.print(f"[cyan]{f.name}[/]: {escape(f.read_text().strip()[:100])}")
+        first = " ".join(f.read_text().split())
+        console.print(f"[cyan]{f.name}[/]: {escape(first)}", soft_wrap=False, no_wrap=True, overflow="ellipsis")
     console.rule("[bold]4. retrieval: git's own search")
     for hit in repo.search("average speed distance time", k=3):
-        console.print(f"rho={hit.rho:.3f} {hit.oid[:10]} {escape(hit.summary)}")
-    console.print(
-        f"\nrepository: [bold]{target}[/]  — try: git --git-dir={target} log --all --oneline; "
-        f"git --git-dir={target} notes --ref=got show best"
-    )
+        line = f"rho={hit.rho:.3f} {abbrev(hit.oid)} {escape(hit.summary)}"
+        console.print(line, soft_wrap=False, no_wrap=True, overflow="ellipsis")  # one line each, cut to fit
+    where = escape(str(target))
+    console.print(f"\nrepository: [bold]{where}[/]; try:")
+    console.print(f"  git --git-dir={where} log --all --oneline")
+    console.print(f"  git --git-dir={where} notes --ref=got show best")
     shutil.rmtree(out, ignore_errors=True)
     if not keep:
         shutil.rmtree(target, ignore_errors=True)

@@ -12,9 +12,21 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
+from got_core.cli.plugin import (
+    JsonOption,
+    RepoOption,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    open_repo,
+    repo_path,
+    say_empty,
+)
+from got_core.errors import RepositoryNotFoundError, UnknownRefError
 from got_core.gcc.interop import GCC_MAX_FILE_BYTES, GCC_MAX_TOTAL_BYTES, export_gcc, import_gcc
 from got_core.gcc.workspace import GCCWorkspace
+from got_core.repo import ReasoningRepo
 
 __all__ = ["app"]
 
@@ -31,11 +43,32 @@ NamespaceOption = typer.Option("gcc", "--namespace", "-n", help="Workspace name 
 BranchOption = typer.Option(None, "--branch", "-b", help="GCC branch (default: the current one).")
 
 
-def _workspace(repo: Path | None, namespace: str, branch: str | None, *, create: bool = False) -> GCCWorkspace:
-    r = open_repo(repo, create=create)
-    if branch is not None:
-        return GCCWorkspace(r, branch, namespace=namespace)
-    return GCCWorkspace.resume(r, namespace=namespace)
+def _workspace(repo: Path | None, namespace: str, branch: str | None) -> GCCWorkspace:
+    """The workspace of an existing repository (never created here: `got gcc init` does that).
+
+    Raises:
+        RepositoryNotFoundError: no repository at the path.
+        UnknownRefError: the repository has no such workspace, or the workspace no such branch.
+    """
+    r = open_repo(repo)
+    ws = GCCWorkspace.resume(r, namespace=namespace)
+    if not ws.exists:
+        raise UnknownRefError(
+            f"no GCC workspace {namespace!r} in {r.gitdir}; create it with `got gcc init -n {namespace}`"
+        )
+    return ws if branch is None else GCCWorkspace(r, branch, namespace=namespace)
+
+
+def _new_repo(repo: Path | None) -> tuple[ReasoningRepo, bool]:
+    """The repository ``got gcc init`` / ``import`` write to: opened, or created (True) if missing."""
+    target = repo_path(repo)
+    try:
+        return open_repo(target), False
+    except RepositoryNotFoundError:
+        if target.exists():
+            raise  # a file, or a directory holding something else: never overwritten
+    check_target(target, "the repository path", directory=True)
+    return open_repo(target, create=True), True
 
 
 @app.command()
@@ -44,9 +77,13 @@ def init(
     namespace: str = NamespaceOption,
     repo: Path | None = RepoOption,
 ) -> None:
-    """Create a workspace (and the repository if needed) with a roadmap."""
-    ws = GCCWorkspace(open_repo(repo, create=True), namespace=namespace)
-    ws.init(roadmap)
+    """Create a workspace (and the repository, saying so, if there is none) with a roadmap."""
+    with created_on_failure_removed(repo_path(repo)):
+        r, created = _new_repo(repo)
+        ws = GCCWorkspace(r, namespace=namespace)
+        ws.init(roadmap)
+    if created:
+        console.print(f"created an empty bare repository at {escape(str(r.gitdir))}")
     console.print(f"initialised GCC workspace {escape(namespace)} on branch main")
 
 
@@ -60,7 +97,7 @@ def log_step(
     repo: Path | None = RepoOption,
 ) -> None:
     """Log one Observation-Thought-Action step."""
-    ws = _workspace(repo, namespace, branch, create=True)
+    ws = _workspace(repo, namespace, branch)
     rec = ws.log_ota(observation, thought, action)
     console.print(f"step {rec.step} on {escape(ws.current_branch)}")
 
@@ -74,7 +111,7 @@ def commit(
     repo: Path | None = RepoOption,
 ) -> None:
     """Commit a milestone that compresses the OTA steps since the last one."""
-    ws = _workspace(repo, namespace, branch, create=True)
+    ws = _workspace(repo, namespace, branch)
     rec = ws.commit(summary, update_roadmap=roadmap)
     console.print(f"commit {rec.commit_id} on {escape(ws.current_branch)} (compressed {rec.ota_steps} steps)")
 
@@ -120,7 +157,7 @@ def merge(
 
 @app.command()
 def context(
-    k: int = typer.Option(1, "-k", help="How many milestone summaries to show."),
+    k: int = typer.Option(1, "-k", min=0, help="How many milestone summaries to show."),
     branch: str | None = BranchOption,
     namespace: str = NamespaceOption,
     repo: Path | None = RepoOption,
@@ -142,26 +179,34 @@ def branches(namespace: str = NamespaceOption, repo: Path | None = RepoOption, j
     if json:
         emit_json(metas)
         return
+    if not metas:
+        say_empty(f"no branches in GCC workspace {namespace}")
+        return
     for name, meta in metas.items():
         mark = "*" if name == ws.current_branch else " "
-        console.print(f"{mark} {escape(name)} [{escape(meta.status)}] {escape(meta.purpose)}")
+        console.print(f"{mark} {escape(name)} \\[{escape(meta.status)}] {escape(meta.purpose)}")
 
 
 @app.command("export")
 def export_cmd(
-    directory: Path = typer.Argument(..., help="Project directory to write .GCC/ into."),
+    directory: Path = typer.Argument(..., file_okay=False, help="Project directory to write .GCC/ into."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing .GCC/."),
     namespace: str = NamespaceOption,
     repo: Path | None = RepoOption,
 ) -> None:
     """Export the workspace as a .GCC/ directory Contexa can read."""
-    root = export_gcc(_workspace(repo, namespace, None), directory, overwrite=overwrite)
+    ws = _workspace(repo, namespace, None)
+    check_target(directory, "the export directory", directory=True)
+    with created_on_failure_removed(directory):
+        root = export_gcc(ws, directory, overwrite=overwrite)
     console.print(f"wrote {escape(str(root))}")
 
 
 @app.command("import")
 def import_cmd(
-    directory: Path = typer.Argument(..., help="Directory holding .GCC/ (or the .GCC/ itself)."),
+    directory: Path = typer.Argument(
+        ..., exists=True, file_okay=False, help="Directory holding .GCC/ (or the .GCC/ itself)."
+    ),
     namespace: str = NamespaceOption,
     repo: Path | None = RepoOption,
     skip_unsafe: bool = typer.Option(
@@ -169,21 +214,25 @@ def import_cmd(
         "--skip-unsafe",
         help="Leave out symlinks, special files and unusable names (listed) instead of refusing the import.",
     ),
-    max_file_bytes: int = typer.Option(GCC_MAX_FILE_BYTES, help="Largest file read."),
-    max_total_bytes: int = typer.Option(GCC_MAX_TOTAL_BYTES, help="Most bytes read in all."),
+    max_file_bytes: int = typer.Option(GCC_MAX_FILE_BYTES, min=1, help="Largest file read."),
+    max_total_bytes: int = typer.Option(GCC_MAX_TOTAL_BYTES, min=1, help="Most bytes read in all."),
 ) -> None:
     """Import a .GCC/ directory (Contexa's or ours) into a new workspace.
 
     Symbolic links are never followed and only regular files are read; an unsafe entry
     refuses the import (exit 2) unless --skip-unsafe."""
-    ws = import_gcc(
-        directory,
-        open_repo(repo, create=True),
-        namespace=namespace,
-        skip_unsafe=skip_unsafe,
-        max_file_bytes=max_file_bytes,
-        max_total_bytes=max_total_bytes,
-    )
+    # the directory is read (and refused) before a repository is created for it; a
+    # repository created here is removed again if the import fails
+    with created_on_failure_removed(repo_path(repo)):
+        r, _created = _new_repo(repo)
+        ws = import_gcc(
+            directory,
+            r,
+            namespace=namespace,
+            skip_unsafe=skip_unsafe,
+            max_file_bytes=max_file_bytes,
+            max_total_bytes=max_total_bytes,
+        )
     for entry in ws.skipped:
         console.print(f"[yellow]skipped[/] {escape(entry)}")
     console.print(f"imported {len(ws.branches())} branch(es) into workspace {escape(namespace)}")

@@ -6,10 +6,20 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from got_core.cli.plugin import JsonOption, console, emit_json
+from got_core.cli.plugin import (
+    JsonOption,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    require_positive,
+    say_empty,
+)
+from got_core.cli.render import Listing, listing
+from got_core.errors import InvalidInputError
 from got_core.memory import BACKENDS, get_backend
+from got_core.memory.base import BaseMemory, Lesson
 
 __all__ = ["app"]
 
@@ -29,16 +39,16 @@ PathOption = typer.Option(
 )
 
 
-def _open_for_reading(backend: str, path: Path):
+def _open_for_reading(backend: str, path: Path) -> BaseMemory:
     """Open an existing store read-only: a mistyped path is an error, never a new empty store."""
+    if path.exists() and not path.is_dir():
+        raise InvalidInputError(f"the memory path {path} is a file; give the directory the {backend} memory lives in")
     return get_backend(backend, path=path, read_only=True, create=False)
 
 
-def _table(lessons, with_relevance: bool = False) -> Table:
-    table = Table()
+def _table(lessons: list[Lesson], with_relevance: bool = False) -> Listing:
     cols = (["relevance"] if with_relevance else []) + ["outcome", "score", "topic", "source", "lesson"]
-    for col in cols:
-        table.add_column(col, overflow="fold")
+    table = listing(*cols, wrap=("topic", "source", "lesson"), flex="lesson")
     for lesson in lessons:
         row = [f"{lesson.relevance:.3f}"] if with_relevance else []
         row += [
@@ -59,6 +69,8 @@ def list_(backend: str = BackendOption, path: Path = PathOption, json: bool = Js
         lessons = mem.all_lessons()
         if json:
             emit_json([lesson.to_dict() for lesson in lessons])
+        elif not lessons:
+            say_empty(f"no lessons in the {backend} memory at {path}")
         else:
             console.print(_table(lessons))
             console.print(f"{len(lessons)} lesson(s) in the {backend} memory at {escape(str(path))}")
@@ -67,7 +79,7 @@ def list_(backend: str = BackendOption, path: Path = PathOption, json: bool = Js
 @app.command()
 def search(
     query: str = typer.Argument(..., help="What the lessons should be about."),
-    k: int = typer.Option(3, "-k", help="How many lessons."),
+    k: int = typer.Option(3, "-k", min=1, help="How many lessons."),
     backend: str = BackendOption,
     path: Path = PathOption,
     json: bool = JsonOption,
@@ -77,6 +89,8 @@ def search(
         lessons = mem.get_relevant(query, k)
         if json:
             emit_json([lesson.to_dict() for lesson in lessons])
+        elif not lessons:
+            say_empty(f"no lessons in the {backend} memory at {path} match {query!r}")
         else:
             console.print(_table(lessons, with_relevance=True))
 
@@ -87,15 +101,17 @@ def add(
     outcome: str = typer.Option("insight", help="insight, success or failure."),
     topic: str = typer.Option("", help="Topic key (default: derived from the text)."),
     source: str = typer.Option("", help="The problem it came from."),
-    score: float = typer.Option(0.5, help="Confidence in [0, 1]."),
+    score: float = typer.Option(0.5, min=0.0, max=1.0, help="Confidence in [0, 1]."),
     backend: str = BackendOption,
     path: Path = PathOption,
 ) -> None:
     """Store one lesson."""
     verbs = {"insight": "add_insight", "success": "add_success", "failure": "add_failure"}
     if outcome not in verbs:
-        raise typer.BadParameter(f"outcome must be one of {', '.join(verbs)}")
-    with get_backend(backend, path=path) as mem:
+        raise InvalidInputError(f"--outcome must be one of {', '.join(verbs)}, not {outcome!r}")
+    require_positive(score, "--score", zero=True)  # NaN
+    check_target(path, "the memory path", directory=True)
+    with created_on_failure_removed(path), get_backend(backend, path=path) as mem:
         lesson = getattr(mem, verbs[outcome])(text, topic_key=topic, source_problem=source, score=score)
         console.print(f"stored under topic [bold]{escape(lesson.topic_key)}[/]" if lesson else "read-only: not stored")
 

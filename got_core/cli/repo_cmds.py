@@ -1,31 +1,39 @@
-"""Reading commands: log, show, diff, replay, grep, search, tags, verify, fsck, gc."""
+"""Repository commands: init, and the reading ones (log, show, diff, replay, grep, search,
+tags, verify, fsck, gc). Reading never creates anything."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
 
-from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo, when
+from got_core.cli.plugin import (
+    Abbrev,
+    FullOption,
+    JsonOption,
+    RepoOption,
+    app,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    open_repo,
+    printable,
+    repo_path,
+    safe,
+    say_empty,
+    when,
+)
+from got_core.cli.render import listing, print_commit, print_node
+from got_core.errors import InvalidInputError, RepositoryNotFoundError
+from got_core.repo import ReasoningRepo
 from got_core.signing import TrustStore
 
 __all__: list[str] = []
 
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _safe(text: object) -> str:
-    """Text from a repository, ready for rich: markup escaped, control characters shown as escapes.
-
-    A fetched repository may hold terminal escape sequences or bidi overrides in
-    messages, ids and files; they are shown, never interpreted by the terminal.
-    """
-    return escape(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text)))
+#: Largest allowed-signers file `got verify` reads (one key is ~100 bytes).
+MAX_SIGNERS_BYTES = 4 * 1024 * 1024
 
 
 def _score(value: float | None) -> str:
@@ -33,12 +41,36 @@ def _score(value: float | None) -> str:
 
 
 @app.command()
+def init(repo: Path | None = RepoOption) -> None:
+    """Create an empty bare reasoning repository (default ./got.git) and say what was made.
+
+    An existing repository is left as it is; a path holding other files is refused.
+    """
+    target = repo_path(repo)
+    try:
+        r = open_repo(target)
+    except RepositoryNotFoundError:
+        if target.exists() and not target.is_dir():
+            raise
+        check_target(target, "the repository path", directory=True)
+        with created_on_failure_removed(target):
+            r = ReasoningRepo.init(target)
+        console.print(
+            f"Created an empty bare repository at {safe(r.gitdir)} "
+            f"(session branch {safe(r.session_ref.removeprefix('refs/heads/'))}, notes {safe(r.notes_ref)})."
+        )
+        return
+    console.print(f"{safe(r.gitdir)} is already a git repository; nothing changed.")
+
+
+@app.command()
 def log(
     rev: str | None = typer.Argument(None, help="Start here (default: the session branch)."),
-    limit: int = typer.Option(20, "--limit", "-n", help="At most this many commits."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most this many commits."),
     all_refs: bool = typer.Option(False, "--all", help="Every branch, not just one."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """History with scores and tags, newest first."""
     r = open_repo(repo)
@@ -58,53 +90,40 @@ def log(
             ]
         )
         return
-    table = Table(title=f"{r.gitdir}", show_lines=False)
-    for col in ("commit", "time", "score", "tags", "summary"):
-        table.add_column(col, overflow="fold")
+    if not infos:
+        where = "any branch" if all_refs else (rev or r.session_ref.removeprefix("refs/heads/"))
+        say_empty(f"no commits on {where} in {r.gitdir}")
+        return
+    abbrev = Abbrev(r, full=full)
+    table = listing("commit", "date", "score", "tags", "summary", title=safe(r.gitdir), wrap=("tags",), full=full)
     for i in infos:
-        table.add_row(i.oid[:10], when(i.time), _score(i.score), _safe(", ".join(i.tags)), _safe(i.summary))
+        table.add_row(abbrev(i.oid), when(i.time)[:16], _score(i.score), safe(", ".join(i.tags)), safe(i.summary))
     console.print(table)
 
 
 @app.command()
 def show(
-    rev: str = typer.Argument(..., help="SHA, tag, branch or node id."),
+    rev: str = typer.Argument(..., help="SHA (or unique prefix), tag, branch or node id."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
-    """One node in full: thought, scores, trace, metadata, note and tags."""
+    """One node in full: thought, scores, trace steps, metadata, note and tags."""
     r = open_repo(repo)
     info = r.commit_info(rev)
     files = r.list_files(info.oid)
+    abbrev = Abbrev(r, full=full)
     if "thought.md" not in files:
         if json:
             emit_json({"oid": info.oid, "message": info.message, "files": sorted(files), "tags": list(info.tags)})
             return
-        console.print(f"[bold]{info.oid}[/]  {when(info.time)}\n{_safe(info.message)}")
-        for path in sorted(files):
-            console.print(f"  {_safe(path)}")
+        print_commit(info, sorted(files), abbrev)
         return
     node = r.read_node(info.oid)
     if json:
         emit_json(node)
         return
-    console.print(f"[bold]commit {node.oid}[/]  ({when(info.time)})")
-    if node.parents:
-        console.print(f"parents: {', '.join(p[:10] for p in node.parents)}")
-    console.print(
-        f"node {_safe(node.node_id)}  problem {_safe(node.problem_id)}  depth {node.depth}  "
-        f"outcome {node.outcome or '-'}  score {_score(node.score)}"
-    )
-    if node.tags:
-        console.print(f"tags: {_safe(', '.join(node.tags))}")
-    console.rule("thought.md")
-    console.print(_safe(node.thought))
-    console.rule("scores.json")
-    console.print(_safe(str(node.scores)))
-    if node.trace:
-        console.rule(f"trace.jsonl ({len(node.trace)} steps)")
-        for step in node.trace:
-            console.print(_safe(str(step)))
+    print_node(node, info, abbrev)
 
 
 @app.command()
@@ -112,18 +131,16 @@ def diff(
     a: str = typer.Argument(..., help="Old side (e.g. failed_X)."),
     b: str = typer.Argument(..., help="New side (e.g. success_Y)."),
     path: str | None = typer.Option(None, "--path", "-p", help="Only this file, e.g. thought.md."),
-    context: int = typer.Option(3, "--context", "-U", help="Context lines."),
+    context: int = typer.Option(3, "--context", "-U", min=0, help="Context lines."),
     repo: Path | None = RepoOption,
 ) -> None:
     """Line-level unified diff between two nodes (git's patch format)."""
     r = open_repo(repo)
     text = r.diff(a, b, path, context=context)
     if not text:
-        console.print("(no differences)")
+        say_empty(f"no differences between {a} and {b}" + (f" in {path}" if path else ""))
         return
-    console.print(
-        Syntax(_CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text), "diff", theme="ansi_dark", word_wrap=True)
-    )
+    console.print(Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True))
 
 
 @app.command()
@@ -145,11 +162,13 @@ def replay(
     oid = r.resolve(rev)
     links = "skip" if skip_links else "refuse"
     plan = r.replay_plan(oid, links=links)
-    target = r.materialize(oid, out, links=links)
+    check_target(out, "the replay directory", directory=True)
+    with created_on_failure_removed(out):
+        target = r.materialize(oid, out, links=links)
     for path, _blob in sorted(plan.files):
-        console.print(f"wrote {_safe(str(target / path))}")
+        console.print(f"wrote {safe(str(target / path))}")
     for path, kind in plan.skipped:
-        console.print(f"[yellow]skipped[/] {_safe(path)} ({kind})")
+        console.print(f"[yellow]skipped[/] {safe(path)} ({kind})")
 
 
 @app.command()
@@ -161,42 +180,54 @@ def grep(
     branch: list[str] = typer.Option([], "--branch", "-b", help="Only history of these branches."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """Search commit messages (`git log --grep`) or contents (`git log -S`)."""
     r = open_repo(repo)
     refs = branch or None
+    for name in branch:
+        r.resolve(name)  # a mistyped branch is an error, not "no matches"
     infos = (
         r.pickaxe(pattern, refs=refs) if pickaxe else r.grep(pattern, refs=refs, fixed=fixed, ignore_case=ignore_case)
     )
     if json:
         emit_json([{"oid": i.oid, "summary": i.summary, "tags": list(i.tags), "score": i.score} for i in infos])
         return
+    if not infos:
+        say_empty(f"no commits match {pattern!r}")
+        return
+    abbrev = Abbrev(r, full=full)
+    table = listing("commit", "score", "tags", "summary", wrap=("tags",), full=full)
     for i in infos:
-        console.print(
-            f"[yellow]{i.oid[:10]}[/] {_score(i.score):>6} {_safe(i.summary)} [cyan]{_safe(' '.join(i.tags))}[/]"
-        )
-    console.print(f"{len(infos)} match(es)")
+        table.add_row(abbrev(i.oid), _score(i.score), safe(", ".join(i.tags)), safe(i.summary))
+    console.print(table)
+    console.print(f"{len(infos)} match{'es' if len(infos) != 1 else ''}")
 
 
 @app.command()
 def search(
     query: str = typer.Argument(..., help="Free text."),
-    k: int = typer.Option(5, "-k", help="How many hits."),
+    k: int = typer.Option(5, "-k", min=1, help="How many hits."),
     branch: list[str] = typer.Option([], "--branch", "-b", help="Only history of these branches."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """Ranked retrieval: ρ = 0.7·score + 0.2·tag + 0.1·recency over keyword and pickaxe hits."""
     r = open_repo(repo)
+    for name in branch:
+        r.resolve(name)
     hits = r.search(query, k, refs=branch or None)
     if json:
         emit_json(hits)
         return
-    table = Table()
-    for col in ("rho", "commit", "score", "tag", "summary"):
-        table.add_column(col, overflow="fold")
+    if not hits:
+        say_empty(f"no commits match {query!r}")
+        return
+    abbrev = Abbrev(r, full=full)
+    table = listing("rho", "commit", "score", "tag", "summary", wrap=("tag",), full=full)
     for h in hits:
-        table.add_row(f"{h.rho:.3f}", h.oid[:10], _score(h.score), _safe(h.tag or ""), _safe(h.summary))
+        table.add_row(f"{h.rho:.3f}", abbrev(h.oid), _score(h.score), safe(h.tag or ""), safe(h.summary))
     console.print(table)
 
 
@@ -205,6 +236,7 @@ def tags(
     prefix: str = typer.Argument("", help="Only tags starting with this (e.g. success_)."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """Outcome tags (success_*, failed_*, best) and the commits they mark."""
     r = open_repo(repo)
@@ -212,37 +244,66 @@ def tags(
     if json:
         emit_json(found)
         return
+    if not found:
+        say_empty(f"no tags starting with {prefix!r} in {r.gitdir}" if prefix else f"no tags in {r.gitdir}")
+        return
+    abbrev = Abbrev(r, full=full)
     for name, oid in sorted(found.items()):
         style = "green" if name.startswith(("success_", "best")) else "red" if name.startswith("failed_") else ""
-        console.print(f"[{style}]{_safe(name)}[/] {oid[:10]}" if style else f"{_safe(name)} {oid[:10]}")
+        console.print(f"{abbrev(oid)} [{style}]{safe(name)}[/]" if style else f"{abbrev(oid)} {safe(name)}")
+
+
+def _check_signers(path: Path) -> None:
+    """Read the allowed-signers file now: one that cannot be read is an error, not "no key trusted"."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_SIGNERS_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read --allowed-signers {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SIGNERS_BYTES:
+        raise InvalidInputError(f"--allowed-signers {path} is over {MAX_SIGNERS_BYTES} bytes; is it the right file?")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"--allowed-signers {path} is not text; give an SSH allowed-signers file") from None
 
 
 @app.command()
 def verify(
     rev: str | None = typer.Argument(None, help="Start here (default: every ref)."),
-    allowed_signers: Path | None = typer.Option(None, help="SSH allowed-signers file of trusted keys."),
-    gnupghome: Path | None = typer.Option(None, help="GnuPG home of trusted OpenPGP keys."),
+    allowed_signers: Path | None = typer.Option(
+        None, exists=True, dir_okay=False, readable=True, help="SSH allowed-signers file of trusted keys."
+    ),
+    gnupghome: Path | None = typer.Option(
+        None, exists=True, file_okay=False, help="GnuPG home of trusted OpenPGP keys."
+    ),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """Check commit signatures and the objects they vouch for: good, bad (tampered or damaged),
     unknown-key, unsigned. Exit 1 unless all good."""
     r = open_repo(repo)
+    if allowed_signers is not None:
+        _check_signers(allowed_signers)
     results = r.verify(rev, trust=TrustStore(allowed_signers, gnupghome))
     if json:
         emit_json(results)
+    elif not results:
+        say_empty(f"no commits to verify in {r.gitdir}")
     else:
+        abbrev = Abbrev(r, full=full)
         colors = {"good": "green", "bad": "bold red", "unknown-key": "yellow", "unsigned": "dim"}
         for v in results:
-            line = f"[{colors[v.status]}]{v.status:<11}[/] {v.oid[:10]} {_safe(v.signer)}"
+            line = f"[{colors[v.status]}]{v.status:<11}[/] {abbrev(v.oid)} {safe(v.signer)}"
             if v.status == "bad":
-                line += f"  {_safe(v.detail)}"
+                line += f"  {safe(v.detail)}"
             console.print(line)
         counts: dict[str, int] = {}
         for v in results:
             counts[v.status] = counts.get(v.status, 0) + 1
-        console.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no commits")
-    if not results or any(not v.ok for v in results):
+        console.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    if any(not v.ok for v in results):
         raise typer.Exit(1)
 
 
@@ -252,7 +313,7 @@ def fsck(repo: Path | None = RepoOption) -> None:
     r = open_repo(repo)
     ok, output = r.fsck()
     if output.strip():
-        console.print(_safe(output.strip()))
+        console.print(safe(output.strip()))
     console.print("[green]clean[/]" if ok else "[red]problems found[/]")
     if not ok:
         raise typer.Exit(1)

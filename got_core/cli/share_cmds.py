@@ -7,9 +7,21 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from got_core.cli.plugin import JsonOption, RepoOption, app, console, emit_json, open_repo
+from got_core.cli.plugin import (
+    Abbrev,
+    JsonOption,
+    RepoOption,
+    app,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    open_repo,
+    repo_path,
+    say_empty,
+)
 from got_core.collab import agents as collab
-from got_core.errors import InvalidInputError, RepositoryNotFoundError
+from got_core.errors import InvalidInputError, RepositoryNotFoundError, UnknownRefError
 from got_core.names import encode_component
 from got_core.repo import ReasoningRepo, sharing
 from got_core.repo.sharing import verify_bundle
@@ -46,6 +58,31 @@ MaxTotalOption = typer.Option(
 )
 
 
+def _is_local(peer: str) -> bool:
+    """Whether ``peer`` names a path rather than a URL (``https://``, ``ssh://``, ``host:path``)."""
+    if "://" in peer:
+        return False
+    head = peer.split("/", 1)[0]
+    return ":" not in head or (len(head) == 2 and head[1] == ":")  # C:\\... is a path
+
+
+def check_peer(peer: str) -> None:
+    """A local peer must be a repository: say so before fetching or pushing, naming the path.
+
+    Raises:
+        RepositoryNotFoundError: nothing there, a file, or a directory holding no repository.
+    """
+    if not _is_local(peer):
+        return
+    path = Path(peer)
+    if not path.exists():
+        raise RepositoryNotFoundError(f"no peer repository at {peer}; give the path or URL of a git repository")
+    if not path.is_dir():
+        hint = " (for a bundle file use `got unbundle`)" if path.is_file() else ""
+        raise RepositoryNotFoundError(f"the peer {peer} is a file, not a git repository{hint}")
+    ReasoningRepo(path, create=False).close()  # RepositoryNotFoundError when it is no repository
+
+
 def _limits(
     max_blob_bytes: int, max_tree_depth: int, max_path_bytes: int, max_objects: int, max_total_bytes: int
 ) -> InboundLimits:
@@ -76,10 +113,17 @@ def fetch(
     with the object, path and limit named; the repository is then left as it was.
     """
     r = open_repo(repo)
+    check_peer(peer)
+    if name is not None and not name.strip():
+        raise InvalidInputError("--name must not be empty; leave it out to name the peer after its path")
     limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
     refs = sharing.fetch(r, peer, name=name, limits=limits)
+    if not refs:
+        say_empty(f"nothing fetched from {peer}")
+        return
+    abbrev = Abbrev(r)
     for ref, oid in sorted(refs.items()):
-        console.print(f"{oid[:10]} {escape(ref)}")
+        console.print(f"{abbrev(oid)} {escape(ref)}")
 
 
 def _show_conflict(c: Conflict) -> None:
@@ -105,11 +149,12 @@ def _merge_status(r: ReasoningRepo, into: str | None, json: bool) -> None:
         )
         return
     if not pending:
-        console.print("no merges left for review")
+        say_empty("no merges left for review")
         return
+    abbrev = Abbrev(r)
     for p in pending:
         console.print(
-            f"[bold]{escape(p.name)}[/] -> {escape(p.into)} ({p.commit[:10]}): {len(p.conflicts)} conflict(s)"
+            f"[bold]{escape(p.name)}[/] -> {escape(p.into)} ({abbrev(p.commit)}): {len(p.conflicts)} conflict(s)"
         )
         for c in p.conflicts:
             _show_conflict(c)
@@ -175,7 +220,8 @@ def merge(
     else:
         if peer is None:
             raise InvalidInputError("name a peer to merge, or use --status, --resolve or --workers")
-        if Path(peer).exists() or "://" in peer:
+        if Path(peer).exists() or not _is_local(peer):
+            check_peer(peer)
             name = encode_component(Path(peer.rstrip("/")).name.removesuffix(".git") or "peer")
             limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
             sharing.fetch(r, peer, name=name, branches=[branch], limits=limits)
@@ -188,7 +234,7 @@ def merge(
     else:
         for name, result in results.items():
             label = f"{escape(name)}: " if len(results) > 1 or workers else ""
-            console.print(f"{label}{result.status}: {escape(into)} -> {(result.commit or '')[:10]}")
+            console.print(f"{label}{result.status}: {escape(into)} -> {Abbrev(r)(result.commit)}")
             for c in result.conflicts:
                 _show_conflict(c)
     if any(result.status == "conflicted" for result in results.values()):
@@ -198,7 +244,9 @@ def merge(
 @app.command()
 def push(
     peer: str = typer.Argument(..., help="Path or URL of the repository to push to."),
-    branch: list[str] = typer.Option(["memory"], "--branch", "-b", help="Branches to share."),
+    branch: list[str] = typer.Option(
+        [], "--branch", "-b", help="Branches to share (default: memory, when there is one)."
+    ),
     tag_prefix: list[str] = typer.Option(["success_"], "--tag-prefix", help="Share tags with these prefixes."),
     notes: list[str] = typer.Option([], "--notes", help="Notes refs to share (e.g. got)."),
     merge: str | None = typer.Option(
@@ -217,13 +265,17 @@ def push(
     if merge is not None and merge not in ("review", "ours", "theirs"):
         raise InvalidInputError("--merge takes review, ours or theirs")
     r = open_repo(repo)
-    specs = r.push(peer, branches=branch, tag_prefixes=tag_prefix, notes=notes, merge=merge)
+    check_peer(peer)
+    for name in branch:  # a branch named on the command line must exist; the default may not
+        if name not in r.branches():
+            raise UnknownRefError(f"no branch {name!r} to push; `got log --all` shows the branches")
+    specs = r.push(peer, branches=branch or ["memory"], tag_prefixes=tag_prefix, notes=notes, merge=merge)
     console.print(f"pushed {len(specs)} ref(s) to {escape(peer)}")
 
 
 @app.command()
 def bundle(
-    out: Path = typer.Argument(..., help="Bundle file to write."),
+    out: Path = typer.Argument(..., dir_okay=False, help="Bundle file to write."),
     ref: list[str] = typer.Option([], "--ref", help="Only these branches/tags/refs (default: all)."),
     repo: Path | None = RepoOption,
     max_blob_bytes: int = MaxBlobOption,
@@ -237,16 +289,18 @@ def bundle(
     The file is then verified as `got unbundle` will check it, under the same limits.
     """
     r = open_repo(repo)
-    path = r.bundle(out, ref or None)
-    heads = verify_bundle(
-        path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
-    )
+    check_target(out, "the bundle file", directory=False)
+    with created_on_failure_removed(out):
+        path = r.bundle(out, ref or None)
+        heads = verify_bundle(
+            path, limits=_limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+        )
     console.print(f"wrote {escape(str(path))} ({path.stat().st_size:,} bytes, {len(heads)} refs, verified)")
 
 
 @app.command()
 def unbundle(
-    src: Path = typer.Argument(..., help="Bundle file to import."),
+    src: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="Bundle file to import."),
     repo: Path | None = RepoOption,
     max_blob_bytes: int = MaxBlobOption,
     max_tree_depth: int = MaxDepthOption,
@@ -260,11 +314,19 @@ def unbundle(
     nothing is imported, and no repository is created for it.
     """
     limits = _limits(max_blob_bytes, max_tree_depth, max_path_bytes, max_objects, max_total_bytes)
+    target = repo_path(repo)
     try:
-        r = open_repo(repo)
+        r = open_repo(target)
     except RepositoryNotFoundError:
+        if target.exists():
+            raise  # a file, or a directory holding something else: never overwritten
         verify_bundle(src, limits=limits)  # before creating anything
-        r = open_repo(repo, create=True)
-    heads = sharing.unbundle(r, src, limits=limits)
+        check_target(target, "the repository path", directory=True)
+        with created_on_failure_removed(target):
+            r = open_repo(target, create=True)
+            heads = sharing.unbundle(r, src, limits=limits)
+    else:
+        heads = sharing.unbundle(r, src, limits=limits)
+    abbrev = Abbrev(r)
     for ref, oid in sorted(heads.items()):
-        console.print(f"{oid[:10]} {escape(ref)}")
+        console.print(f"{abbrev(oid)} {escape(ref)}")

@@ -11,49 +11,97 @@ imports the solver only when the command runs, so ``got --help`` stays fast.
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from got_core.cli.plugin import console, emit_json, err_console
-from got_core.errors import InvalidInputError
+from got_core.cli.plugin import (
+    Abbrev,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    err_console,
+    one_line,
+    require_positive,
+    safe,
+)
+from got_core.errors import ConfigError, InvalidInputError
 from got_core.names import short_ref
+from got_core.repo import ReasoningRepo
 
-__all__ = ["load_script", "register", "render_tree", "solve_command"]
+__all__ = ["failure_reason", "load_script", "register", "render_tree", "solve_command"]
 
 
 def load_script(path: Path) -> Any:
-    """A :class:`~got_core.solver.scripted.ScriptedChatModel` from a JSON file.
+    """A :class:`~got_core.solver.scripted.ScriptedChatModel` from a scripted-replies JSON file.
 
-    The file holds a list of replies (used in order), or an object
-    ``{"replies": [...], "rules": [[regex, reply], ...], "default": reply}``.
+    The format (documented in :mod:`got_core.solver.scripted`): a list of replies (used
+    in order), or an object ``{"rules": [[regex, reply], ...], "replies": [...], "default": reply}``.
 
     Raises:
-        InvalidInputError: the file is missing, not JSON, or not of that shape.
+        InvalidInputError: the file is missing, unreadable, not JSON, or not of that shape.
     """
     from got_core.solver.scripted import ScriptedChatModel
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"cannot read the script {path}: {exc}") from None
-    if isinstance(data, list):
-        data = {"replies": data}
-    if not isinstance(data, dict) or not all(isinstance(r, str) for r in data.get("replies", [])):
-        raise InvalidInputError(
-            f"{path} must hold a JSON list of reply strings, or "
-            '{"replies": [...], "rules": [[regex, reply], ...], "default": "..."}'
-        )
-    rules = [tuple(rule) for rule in data.get("rules", [])]
-    return ScriptedChatModel(data.get("replies", []), rules=rules, default=data.get("default"))
+    return ScriptedChatModel.from_file(path)
 
 
-def render_tree(result: Any) -> Tree:
-    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags."""
+def _explain(reason: str, error: str) -> str:
+    """Why one node stopped, in words."""
+    if reason == "timeout":
+        return "the time budget ran out (raise --timeout)"
+    if reason == "budget":
+        return "the token budget ran out (raise --token-cap)"
+    if "no reply left" in error:
+        return "the scripted model had no reply left (add replies, rules or a default to the --scripted file)"
+    if any(s in error for s in ("cannot reach", "no model server", "answered HTTP")) or "refused" in error.lower():
+        return f"the endpoint refused the call ({error[:160]})"
+    return f"the model call failed ({error[:160]})" if error else f"the node stopped ({reason})"
+
+
+def failure_reason(result: Any) -> str:
+    """One line saying why a run found no answer: how many nodes stopped, and why.
+
+    Reads the nodes' traces (the ``stopped`` step the engine records) and their
+    validation failures, so the reason is the one stored in the repository.
+    """
+    why: Counter[str] = Counter()
+    for node in result.nodes:
+        if node.depth == 0:
+            continue
+        stopped = [s for s in node.trace if isinstance(s, dict) and s.get("type") == "stopped"]
+        if stopped:
+            why[_explain(str(stopped[-1].get("reason", "")), str(stopped[-1].get("error") or ""))] += 1
+        elif node.metadata.get("failure"):
+            why[f"no valid answer ({node.metadata['failure']})"] += 1
+        else:
+            why["no answer extracted"] += 1
+    total = sum(why.values())
+    if not total:
+        return f"no answer (outcome {result.outcome}): no node finished"
+    parts = [f"{n} of {total} node{'s' if total != 1 else ''}: {text}" for text, n in why.most_common()]
+    return f"no answer (outcome {result.outcome}); " + "; ".join(parts)
+
+
+def _check_url(base_url: str) -> None:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInputError(f"--base-url {base_url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+
+
+def render_tree(result: Any, abbrev: Abbrev | None = None) -> Tree:
+    """A rich tree of a :class:`~got_core.solver.run.SolveResult`: scores, answers, outcomes, tags.
+
+    Commit ids are abbreviated as git does (``abbrev``; default: against the run's repository).
+    """
+    if abbrev is None:
+        abbrev = Abbrev(ReasoningRepo(result.repo_path, create=False))
     head = (
         f"[bold]{escape(result.problem_id)}[/] · arm [cyan]{escape(result.arm)}[/] · "
         f"outcome [bold]{escape(result.outcome)}[/]"
@@ -64,11 +112,11 @@ def render_tree(result: Any) -> Tree:
     for entry in result.tree:
         s = entry.scores
         if entry.depth == 0:
-            label = f"[dim]{entry.oid[:10]}[/] [bold]root[/] (the problem)"
+            label = f"[dim]{abbrev(entry.oid)}[/] [bold]root[/] (the problem)"
         else:
             score = f"s={s.get('s_comb', 0):.3f} (local {s.get('s_local', 0):.2f}, cross {s.get('s_cross', 0):.2f})"
             answer = entry.answer if entry.answer is not None else "—"
-            label = f"[dim]{entry.oid[:10]}[/] [bold]{escape(entry.label)}[/] answer {escape(str(answer))}  {score}"
+            label = f"[dim]{abbrev(entry.oid)}[/] [bold]{escape(entry.label)}[/] answer {escape(str(answer))}  {score}"
             if entry.outcome:
                 colour = "green" if entry.outcome == "success" else "red"
                 label += f"  [{colour}]{escape(entry.outcome)}[/]"
@@ -82,24 +130,21 @@ def render_tree(result: Any) -> Tree:
 
 
 def _model(base_url: str, model: str | None, api_key: str, scripted: Path | None, timeout: float) -> Any:
+    """The chat model: the scripted replies, or the endpoint (checked now: a dead one fails at once).
+
+    Raises:
+        ModelError: no server answers at ``base_url`` (the message says how to start one).
+        ConfigError: the server lists no model and none was named.
+    """
     if scripted is not None:
         return load_script(scripted)
-    from got_core.errors import ModelError
     from got_core.solver.openai_compat import OpenAICompatibleModel, check_endpoint
 
-    try:
-        served = check_endpoint(base_url, api_key=api_key if api_key != "EMPTY" else None)
-    except ModelError as exc:
-        err_console.print(f"[bold red]no model server:[/] {escape(str(exc))}")
-        err_console.print(
-            "Start one with [bold]vllm serve <model>[/] (or any OpenAI-compatible server) and "
-            "pass --base-url/--model, or try it offline with --scripted replies.json."
-        )
-        raise typer.Exit(2) from None
+    _check_url(base_url)
+    served = check_endpoint(base_url, api_key=api_key if api_key != "EMPTY" else None)
     name = model or (served[0] if served else None)
     if not name:
-        err_console.print(f"[bold red]error:[/] {escape(base_url)} lists no models; pass --model")
-        raise typer.Exit(2)
+        raise ConfigError(f"{base_url} lists no models; pass --model")
     return OpenAICompatibleModel(base_url, name, api_key=api_key, timeout=min(timeout, 600.0))
 
 
@@ -130,54 +175,72 @@ def solve_command(
         help="One repository per problem is created under it.",
     ),
     arm: str = typer.Option("tot", "--arm", help="greedy, self_consistency, argue, revision, verifier_bon or tot."),
-    n: int | None = typer.Option(None, "--n", help="Samples for self_consistency / verifier_bon."),
+    n: int | None = typer.Option(None, "--n", min=1, help="Samples for self_consistency / verifier_bon."),
     problem_id: str | None = typer.Option(None, "--problem-id", help="Default: a hash of the question."),
     tools: str = typer.Option("calculator,sympy,lp", "--tools", help="Comma-separated tool names ('' for none)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Wall-clock budget for the question, in seconds."),
-    token_cap: int = typer.Option(200_000, "--token-cap", help="Token budget for the question (all calls)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Completion limit per model call."),
+    token_cap: int = typer.Option(200_000, "--token-cap", min=1, help="Token budget for the question (all calls)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Completion limit per model call."),
     temperature: float | None = typer.Option(None, "--temperature", help="Override the arm's temperature."),
     seed: int | None = typer.Option(None, "--seed", help="Base seed (node i uses seed + i)."),
     parallel: bool | None = typer.Option(
         None, "--parallel/--sequential", help="Run sibling nodes at once (default: parallel with a server)."
     ),
     scripted: Path | None = typer.Option(
-        None, "--scripted", help="Replies from a JSON file instead of a server (demos, tests)."
+        None,
+        "--scripted",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="Replies from a JSON file instead of a server: a list of replies used in order, or "
+        '{"rules": [[regex, reply], ...], "replies": [...], "default": reply} (example: '
+        "cookbooks/data/scripted_replies.json).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a tree."),
 ) -> None:
-    """Answer a question with a tree of thoughts (or another arm); every node is a commit."""
+    """Answer a question with a tree of thoughts (or another arm); every node is a commit.
+
+    When no answer is found it says why on stderr (the model had no reply left, the
+    endpoint refused, the budget ran out...) and exits 1; the tree stays recorded.
+    """
     from got_core.memory import get_backend
     from got_core.solver.budget import Budget
     from got_core.solver.run import solve
 
+    require_positive(timeout, "--timeout")
+    if temperature is not None:
+        require_positive(temperature, "--temperature", zero=True)
+    check_target(repo_root, "--repo-root", directory=True)
+    if memory_path is not None:
+        check_target(memory_path, "--memory-path", directory=True)
     chat = _model(base_url, model, api_key, scripted, timeout)
-    mem = None
-    if memory.strip().lower() != "none":
-        path = memory_path or repo_root / f"memory-{memory.strip().lower()}"
-        mem = get_backend(memory, path=path, read_only=read_only_memory)
     names = [t.strip() for t in tools.split(",") if t.strip()]
     options = {"n": n} if n is not None and arm in ("self_consistency", "verifier_bon") else {}
-    try:
-        result = solve(
-            question,
-            choice or None,
-            model=chat,
-            memory=mem,
-            repo_root=repo_root,
-            problem_id=problem_id,
-            tools=names,
-            budget=Budget(wall_clock_s=timeout, max_tokens=token_cap),
-            arm=arm,
-            seed=seed,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            arm_options=options,
-            parallel=(scripted is None) if parallel is None else parallel,
-        )
-    finally:
-        if mem is not None:
-            mem.close()
+    mem = None
+    mem_path = memory_path or repo_root / f"memory-{memory.strip().lower()}"
+    with created_on_failure_removed(repo_root, mem_path):  # a run that cannot start leaves nothing
+        if memory.strip().lower() != "none":
+            mem = get_backend(memory, path=mem_path, read_only=read_only_memory)
+        try:
+            result = solve(
+                question,
+                choice or None,
+                model=chat,
+                memory=mem,
+                repo_root=repo_root,
+                problem_id=problem_id,
+                tools=names,
+                budget=Budget(wall_clock_s=timeout, max_tokens=token_cap),
+                arm=arm,
+                seed=seed,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                arm_options=options,
+                parallel=(scripted is None) if parallel is None else parallel,
+            )
+        finally:
+            if mem is not None:
+                mem.close()
     if json_out:
         emit_json(result.to_dict())
     else:
@@ -189,18 +252,24 @@ def solve_command(
             f"{result.n_calls} model calls, {result.usage.total_tokens} tokens, {result.elapsed_s:.2f} s[/]"
         )
         console.print(render_tree(result), soft_wrap=False)  # wrap long labels instead of cropping them
-        console.print(
-            f"[bold]repository:[/] {escape(str(result.repo_path))}  (winning path on "
-            f"{escape(short_ref(result.session_ref))})"
-        )
+        where = escape(str(_relative(Path(result.repo_path))))
+        console.print(f"[bold]repository:[/] {where}  (winning path on {escape(short_ref(result.session_ref))})")
         if result.lesson:
             console.print(f"[bold]lesson written[/] ({escape(result.lesson_source)}): {escape(result.lesson)}")
-        console.print(
-            f"[dim]try: git --git-dir={escape(str(result.repo_path))} log --all --graph --oneline; "
-            f"git --git-dir={escape(str(result.repo_path))} notes --ref=got show best[/]"
-        )
+        console.print("[dim]try:[/]")  # one command a line: each fits a narrow terminal unless the path is long
+        console.print(f"[dim]  git --git-dir={where} log --all --graph --oneline[/]")
+        console.print(f"[dim]  git --git-dir={where} notes --ref=got show best[/]")
     if result.answer is None:
+        err_console.print(f"[bold red]failed:[/] {safe(one_line(failure_reason(result)))}")
         raise typer.Exit(1)
+
+
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (as git prints paths)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return path
 
 
 def register(app: typer.Typer) -> None:

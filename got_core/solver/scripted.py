@@ -3,21 +3,52 @@
 It is a real :class:`~got_core.solver.models.BaseChatModel` (every call is
 recorded with token counts), but its answers come from a script, never from a
 model. Zero latency makes it the right model for measuring solver overhead.
+
+**The scripted-replies file** (``got solve --scripted FILE``, :meth:`ScriptedChatModel.from_file`)
+is JSON, either a list of reply strings (used in order, each once)::
+
+    ["Thought: 2 + 2 = 4.\nConfidence: 0.9\nFinal Answer: 4", "Verdict: correct"]
+
+or an object with any of three keys::
+
+    {
+      "rules": [["regex", "reply"], ...],
+      "replies": ["reply", ...],
+      "default": "reply"
+    }
+
+For each model call the first rule whose regex matches (``re.search``) the last user
+message answers (rules are reused); otherwise the next unused entry of ``replies``;
+otherwise ``default``; otherwise the call fails with "no reply left", which ``got solve``
+reports. The tree-of-thoughts solver makes several calls per question (four children,
+a cross-check, a verifier, a lesson): rules on the prompts' wording (``"Approach 1"``,
+``"Check the proposed answer"``, ``"Write ONE general lesson"``) or a ``default`` cover
+them all. An example ships as ``cookbooks/data/scripted_replies.json``.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from got_core.errors import InvalidInputError, ModelError
 from got_core.solver.models import BaseChatModel, ChatResponse, Usage, estimate_tokens
 
-__all__ = ["Reply", "ScriptedChatModel"]
+__all__ = ["MAX_SCRIPT_BYTES", "Reply", "ScriptedChatModel"]
+
+#: Largest scripted-replies file :meth:`ScriptedChatModel.from_file` reads.
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+
+_SHAPE = (
+    'a JSON list of reply strings, or an object {"rules": [[regex, reply], ...], '
+    '"replies": [reply, ...], "default": reply} (see `got solve --help`)'
+)
 
 #: A scripted reply: text, a full response (e.g. with ``tool_calls``), or a function of the messages.
 Reply = str | ChatResponse | Callable[[list[dict[str, Any]]], str | ChatResponse]
@@ -91,6 +122,60 @@ class ScriptedChatModel(BaseChatModel):
         self.received: deque[list[dict[str, Any]]] = deque(maxlen=history)
         self.received_options: deque[dict[str, Any]] = deque(maxlen=history)
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_data(cls, data: Any, *, source: str = "the script", **options: Any) -> ScriptedChatModel:
+        """A model from the scripted-replies format (see the module docstring) already parsed.
+
+        Raises:
+            InvalidInputError: ``data`` is not of that shape; the message names ``source``.
+        """
+        if isinstance(data, list):
+            data = {"replies": data}
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"{source} must hold {_SHAPE}")
+        unknown = sorted(set(data) - {"replies", "rules", "default"})
+        if unknown:
+            raise InvalidInputError(f"{source} has unknown keys {', '.join(map(repr, unknown))}; it must hold {_SHAPE}")
+        replies, rules, default = data.get("replies", []), data.get("rules", []), data.get("default")
+        if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+            raise InvalidInputError(f'{source}: "replies" must be a list of strings; it must hold {_SHAPE}')
+        if not isinstance(rules, list) or not all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in rules
+        ):
+            raise InvalidInputError(f'{source}: "rules" must be a list of [regex, reply] pairs of strings')
+        if default is not None and not isinstance(default, str):
+            raise InvalidInputError(f'{source}: "default" must be a string')
+        if not replies and not rules and default is None:
+            raise InvalidInputError(f"{source} holds no reply at all; it must hold {_SHAPE}")
+        try:
+            return cls(replies, rules=[(p, r) for p, r in rules], default=default, **options)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_file(cls, path: str | Path, **options: Any) -> ScriptedChatModel:
+        """A model from a scripted-replies JSON file (see the module docstring).
+
+        Raises:
+            InvalidInputError: the file is missing, unreadable, too large, not JSON, or not
+                of that shape; the message names the file.
+        """
+        path = Path(path)
+        try:
+            with path.open("rb") as f:
+                raw = f.read(MAX_SCRIPT_BYTES + 1)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read the scripted replies {path}: {exc.strerror or exc}") from None
+        if len(raw) > MAX_SCRIPT_BYTES:
+            raise InvalidInputError(f"the scripted replies {path} are over {MAX_SCRIPT_BYTES} bytes")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise InvalidInputError(
+                f"the scripted replies {path} are not JSON ({exc}); it must hold {_SHAPE}"
+            ) from None
+        return cls.from_data(data, source=f"the scripted replies {path}", **options)
 
     @property
     def remaining(self) -> int:

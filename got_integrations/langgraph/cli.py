@@ -1,7 +1,10 @@
 """``got threads``: LangGraph threads checkpointed by :class:`GitCheckpointSaver`.
 
-``got threads list`` / ``history`` / ``show`` / ``diff`` / ``fork`` read any repository
-written by the checkpointer (``--repo``, or ``$GOT_REPO``); ``got threads demo`` runs
+``got threads list`` / ``history`` / ``log`` / ``show`` / ``diff`` / ``fork`` read any
+repository written by the checkpointer (``--repo``, or ``$GOT_REPO``). Checkpoints are
+named as git names commits: ``latest`` (or ``HEAD``), a checkpoint id, a unique prefix
+of a checkpoint id or commit, then ``~N`` / ``^N`` walking parents along the thread's
+history (``latest~3``, ``<id>^``). ``got threads demo`` runs
 an agent graph with a tool loop, driven by a scripted model, into a local repository
 and shows its log, a diff of two checkpoints and a fork. Registered on the ``got``
 command through the ``got.cli`` entry point.
@@ -19,11 +22,27 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
 
-from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo
-from got_core.errors import ConfigError, MissingExtraError, UnknownRefError
+from got_core.cli.plugin import (
+    Abbrev,
+    FullOption,
+    JsonOption,
+    RepoOption,
+    check_target,
+    console,
+    created_on_failure_removed,
+    emit_json,
+    open_repo,
+    printable,
+    replace_demo,
+    safe,
+    say_empty,
+)
+from got_core.cli.render import listing
+from got_core.errors import ConfigError, InvalidInputError, MissingExtraError, UnknownRefError
+from got_core.storage.gitcli import run_git
 from got_integrations.langgraph._layout import jsonable, message_summary, one_line
+from got_integrations.langgraph._revs import ThreadGraph
 from got_integrations.langgraph.checkpoint import GitCheckpointSaver
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,10 +50,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from langgraph.checkpoint.base import CheckpointTuple
     from langgraph.graph import MessagesState
 
-__all__ = ["app", "build_demo_graph", "calculator_tool", "scripted_agent"]
+__all__ = ["DEMO_MARKER", "app", "build_demo_graph", "calculator_tool", "resolve_checkpoint", "scripted_agent"]
+
+#: The ref only the demo thread writes: how `got threads demo` recognises its own earlier repository.
+DEMO_MARKER = "refs/got/threads/demo/root/head"
 
 app = typer.Typer(
-    help="LangGraph threads in git: list, history, show, diff, fork, demo.",
+    help="LangGraph threads in git: list, history, log, show, diff, fork, demo. Checkpoints are "
+    "named as in git: latest, an id or unique prefix, then ~N / ^N along the thread's history.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -68,22 +91,19 @@ def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> RunnableC
     return {"configurable": conf}
 
 
-def _resolve(saver: GitCheckpointSaver, thread: str, ns: str, ref: str) -> str:
-    """A checkpoint id from an id, a unique id prefix, ``latest`` or ``latest~N``."""
-    ids = [t.config["configurable"]["checkpoint_id"] for t in saver.list(_config(thread, ns))]
-    if not ids:
-        raise UnknownRefError(f"thread {thread!r} has no checkpoints; `got threads list` shows the threads")
-    if ref == "latest" or ref.startswith("latest~"):
-        back = int(ref.split("~", 1)[1] or 0) if "~" in ref else 0
-        if back >= len(ids):
-            raise UnknownRefError(f"thread {thread!r} has only {len(ids)} checkpoints")
-        return ids[back]
-    matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
-    if len(matches) != 1:
-        raise UnknownRefError(
-            f"{ref!r} names {len(matches)} checkpoints of {thread!r}; give more of the id (see `got threads history`)"
-        )
-    return matches[0]
+def resolve_checkpoint(saver: GitCheckpointSaver, thread: str, ns: str, rev: str) -> str:
+    """The checkpoint id ``rev`` names in a thread, with git's revision rules.
+
+    ``latest`` (or ``HEAD``), a checkpoint id, a unique prefix (4+ characters) of a
+    checkpoint id or commit SHA, followed by ``~N`` (N parents back along the thread's
+    history) and ``^N`` (the N-th parent), as ``git rev-parse`` reads them.
+
+    Raises:
+        InvalidInputError: a malformed revision (``latest~x``).
+        UnknownRefError: no such thread, checkpoint, or parent.
+    """
+    graph = ThreadGraph.load(saver, thread, ns)
+    return graph.checkpoint_id(graph.resolve(rev))
 
 
 def _checkpoint(saver: GitCheckpointSaver, thread: str, ns: str, checkpoint_id: str) -> CheckpointTuple:
@@ -151,7 +171,7 @@ def history_rows(
 
 
 @app.command("list")
-def list_threads(repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
+def list_threads(repo: Path | None = RepoOption, json: bool = JsonOption, full: bool = FullOption) -> None:
     """Every thread with its namespaces, latest step and checkpoint count."""
     saver = _saver(repo)
     rows = []
@@ -174,17 +194,20 @@ def list_threads(repo: Path | None = RepoOption, json: bool = JsonOption) -> Non
     if json:
         emit_json(rows)
         return
-    table = Table(title=f"threads in {saver.repo.gitdir}")
-    for col in ("thread", "namespace", "checkpoints", "latest step", "latest checkpoint", "commit"):
-        table.add_column(col, overflow="fold")
+    if not rows:
+        say_empty(f"no threads in {saver.repo.gitdir}")
+        return
+    abbrev = Abbrev(saver.repo, full=full)
+    columns = ["thread", "namespace", "checkpoints", "latest step", "commit"] + (["latest checkpoint"] if full else [])
+    table = listing(*columns, title=f"threads in {safe(saver.repo.gitdir)}", flex="thread", full=full)
     for r in rows:
         table.add_row(
-            escape(r["thread_id"]),
-            escape(r["checkpoint_ns"] or "(root)"),
+            safe(r["thread_id"]),
+            safe(r["checkpoint_ns"] or "(root)"),
             str(r["checkpoints"]),
             str(r["latest_step"]),
-            r["latest_checkpoint_id"],
-            r["commit"][:10],
+            abbrev(r["commit"]),
+            *([r["latest_checkpoint_id"]] if full else []),
         )
     console.print(table)
 
@@ -193,11 +216,14 @@ def list_threads(repo: Path | None = RepoOption, json: bool = JsonOption) -> Non
 def history(
     thread: str = typer.Argument(..., help="Thread id."),
     ns: str = NsOption,
-    limit: int | None = typer.Option(None, "--limit", "-n", help="At most this many checkpoints."),
+    limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="At most this many checkpoints."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
-    """Checkpoints of a thread, newest first: id, step, source, commit, last message, writes."""
+    """Every checkpoint of a thread (all lines), newest id first: step, source, commit, parent,
+    last message (--full: checkpoint ids and pending writes too). `got threads log` follows
+    one line as git log does."""
     saver = _saver(repo)
     rows = history_rows(saver, thread, ns, limit)
     if not rows:
@@ -205,33 +231,112 @@ def history(
     if json:
         emit_json(rows)
         return
-    table = Table(title=f"thread {escape(thread)}" + (f" / {escape(ns)}" if ns else ""))
-    for col in ("step", "source", "checkpoint", "commit", "parent", "last message", "pending writes"):
-        table.add_column(col, overflow="fold")
+    abbrev = Abbrev(saver.repo, full=full)
+    parents = {r["checkpoint_id"]: r["commit"] for r in history_rows(saver, thread, ns)} if limit else {}
+    parents.update({r["checkpoint_id"]: r["commit"] for r in rows})
+    columns = ["step", "source", "commit", "parent", "last message"]
+    if full:
+        columns[2:2] = ["checkpoint"]
+        columns.append("pending writes")
+    table = listing(
+        *columns,
+        title=f"thread {safe(thread)}" + (f" / {safe(ns)}" if ns else ""),
+        flex="last message",
+        wrap=("pending writes",),
+        full=full,
+    )
     for r in rows:
-        table.add_row(
-            str(r["step"]),
-            str(r["source"]),
-            r["checkpoint_id"],
-            r["commit"][:10],
-            (r["parent_checkpoint_id"] or "")[-12:],
-            escape(r["last_message"]),
-            escape(r["writes"]),
+        parent = parents.get(r["parent_checkpoint_id"] or "", "")
+        cells = [str(r["step"]), str(r["source"]), abbrev(r["commit"]), abbrev(parent), safe(r["last_message"])]
+        if full:
+            cells[2:2] = [r["checkpoint_id"]]
+            cells.append(safe(r["writes"]))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _git_graph(graph: ThreadGraph, start: str | None, limit: int | None, abbrev: Abbrev) -> list[str]:
+    """``git log --graph`` of the thread's lines (or of one line from ``start``), ids abbreviated
+    and each line's tip labelled (latest, fork ...)."""
+    tips = [start] if start else list(dict.fromkeys(graph.lines.values()))
+    args = ["log", "--graph", "--topo-order", "--format=%H"] + ([f"-n{limit}"] if limit else []) + tips
+    out = run_git(args, git_dir=graph.saver.repo.gitdir).stdout.decode("utf-8", "replace")
+    labels = graph.labels(full=abbrev.full)
+    lines = []
+    for line in out.splitlines():
+        head, _, sha = line.rpartition(" ")
+        if sha not in graph.subjects:
+            lines.append(safe(line))  # a connector row of the graph (|/, |\\)
+            continue
+        mark = f" [yellow]({safe(', '.join(labels[sha]))})[/]" if sha in labels else ""
+        lines.append(f"{safe(head)} [bold]{abbrev(sha)}[/]{mark} {safe(graph.subjects[sha])}")
+    return lines
+
+
+@app.command("log")
+def log_cmd(
+    thread: str = typer.Argument(..., help="Thread id."),
+    rev: str | None = typer.Argument(None, help="Start here (default: latest), e.g. latest~2 or a checkpoint id."),
+    ns: str = NsOption,
+    limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="At most this many checkpoints."),
+    graph_view: bool = typer.Option(False, "--graph", help="Draw every line of the thread as git log --graph does."),
+    repo: Path | None = RepoOption,
+    json: bool = JsonOption,
+    full: bool = FullOption,
+) -> None:
+    """A thread's history as git log shows it: from a checkpoint (default: latest) back along
+    its parents; with --graph, every line (the latest and each fork) and where they part."""
+    saver = _saver(repo)
+    graph = ThreadGraph.load(saver, thread, ns)
+    start = graph.resolve(rev) if rev is not None else None
+    abbrev = Abbrev(saver.repo, full=full)
+    if graph_view and not json:
+        for line in _git_graph(graph, start, limit, abbrev):
+            console.print(line, overflow="ellipsis", no_wrap=True, crop=True)
+        return
+    if start is None and graph.head is None:
+        raise UnknownRefError(f"thread {thread!r} has no latest checkpoint; name one (see `got threads history`)")
+    commits = graph.first_parent_line(start or graph.head or "", limit)
+    labels = graph.labels(full=full)
+    if json:
+        emit_json(
+            [
+                {
+                    "commit": c,
+                    "checkpoint_id": graph.ids.get(c, ""),
+                    "parent_commit": (graph.parents.get(c) or [None])[0],
+                    "subject": graph.subjects.get(c, ""),
+                    "lines": labels.get(c, []),
+                }
+                for c in commits
+            ]
         )
+        return
+    columns = ["rev", "commit", "lines", "subject"]
+    if full:
+        columns.insert(2, "checkpoint")
+    table = listing(*columns, title=f"thread {safe(thread)}" + (f" / {safe(ns)}" if ns else ""), full=full)
+    name = rev or "latest"
+    for i, c in enumerate(commits):
+        cells = [safe(name if i == 0 else f"{name}~{i}"), abbrev(c), safe(", ".join(labels.get(c, [])))]
+        if full:
+            cells.insert(2, graph.ids.get(c, ""))
+        table.add_row(*cells, safe(graph.subjects.get(c, "")))
     console.print(table)
 
 
 @app.command()
 def show(
     thread: str = typer.Argument(..., help="Thread id."),
-    checkpoint: str = typer.Argument("latest", help="Checkpoint id, unique prefix, latest or latest~N."),
+    checkpoint: str = typer.Argument("latest", help="latest, a checkpoint id or commit (or unique prefix), ~N, ^N."),
     ns: str = NsOption,
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """The state of one checkpoint (readable rendering of every channel)."""
     saver = _saver(repo)
-    cid = _resolve(saver, thread, ns, checkpoint)
+    cid = resolve_checkpoint(saver, thread, ns, checkpoint)
     tup = _checkpoint(saver, thread, ns, cid)
     data = {
         "checkpoint_id": cid,
@@ -243,12 +348,26 @@ def show(
     if json:
         emit_json(data)
         return
+    abbrev = Abbrev(saver.repo, full=full)
+    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    fields = [
+        ("checkpoint", cid),
+        ("commit", abbrev(data["commit"])),
+        ("step", f"{tup.metadata.get('step')} ({tup.metadata.get('source')})"),
+        ("parent", parent or "-"),
+    ]
+    if tup.pending_writes:
+        fields.append(("pending writes", _writes_summary(tup)))
+    width = max(len(k) for k, _ in fields) + 1
+    for key, value in fields:
+        console.print(f"[bold]{(key + ':'):<{width}}[/] {safe(value)}", soft_wrap=False)
     console.print(
-        f"[bold]checkpoint {cid}[/]  commit {data['commit'][:10]}  "
-        f"step {tup.metadata.get('step')} ({tup.metadata.get('source')})"
-    )
-    console.print(
-        Syntax(jsonlib.dumps(data["values"], indent=2, ensure_ascii=False), "json", theme="ansi_dark", word_wrap=True)
+        Syntax(
+            printable(jsonlib.dumps(data["values"], indent=2, ensure_ascii=False)),
+            "json",
+            theme="ansi_dark",
+            word_wrap=True,
+        )
     )
 
 
@@ -277,7 +396,7 @@ def checkpoint_diff(
 @app.command()
 def diff(
     thread: str = typer.Argument(..., help="Thread id."),
-    old: str = typer.Argument(..., help="Older checkpoint (id, unique prefix, latest~N)."),
+    old: str = typer.Argument(..., help="Older checkpoint: latest~N, <id>^, a checkpoint id or commit (or prefix)."),
     new: str = typer.Argument("latest", help="Newer checkpoint (default: the latest)."),
     ns: str = NsOption,
     all_files: bool = typer.Option(False, "--all", help="Also checkpoint.json and the serializer's .bin files."),
@@ -285,19 +404,18 @@ def diff(
 ) -> None:
     """What changed in the state between two checkpoints (git's patch format)."""
     saver = _saver(repo)
-    text = checkpoint_diff(
-        saver, thread, _resolve(saver, thread, ns, old), _resolve(saver, thread, ns, new), ns, all_files
-    )
+    a, b = resolve_checkpoint(saver, thread, ns, old), resolve_checkpoint(saver, thread, ns, new)
+    text = checkpoint_diff(saver, thread, a, b, ns, all_files)
     if not text:
-        console.print("(no differences)")
+        say_empty(f"no differences between {old} and {new}" + ("" if all_files else " in the readable state"))
         return
-    console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
+    console.print(Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True))
 
 
 @app.command()
 def fork(
     thread: str = typer.Argument(..., help="Thread to fork."),
-    checkpoint: str = typer.Argument(..., help="Checkpoint to fork at (id, unique prefix, latest~N)."),
+    checkpoint: str = typer.Argument(..., help="Checkpoint to fork at: latest~N, a checkpoint id or commit..."),
     to: str | None = typer.Option(None, "--to", help="New thread id (default: <thread>-fork-<id suffix>)."),
     ns: str = NsOption,
     repo: Path | None = RepoOption,
@@ -305,16 +423,18 @@ def fork(
 ) -> None:
     """Start a new thread at a past checkpoint (a git branch sharing the history)."""
     saver = _saver(repo)
-    cid = _resolve(saver, thread, ns, checkpoint)
+    if to is not None and not to.strip():
+        raise InvalidInputError("--to must name the new thread; leave it out for <thread>-fork-<id suffix>")
+    cid = resolve_checkpoint(saver, thread, ns, checkpoint)
     target = to or f"{thread}-fork-{cid[-8:]}"
     commit = _commit(saver, saver.fork_thread(thread, cid, target, ns))
     if json:
         emit_json({"thread_id": target, "checkpoint_id": cid, "commit": commit})
         return
     console.print(
-        f"forked [bold]{escape(thread)}[/] at {cid} into thread [bold]{escape(target)}[/] "
-        f"(commit {commit[:10]}); invoke the graph with "
-        f"thread_id={escape(target)!r} to continue from there"
+        f"Forked [bold]{safe(thread)}[/] at {Abbrev(saver.repo)(commit)} into thread [bold]{safe(target)}[/]; "
+        f"invoke the graph with thread_id={safe(repr(target))} to continue from checkpoint {safe(cid)}.",
+        soft_wrap=False,
     )
 
 
@@ -375,23 +495,31 @@ def demo(
     from langchain_core.messages import HumanMessage
 
     target = path or Path("got-langgraph-demo.git")
-    if target.exists():
-        shutil.rmtree(target)
-    saver = GitCheckpointSaver.from_path(target)
+    replace_demo(target, DEMO_MARKER)
+    check_target(target, "the demo repository", directory=True)
+    with created_on_failure_removed(target):
+        saver = GitCheckpointSaver.from_path(target)
+        _run_demo(saver, HumanMessage, target)
+    saver.close()
+    if not keep:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _run_demo(saver: GitCheckpointSaver, human: Any, target: Path) -> None:
     graph = build_demo_graph(saver)
     config = {"configurable": {"thread_id": "demo"}}
     for question in ("What is 12*(3+4)?", "What is 2**10/4?"):
-        answer = graph.invoke({"messages": [HumanMessage(question)]}, config)["messages"][-1]
+        answer = graph.invoke({"messages": [human(question)]}, config)["messages"][-1]
         console.print(f"[bold]user[/] {escape(question)}  [bold]agent[/] {escape(str(answer.content))}")
 
     console.rule("[bold]1. every checkpoint is a commit (got threads history demo)")
-    history(thread="demo", ns="", limit=None, repo=target, json=False)
+    history(thread="demo", ns="", limit=None, repo=target, json=False, full=False)
 
-    console.rule("[bold]2. what the last turn changed in the state (got threads diff demo latest~4)")
-    rows = history_rows(saver, "demo")
+    console.rule("[bold]2. what the last turn changed (got threads diff demo latest~4)")
+    before = resolve_checkpoint(saver, "demo", "", "latest~4")
     console.print(
         Syntax(
-            checkpoint_diff(saver, "demo", rows[4]["checkpoint_id"], rows[0]["checkpoint_id"]),
+            printable(checkpoint_diff(saver, "demo", before, resolve_checkpoint(saver, "demo", "", "latest"))),
             "diff",
             theme="ansi_dark",
             word_wrap=True,
@@ -399,34 +527,30 @@ def demo(
     )
 
     console.rule("[bold]3. fork: answer a different question from the first turn's end")
+    rows = history_rows(saver, "demo")
     first_turn_end = next(r for r in rows if r["last_message"] == "ai: The answer is 84.")
     # invoking on a past checkpoint's config continues from there: the new line is a fork (a new ref)
-    forked = graph.invoke(
-        {"messages": [HumanMessage("What is 6*7?")]}, _config("demo", "", first_turn_end["checkpoint_id"])
-    )["messages"][-1]
+    forked = graph.invoke({"messages": [human("What is 6*7?")]}, _config("demo", "", first_turn_end["checkpoint_id"]))[
+        "messages"
+    ][-1]
     console.print(f"fork answer: [bold]{escape(str(forked.content))}[/]; the first line keeps its own answers:")
-    table = Table()
-    table.add_column("ref")
-    table.add_column("commit")
-    table.add_column("last message", overflow="fold")
-    for ref, checkpoint_id in sorted(saver.lines("demo").items()):
-        tip = _checkpoint(saver, "demo", "", checkpoint_id)
-        table.add_row(
-            escape(ref), _commit(saver, tip.config)[:10], escape(_last_message(tip.checkpoint["channel_values"]))
-        )
+    lines = ThreadGraph.load(saver, "demo")
+    abbrev = Abbrev(saver.repo)
+    table = listing("line", "commit", "last message")
+    for tip, names in sorted(lines.labels().items(), key=lambda kv: kv[1]):
+        checkpoint = _checkpoint(saver, "demo", "", lines.checkpoint_id(tip))
+        table.add_row(safe(", ".join(names)), abbrev(tip), safe(_last_message(checkpoint.checkpoint["channel_values"])))
     console.print(table)
+    console.rule("[bold]4. the thread's lines (got threads log demo --graph)")
+    log_cmd(thread="demo", rev=None, ns="", limit=None, graph_view=True, repo=target, json=False, full=False)
     new_thread = saver.fork_thread("demo", first_turn_end["checkpoint_id"], "demo-branch")
     console.print(f"and a new thread [bold]demo-branch[/] starts at {new_thread['configurable']['checkpoint_id']}")
     where = escape(str(target))
-    console.print(
-        f"\nrepository: [bold]{where}[/] — try: git --git-dir={where} log --oneline "
-        f"refs/got/threads/demo/root/head; got threads history demo -r {where}"
-    )
-    saver.close()
-    if not keep:
-        shutil.rmtree(target, ignore_errors=True)
+    console.print(f"\nrepository: [bold]{where}[/]; try:")
+    console.print(f"  got threads log demo --graph -r {where}")
+    console.print(f"  git --git-dir={where} log --oneline --graph --glob='refs/got/threads/demo/*'")
 
 
 @app.callback()
 def _threads() -> None:
-    """LangGraph threads in git: list, history, show, diff, fork, demo."""
+    """LangGraph threads in git: list, history, log, show, diff, fork, demo."""

@@ -17,11 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
 
-from got_core.cli.plugin import JsonOption, RepoOption, console, emit_json, open_repo, when
+from got_core.cli.plugin import (
+    Abbrev,
+    FullOption,
+    JsonOption,
+    RepoOption,
+    console,
+    emit_json,
+    open_repo,
+    printable,
+    safe,
+    say_empty,
+    when,
+)
+from got_core.cli.render import listing
 from got_core.errors import CorruptRepositoryError, InvalidInputError, UnknownRefError
 from got_core.repo import ReasoningRepo
 from got_integrations.llamaindex._session import SessionLog, Write, list_sessions, message_path
@@ -90,7 +101,7 @@ def _resolve(log: SessionLog, writes: list[Write], turn: str) -> str:
 
 
 @app.command("list")
-def list_cmd(repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
+def list_cmd(repo: Path | None = RepoOption, json: bool = JsonOption, full: bool = FullOption) -> None:
     """Every session in the repository with its message count and last write."""
     r = open_repo(repo)
     rows: list[dict[str, Any]] = []
@@ -110,14 +121,22 @@ def list_cmd(repo: Path | None = RepoOption, json: bool = JsonOption) -> None:
         emit_json(rows)
         return
     if not rows:
-        console.print(f"no sessions in {r.gitdir}")
+        say_empty(f"no sessions in {r.gitdir}")
         return
-    table = Table(title=f"sessions in {r.gitdir}")
-    for col in ("session", "messages", "in window", "head", "updated"):
-        table.add_column(col)
+    abbrev = Abbrev(r, full=full)
+    table = listing(
+        "session",
+        "messages",
+        "in window",
+        "head",
+        "updated",
+        title=f"sessions in {safe(r.gitdir)}",
+        flex="session",
+        full=full,
+    )
     for row in rows:
         table.add_row(
-            escape(row["session"]), str(row["messages"]), str(row["window"]), row["head"][:10], when(row["time"])
+            safe(row["session"]), str(row["messages"]), str(row["window"]), abbrev(row["head"]), when(row["time"])[:16]
         )
     console.print(table)
 
@@ -127,6 +146,7 @@ def log(
     session_id: str = typer.Argument(..., help="The session id."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
     """Every write of a session, oldest first, with commit ids and the messages each added."""
     r = open_repo(repo)
@@ -148,11 +168,14 @@ def log(
             ]
         )
         return
-    console.print(f"[bold]session {escape(session_id)}[/]  ({session.ref})")
+    console.print(f"[bold]session {safe(session_id)}[/]  ({safe(session.ref)})")
+    abbrev = Abbrev(r, full=full)
+    width = max(console.width, 40)
     for w in writes:
-        console.print(f"[bold]#{w.number}[/] [yellow]{w.commit[:10]}[/] {when(w.time)}  {escape(w.subject)}")
+        console.print(f"[bold]#{w.number}[/] [yellow]{abbrev(w.commit)}[/] {when(w.time)[:16]}  {safe(w.subject)}")
         for m in _added(r, w):
-            console.print(f"    {m['seq']:>4} {m['role']:<9} {escape(m['preview'])}")
+            line = f"    {m['seq']:>4} {m['role']:<9} {m['preview']}"
+            console.print(safe(line if len(line) <= width else line[: width - 1] + "…"))
 
 
 @app.command()
@@ -160,8 +183,13 @@ def show(
     session_id: str = typer.Argument(..., help="The session id."),
     repo: Path | None = RepoOption,
     json: bool = JsonOption,
+    full: bool = FullOption,
 ) -> None:
-    """The stored conversation (archived messages marked) with each message's id."""
+    """The stored conversation (archived messages marked) with each message's id.
+
+    An id is ``<commit>:<path>`` (``git show`` reads it); the commit is abbreviated as git
+    does unless ``--full`` (``--json`` always gives whole ids).
+    """
     r = open_repo(repo)
     session = SessionLog(r, session_id)
     session.require()
@@ -173,10 +201,18 @@ def show(
     if json:
         emit_json(rows)
         return
+    if not rows:
+        say_empty(f"no messages in session {session_id}")
+        return
+    abbrev = Abbrev(r, full=full)
     for row in rows:
+        commit, sep, path = str(row["id"]).partition(":")
+        shown = f"{abbrev(commit)}{sep}{path}" if sep else row["id"]
         mark = "[dim]archived[/] " if row["archived"] else ""
-        console.print(f"{row['seq']:>4} {mark}[bold]{row['role']}[/] {escape(_preview(row['message'], 200))}")
-        console.print(f"     [dim]{row['id']}[/]")
+        console.print(
+            f"{row['seq']:>4} {mark}[bold]{safe(row['role'])}[/] {safe(_preview(row['message'], 200))}", soft_wrap=False
+        )
+        console.print(f"     [dim]{safe(shown)}[/]")
 
 
 @app.command()
@@ -192,6 +228,6 @@ def diff(
     writes = session.history()
     text = r.diff(_resolve(session, writes, turn_a), _resolve(session, writes, turn_b))
     if not text:
-        console.print("(no differences)")
+        say_empty(f"no differences between {turn_a} and {turn_b}")
         return
-    console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
+    console.print(Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True))

@@ -9,7 +9,6 @@ Registered by the ``got.cli`` entry point (``mcp = got_integrations.mcp.cli:regi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -32,9 +31,15 @@ def mcp_command(
     Stdio by default (stdout carries the protocol; messages go to stderr). The
     repository is created when missing unless --read-only.
     """
+    from got_core.cli.plugin import check_target, created_on_failure_removed, open_repo, repo_path
     from got_integrations.mcp import build_server
 
-    server = build_server(repo or Path(os.environ.get("GOT_REPO", "got.git")), read_only=read_only, namespace=namespace)
+    # The repository is checked (and, unless --read-only, created) before serving: a bad
+    # path is one line and exit 2 here, not an error on every tool call later.
+    target = repo_path(repo)
+    check_target(target, "the repository path", directory=True)
+    with created_on_failure_removed(target):
+        server = build_server(open_repo(target, create=not read_only), read_only=read_only, namespace=namespace)
     if http:
         typer.echo(f"got mcp: streamable HTTP on http://{host}:{port}/mcp", err=True)
         server.run("streamable-http", host=host, port=port)

@@ -182,7 +182,7 @@ def test_cli_resolve_and_status(tmp_path, capsys):
     assert code == 0 and "resolved" in capsys.readouterr().out
     assert topic_lessons(orch.lessons(), SHARED) == sorted((k, NEVER[k]) for k in SHARED[:2])
     code = main(["merge", "--status", "-r", str(orch.path)])
-    assert code == 0 and "no merges left for review" in capsys.readouterr().out
+    assert code == 0 and "No merges left for review." in capsys.readouterr().out
     code = main(["merge", "--resolve", "theirs", "b", "-r", str(orch.path)])
     assert code == 2 and "no merge from 'b'" in capsys.readouterr().err
 

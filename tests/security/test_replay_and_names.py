@@ -577,7 +577,7 @@ def test_nodes_of_the_wrong_shape_read_as_corrupt(repo, meta):
 def test_repository_text_never_drives_the_terminal(repo, capsys):
     evil = "title \x1b]0;owned\x07 \x1b[2J\r\u202eoverride"
     n = repo.commit_node(Node(evil, problem_id="p1"))
-    for args in (("show", n.oid), ("log",), ("grep", "title")):
+    for args in (("show", n.oid), ("log", "--full"), ("grep", "title", "--full")):  # --full: nothing cut short
         code, out, _ = cli(capsys, *args, "-r", repo.gitdir)
         assert code == 0 and "\x1b" not in out and "\r" not in out and "\u202e" not in out, args
         assert "\\x1b" in out

@@ -109,3 +109,89 @@ def test_cookbook_runs_end_to_end(tmp_path, capsys):
     assert ok, report
     heads = git(repo, "for-each-ref", "--format=%(refname)", "refs/got/threads/tutor/").split()
     assert "refs/got/threads/tutor/root/head" in heads and len(heads) >= 4  # head, 2 forks, writes
+
+
+# ---------------------------------------------------------------------------- revisions as git reads them
+@pytest.fixture
+def time_travel(tmp_path):
+    """Two turns of the demo agent, then `update_state` on the end of the first turn: the
+    latest checkpoint's parent is that old checkpoint, and the second turn is a fork line."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from got_integrations.langgraph import GitCheckpointSaver
+    from got_integrations.langgraph.cli import build_demo_graph, history_rows
+
+    path = tmp_path / "tt.git"
+    saver = GitCheckpointSaver.from_path(path)
+    graph = build_demo_graph(saver)
+    config = {"configurable": {"thread_id": "t"}}
+    for question in ("What is 12*(3+4)?", "What is 2**10/4?"):
+        graph.invoke({"messages": [HumanMessage(question)]}, config)
+    first_end = next(r for r in history_rows(saver, "t") if r["step"] == 3)
+    old = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": first_end["checkpoint_id"]}}
+    graph.update_state(old, {"messages": [AIMessage("Checked again: 84.")]}, as_node="agent")
+    rows = history_rows(saver, "t")
+    saver.close()
+    return path, rows, first_end
+
+
+def _show(capsys, path, rev):
+    code, out, err = run(capsys, "threads", "show", "t", rev, "--json", "-r", str(path))
+    assert code == 0, err
+    return json.loads(out)["commit"]
+
+
+def test_tilde_and_caret_walk_the_real_parents_after_time_travel(time_travel, capsys):
+    path, rows, first_end = time_travel
+    head = "refs/got/threads/t/root/head"
+    for n in range(5):  # latest~N is git's <head>~N: the update's ancestry, never the abandoned second turn
+        assert _show(capsys, path, f"latest~{n}") == git(path, "rev-parse", f"{head}~{n}").strip()
+    assert _show(capsys, path, "latest~1") == first_end["commit"]
+    # listing order (by checkpoint id) puts the abandoned line's newest checkpoint second: not our parent
+    assert rows[1]["commit"] != first_end["commit"] and rows[1]["step"] > first_end["step"]
+    assert _show(capsys, path, "latest^") == _show(capsys, path, "latest~1")
+    assert _show(capsys, path, "HEAD^0") == _show(capsys, path, "latest")
+    assert _show(capsys, path, "latest~2^") == _show(capsys, path, "latest~3")
+    # a checkpoint id, or a commit prefix, then ~N
+    assert _show(capsys, path, f"{first_end['checkpoint_id']}~2") == git(path, "rev-parse", f"{head}~3").strip()
+    assert _show(capsys, path, f"{first_end['commit'][:8]}^") == git(path, "rev-parse", f"{head}~2").strip()
+
+
+def test_bad_revisions_are_one_line_user_errors(time_travel, capsys):
+    path, _rows, _ = time_travel
+    for rev, says in [
+        ("latest~x", "take a number"),
+        ("latest^2", "names none"),
+        ("latest~99", "goes past the first checkpoint"),
+        ("1", "give more of the id"),
+        ("~1", "names no checkpoint"),
+    ]:
+        code, _, err = run(capsys, "threads", "show", "t", rev, "-r", str(path))
+        assert code == 2 and says in err and len(err.splitlines()) == 1, (rev, err)
+
+
+def test_diff_fork_and_log_use_the_same_revisions(time_travel, capsys):
+    path, _rows, first_end = time_travel
+    code, out, _ = run(capsys, "threads", "diff", "t", "latest~1", "latest", "-r", str(path))
+    assert code == 0 and "Checked again: 84." in out and "The answer is 256." not in out
+    code, out, _ = run(capsys, "threads", "fork", "t", "latest~1", "--to", "t2", "--json", "-r", str(path))
+    assert code == 0 and json.loads(out)["commit"] == first_end["commit"]
+    code, out, _ = run(capsys, "threads", "log", "t", "--json", "-r", str(path))
+    first_parents = git(path, "log", "--first-parent", "--format=%H", "refs/got/threads/t/root/head").split()
+    assert code == 0 and [r["commit"] for r in json.loads(out)] == first_parents
+    code, out, _ = run(capsys, "threads", "log", "t", "latest~2", "-n", "2", "--json", "-r", str(path))
+    assert [r["commit"] for r in json.loads(out)] == first_parents[2:4]
+
+
+def test_log_graph_shows_the_fork(time_travel, capsys):
+    path, rows, first_end = time_travel
+    code, out, _ = run(capsys, "threads", "log", "t", "--graph", "-r", str(path))
+    assert code == 0
+    lines = out.splitlines()
+    latest = next(i for i, line in enumerate(lines) if "(latest)" in line)
+    fork = next(i for i, line in enumerate(lines) if "(fork)" in line)
+    assert "Checked again: 84." in lines[latest] and "The answer is 256." in lines[fork]
+    assert any(line.strip().startswith("|/") for line in lines)  # where the two lines part
+    assert f" {first_end['commit'][:7]}" in "\n".join(lines)  # ids abbreviated as git does
+    # every checkpoint is in the graph exactly once
+    assert sum(1 for line in lines if "step " in line) == len(rows)

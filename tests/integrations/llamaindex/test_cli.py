@@ -44,7 +44,7 @@ def test_text_output_and_diff_between_writes(repo_path, capsys):
     assert got_main(["session", "log", "alice", "--repo", str(repo_path)]) == 0
     text = capsys.readouterr().out
     first, second = alice.history()[0].commit, alice.history()[1].commit
-    assert f"#1 {first[:10]}" in text and f"#2 {second[:10]}" in text and "It is 5." in text
+    assert f"#1 {first[:7]} " in text and f"#2 {second[:7]} " in text and "It is 5." in text
     assert got_main(["session", "diff", "alice", "1", "2", "--repo", str(repo_path)]) == 0
     patch = capsys.readouterr().out
     assert message_path(2) in patch and message_path(3) in patch and message_path(1) not in patch
@@ -63,3 +63,20 @@ def test_errors_are_clear(repo_path, tmp_path, capsys):
     assert "writes 1..2" in capsys.readouterr().err
     assert got_main(["session", "list", "--repo", str(tmp_path / "nothing.git")]) == 2
     assert "no git repository" in capsys.readouterr().err
+
+
+def test_show_abbreviates_message_ids_that_git_still_reads(repo_path, capsys):
+    from gitcli import git
+
+    alice = _seed(repo_path)
+    ids = alice.message_ids()
+    assert got_main(["session", "show", "alice", "--repo", str(repo_path)]) == 0
+    shown = [line.strip() for line in capsys.readouterr().out.splitlines() if ":messages/" in line]
+    assert len(shown) == len(ids) and not any(full in shown for full in ids)
+    for short, full in zip(shown, ids, strict=True):
+        commit, _, path = short.partition(":")
+        assert 7 <= len(commit) <= 12 and full == f"{git(repo_path, 'rev-parse', commit).strip()}:{path}"
+        assert git(repo_path, "show", short) == git(repo_path, "show", full)  # git reads the short id
+    assert got_main(["session", "show", "alice", "--full", "--repo", str(repo_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(full in out for full in ids)
