@@ -86,6 +86,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
             "100",
             "--backends",
             "none,git",
+            "--method",
+            "tot",  # a tree to drill into (the paper's default solver is single-shot: one node)
             "--no-progress",
             "--out",
             str(run),
