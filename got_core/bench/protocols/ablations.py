@@ -46,13 +46,14 @@ from got_core.bench.protocols.common import (
     load_pool,
     model_label,
     resolve_method,
+    run_experiment_tasks,
     solver_options,
     write_jsonl,
 )
 from got_core.bench.protocols.copyability import worked_example
 from got_core.bench.protocols.five_substrates import ingest
 from got_core.bench.protocols.online import Stream, online_files, online_memory, online_notes, run_streams
-from got_core.bench.runner import Task, model_endpoint, prepare_run_dir, run_tasks, task_seed
+from got_core.bench.runner import Task, model_endpoint, prepare_run_dir, task_seed
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.names import encode_component
 
@@ -276,16 +277,7 @@ def math500_ablations(opts: ExperimentOptions) -> ExperimentResult:
         for store, (backend, lessons) in stores.items():
             ingest(Path(opts.out), backend, lessons, [], name=store)
         fixed = [t for t in tasks if t.arm not in online_arms]
-        records = run_tasks(
-            fixed,
-            opts.out,
-            spec,
-            workers=opts.workers,
-            ray_address=opts.ray,
-            central=opts.central,
-            progress=opts.progress,
-            label="ablations",
-        )
+        records = run_experiment_tasks(opts, spec, fixed, "ablations")
         records += run_streams(streams, opts.out, spec, workers=opts.workers, progress=opts.progress)
     return _report(opts, records, names, online_arms, corpus, leakage, fewshot, pre)
 

@@ -26,7 +26,7 @@ from got_core.bench.report import (
     write_arms,
     write_results,
 )
-from got_core.bench.runner import ModelSpec, Task, load_config
+from got_core.bench.runner import ModelSpec, Task, load_config, run_tasks
 from got_core.errors import ConfigError, InvalidInputError, UnknownBackendError
 from got_core.types import canonical_json
 
@@ -405,3 +405,23 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     """One JSON object a line."""
     path.write_text("".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def run_experiment_tasks(
+    opts: ExperimentOptions, spec: ModelSpec, tasks: Sequence[Task], label: str
+) -> list[dict[str, Any]]:
+    """:func:`~got_core.bench.runner.run_tasks` with the experiment's execution options.
+
+    Workers, the Ray address, the central repository's URL and progress come from ``opts``,
+    so every protocol runs its tasks the same way.
+    """
+    return run_tasks(
+        tasks,
+        opts.out,
+        spec,
+        workers=opts.workers,
+        ray_address=opts.ray,
+        central=opts.central,
+        progress=opts.progress,
+        label=label,
+    )

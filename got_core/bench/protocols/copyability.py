@@ -43,11 +43,12 @@ from got_core.bench.protocols.common import (
     load_pool,
     model_label,
     resolve_method,
+    run_experiment_tasks,
     solver_options,
     write_jsonl,
 )
 from got_core.bench.report import cosine_bins
-from got_core.bench.runner import ModelSpec, Task, model_endpoint, open_central, prepare_run_dir, run_tasks, task_seed
+from got_core.bench.runner import ModelSpec, Task, model_endpoint, open_central, prepare_run_dir, task_seed
 from got_core.errors import ConfigError, InvalidInputError
 from got_core.types import canonical_json
 
@@ -495,16 +496,7 @@ def copyability_sweep(opts: ExperimentOptions) -> ExperimentResult:
             },
         )
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        records = run_tasks(
-            tasks,
-            opts.out,
-            spec,
-            workers=opts.workers,
-            ray_address=opts.ray,
-            central=opts.central,
-            progress=opts.progress,
-            label="sweep",
-        )
+        records = run_experiment_tasks(opts, spec, tasks, "sweep")
     return _report(opts, records, edges, corpus_note=_corpus_note(opts, corpus, tiers, leakage), pre=pre)
 
 

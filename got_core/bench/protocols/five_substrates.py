@@ -33,6 +33,7 @@ from got_core.bench.protocols.common import (
     finish,
     load_pool,
     resolve_method,
+    run_experiment_tasks,
     solver_options,
 )
 from got_core.bench.protocols.online import (
@@ -50,7 +51,6 @@ from got_core.bench.runner import (
     model_endpoint,
     open_central,
     prepare_run_dir,
-    run_tasks,
     task_seed,
 )
 from got_core.errors import ConfigError, InvalidInputError
@@ -282,46 +282,19 @@ def five_substrates(opts: ExperimentOptions) -> ExperimentResult:
     )
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        done = run_tasks(
-            study,
-            opts.out,
-            spec,
-            workers=opts.workers,
-            ray_address=opts.ray,
-            central=opts.central,
-            progress=opts.progress,
-            label="study",
-        )
+        done = run_experiment_tasks(opts, spec, study, "study")
         lessons, dropped = distill_lessons(done, {p.id: p for p in split.study})
         if online:
             ingest(Path(opts.out), "none", lessons, dropped)  # the baseline reads as in the shared mode
             for s in streams:
                 s.start = list(lessons) if opts.online_start == "study" else []
             # the baseline needs no memory: it runs as usual, the streams one question at a time
-            results = run_tasks(
-                [t for t in test if t.arm == "none"],
-                opts.out,
-                spec,
-                workers=opts.workers,
-                ray_address=opts.ray,
-                central=opts.central,
-                progress=opts.progress,
-                label="test none",
-            )
+            results = run_experiment_tasks(opts, spec, [t for t in test if t.arm == "none"], "test none")
             results += run_streams(streams, opts.out, spec, workers=opts.workers, progress=opts.progress)
         else:
             for b in backends:
                 ingest(Path(opts.out), b, lessons, dropped)
-            results = run_tasks(
-                test,
-                opts.out,
-                spec,
-                workers=opts.workers,
-                ray_address=opts.ray,
-                central=opts.central,
-                progress=opts.progress,
-                label="test",
-            )
+            results = run_experiment_tasks(opts, spec, test, "test")
     if online:
         start = f"starting from {len(lessons)} study lessons" if opts.online_start == "study" else "starting empty"
         summary = f"Online memory per backend ({start}), accumulating the agent's verified lessons."

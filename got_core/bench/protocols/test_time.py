@@ -28,10 +28,11 @@ from got_core.bench.protocols.common import (
     finish,
     load_pool,
     model_label,
+    run_experiment_tasks,
     solver_options,
 )
 from got_core.bench.report import ArmSummary, Column, benchmark_of, benchmarks_in, summarize, table_markdown
-from got_core.bench.runner import Task, model_endpoint, prepare_run_dir, run_tasks, task_seed
+from got_core.bench.runner import Task, model_endpoint, prepare_run_dir, task_seed
 from got_core.errors import ConfigError
 
 __all__ = [
@@ -191,16 +192,7 @@ def _run(
     )
     with model_endpoint(opts.spec) as spec:
         prepare_run_dir(opts.out, config, resume=opts.resume)
-        records = run_tasks(
-            tasks,
-            opts.out,
-            spec,
-            workers=opts.workers,
-            ray_address=opts.ray,
-            central=opts.central,
-            progress=opts.progress,
-            label=experiment.replace("_", " "),
-        )
+        records = run_experiment_tasks(opts, spec, tasks, experiment.replace("_", " "))
     return records, pre
 
 
