@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from got_core.errors import GotUserError, MissingExtraError
-from got_core.gcc.workspace import GCCWorkspace, tool_specs
+from got_core.gcc import GCCWorkspace, tool_specs
 
 __all__ = ["as_langchain_tools", "as_llamaindex_tools"]
 

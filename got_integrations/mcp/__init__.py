@@ -116,8 +116,7 @@ def build_server(
     except ImportError as exc:
         raise MissingExtraError("the MCP server", "mcp", exc) from None
     from got_core.collab import merge_status
-    from got_core.gcc import GCCWorkspace
-    from got_core.gcc.workspace import tool_specs
+    from got_core.gcc import GCCWorkspace, tool_specs
     from got_core.memory.git import GitMemory
 
     r = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo(repo, create=not read_only)
