@@ -76,6 +76,7 @@ from got_core.errors import ConfigError, GotError, InvalidInputError
 from got_core.repo import Publish, ReasoningRepo
 from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
 from got_integrations.langgraph._serde import encrypts
+from got_integrations.langgraph._store_bulk import BulkWriter
 from got_integrations.langgraph._store_doc import (
     InvalidStoreNameError,
     ItemCodec,
@@ -190,6 +191,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
         self._ttl_thread: threading.Thread | None = None
         #: The derived index of the items (values only when they are readable).
         self.index = ItemIndex(self.repo, self.ref, "values" if self.readable else "sealed", self._row_of)
+        self._bulk = BulkWriter(self.repo)  # many changes in one commit: one pack, not a file each
 
     @classmethod
     def from_path(cls, path: Any, **options: Any) -> GitStore:
@@ -547,12 +549,14 @@ class GitStore(TTLSweeperMixin, BaseStore):
         self, tip: str | None, changes: dict[str, bytes | None], message: str, upserts: list[Row], deletes: list[str]
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given."""
-        payload = self.repo.file_payload(changes)
+        payload = self.repo.file_payload(changes)  # validates every path and size
 
-        def build(current: str | None) -> Publish:
+        def loose(current: str | None) -> Publish:
             oid = self.repo.prepare_commit([current] if current else [], payload, message)
             return Publish(oid, (oid, current))
 
+        # many files: one pack of blobs and trees instead of a file each
+        build = self._bulk.builder(changes, message) if self._bulk.wanted(changes) else loose
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:

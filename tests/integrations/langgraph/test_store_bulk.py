@@ -1,0 +1,104 @@
+"""GitStore's big commits (a batch of many puts, a TTL sweep) are one pack, not a file per
+item: what they store is what git reads, and the index follows them like any commit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gitcli import fsck_clean, git
+from langgraph.store.base import PutOp
+
+from got_integrations.langgraph import GitStore
+from got_integrations.langgraph._store_bulk import PACK_MIN
+
+
+def _loose(gitdir: Path) -> int:
+    return sum(1 for d in (gitdir / "objects").iterdir() if len(d.name) == 2 for _ in d.iterdir())
+
+
+def _packs(gitdir: Path) -> int:
+    return len(list((gitdir / "objects" / "pack").glob("pack-*.idx")))
+
+
+def _ops(n: int, tag: str = "v", ttl: float | None = None) -> list[PutOp]:
+    return [PutOp(("users", f"u{i % 7}", "notes"), f"k{i}", {"text": f"{tag} {i}", "n": i}, ttl=ttl) for i in range(n)]
+
+
+def test_a_big_batch_is_one_pack_and_one_commit(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    store.put(("users", "u0", "notes"), "first", {"text": "small batches stay loose"})
+    loose = _loose(gitdir)
+    store.batch(_ops(3 * PACK_MIN))
+    assert _packs(gitdir) == 1
+    assert _loose(gitdir) == loose + 1  # the commit; every blob and tree went into the pack
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "2"
+    assert fsck_clean(gitdir)[0]
+    doc = json.loads(git(gitdir, "cat-file", "blob", "refs/got/store:users/u3/notes/k10.json"))
+    assert doc["value"] == {"text": "v 10", "n": 10}
+    assert store.get(("users", "u3", "notes"), "k10").value == {"text": "v 10", "n": 10}
+    store.close()
+    for f in (gitdir / "got").glob("store-*.sqlite3*"):
+        f.unlink()  # rebuilt from git alone: the pack holds everything
+    again = GitStore(gitdir)
+    assert len(again.search(("users",), limit=1000)) == 3 * PACK_MIN + 1
+    assert again.list_namespaces(prefix=("users",)) == [("users", f"u{i}", "notes") for i in range(7)]
+    again.close()
+
+
+def test_overwrites_and_deletes_in_one_big_batch(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    store.batch(_ops(2 * PACK_MIN))
+    ops = [PutOp(op.namespace, op.key, None if i % 2 else {"text": "new"}) for i, op in enumerate(_ops(2 * PACK_MIN))]
+    store.batch(ops)
+    assert _packs(gitdir) == 2
+    assert fsck_clean(gitdir)[0]
+    listed = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert len(listed) == PACK_MIN
+    assert store.get(("users", "u1", "notes"), "k1") is None
+    assert store.get(("users", "u2", "notes"), "k2").value == {"text": "new"}
+    store.batch([PutOp(op.namespace, op.key, None) for op in _ops(2 * PACK_MIN)])  # everything deleted
+    assert git(gitdir, "ls-tree", "-r", "refs/got/store") == ""
+    assert store.search((), limit=10) == []
+    assert fsck_clean(gitdir)[0]
+
+
+def test_the_ttl_sweep_of_many_items_is_one_pack(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(gitdir, clock=lambda: now[0])
+    store.batch(_ops(PACK_MIN - 1, ttl=1.0))  # under the threshold: loose
+    store.batch([PutOp(("keep",), f"k{i}", {"i": i}) for i in range(PACK_MIN + 5)])
+    packs = _packs(gitdir)
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == PACK_MIN - 1
+    assert _packs(gitdir) == packs  # a sweep under the threshold stays loose too
+    store.batch(_ops(2 * PACK_MIN, ttl=1.0))
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == 2 * PACK_MIN
+    assert _packs(gitdir) == packs + 2
+    assert git(gitdir, "ls-tree", "--name-only", "refs/got/store").split() == ["keep"]
+    assert fsck_clean(gitdir)[0]
+
+
+def test_abatch_with_many_puts_is_one_commit(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    asyncio.run(store.abatch(_ops(2 * PACK_MIN, tag="async")))
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "1"
+    assert _packs(gitdir) == 1
+    assert asyncio.run(store.aget(("users", "u5", "notes"), "k5")).value == {"text": "async 5", "n": 5}
+
+
+def test_a_second_process_reads_a_packed_batch(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    reader = GitStore(gitdir)
+    assert reader.get(("users", "u1", "notes"), "k1") is None  # its index and handle are open
+    writer = GitStore(gitdir)
+    writer.batch(_ops(2 * PACK_MIN))
+    assert reader.get(("users", "u1", "notes"), "k1").value == {"text": "v 1", "n": 1}
+    assert len(reader.search(("users", "u4"), limit=100)) == len([i for i in range(2 * PACK_MIN) if i % 7 == 4])
