@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import struct
 import tempfile
 import zlib
@@ -27,14 +28,12 @@ from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import check_path
-from got_core.storage.objects import TREE_MODE, TreeFormatError, tree_entries
+from got_core.storage.objects import TREE_MODE
 
 __all__ = ["TYPE_CODES", "build_tree_objects", "pack_bytes", "sha1_repository", "tree_object", "write_pack"]
 
 #: Pack type codes of the objects a pack here may hold.
 TYPE_CODES = {"commit": 1, "tree": 2, "blob": 3}
-_BLOB_MODE = b"100644"
-_TREE_MODE = b"40000"
 _LEVEL = 1  # zlib level: small JSON files compress almost as well, at a third of the time
 
 
@@ -164,13 +163,14 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     return ids
 
 
-def tree_object(entries: Mapping[bytes, tuple[bytes, str]]) -> bytes:
-    """The raw tree of ``entries`` (name -> (mode, child id)), in git's entry order."""
+def tree_object(entries: Mapping[bytes, bytes]) -> bytes:
+    """The raw tree of ``entries`` (name -> its raw entry ``<mode> <name>\\0<20-byte id>``),
+    in git's entry order (a tree's name compares as if it ended in ``/``)."""
 
-    def order(name: bytes) -> bytes:  # git compares a tree's name as if it ended in "/"
-        return name + b"/" if entries[name][0] == _TREE_MODE else name
+    def order(name: bytes) -> bytes:
+        return name + b"/" if _is_tree(entries[name]) else name
 
-    return b"".join(entries[n][0] + b" " + n + b"\0" + bytes.fromhex(entries[n][1]) for n in sorted(entries, key=order))
+    return b"".join([entries[n] for n in sorted(entries, key=order)])
 
 
 def build_tree_objects(
@@ -191,17 +191,26 @@ def build_tree_objects(
     nested: dict[tuple[str, ...], str | None] = {check_path(p): v for p, v in changes.items()}
     out: list[tuple[str, bytes]] = []
     root = _build(read_raw, base_tree, nested, out)
-    return root, out
+    return root.hex() if root is not None else None, out
 
 
-def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, tuple[bytes, str]]:
+# One raw tree entry: the whole entry, its mode and its name.
+_ENTRY = re.compile(rb"(([0-7]{1,7}) ([^\x00]+)\x00.{20})", re.DOTALL)
+
+
+def _is_tree(entry: bytes) -> bool:
+    """Whether a raw entry names a tree (``40000``, or an old git's zero-padded ``040000``)."""
+    return entry.startswith(b"40000 ") or int(entry[: entry.index(b" ")], 8) == TREE_MODE
+
+
+def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, bytes]:
     kind, data = read_raw(oid)
     if kind != "tree":
         raise CorruptRepositoryError(f"object {oid} is a {kind}, expected a tree; run `got fsck`")
-    try:
-        return {name: (mode, child) for mode, name, child in tree_entries(data)}
-    except TreeFormatError:
-        raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`") from None
+    found = _ENTRY.findall(data)
+    if sum(len(entry) for entry, _, _ in found) != len(data):  # the matches cover it exactly, or it is damaged
+        raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
+    return {name: entry for entry, _, name in found}
 
 
 def _build(
@@ -209,27 +218,28 @@ def _build(
     base: str | None,
     changes: dict[tuple[str, ...], str | None],
     out: list[tuple[str, bytes]],
-) -> str | None:
+) -> bytes | None:
+    """The new tree's binary id (None: empty); new trees are appended to ``out``."""
     entries = _read_tree(read_raw, base) if base else {}
     groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
     for parts, value in changes.items():
-        name = parts[0].encode("utf-8", "surrogateescape")
+        name = parts[0].encode("utf-8")
         if len(parts) > 1:
             groups.setdefault(name, {})[parts[1:]] = value
         elif value is None:
             entries.pop(name, None)
         else:
-            entries[name] = (_BLOB_MODE, value)
+            entries[name] = b"100644 " + name + b"\0" + bytes.fromhex(value)
     for name, sub in groups.items():
         existing = entries.get(name)
-        sub_base = existing[1] if existing is not None and int(existing[0], 8) == TREE_MODE else None
+        sub_base = existing[-20:].hex() if existing is not None and _is_tree(existing) else None
         new = _build(read_raw, sub_base, sub, out)
         if new is None:
             entries.pop(name, None)
         else:
-            entries[name] = (_TREE_MODE, new)
+            entries[name] = b"40000 " + name + b"\0" + new
     if not entries:
         return None
     data = tree_object(entries)
     out.append(("tree", data))
-    return hashlib.sha1(b"tree %d\0" % len(data) + data).hexdigest()
+    return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
