@@ -261,10 +261,17 @@ class ItemIndex:
                 return self._tip
         for _ in range(1000):
             self._end_read()
-            tip = self.repo.tip(self.ref)  # read after the stamp: a move in between only costs a re-read
+            # read after the stamp: a move in between only costs a re-read. The ref's direct
+            # target first: when it is the commit the index holds, nothing needs peeling (a
+            # lookup of the commit object, the larger part of reading the tip)
+            target = self.repo.git.ref_target(self.ref)
             self._begin_read()
             held = self._meta_tip()
-            if held == tip:  # the snapshot holds the ref's tip
+            if held is not None and target == held:  # the snapshot holds the ref's tip
+                self._tip, self._stamp_seen = held, stamp
+                return held
+            tip = self.repo.tip(self.ref)
+            if held == tip:
                 self._tip, self._stamp_seen = held, stamp
                 return held
             self._end_read()
