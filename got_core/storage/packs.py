@@ -163,14 +163,10 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     return ids
 
 
-def tree_object(entries: Mapping[bytes, bytes]) -> bytes:
-    """The raw tree of ``entries`` (name -> its raw entry ``<mode> <name>\\0<20-byte id>``),
-    in git's entry order (a tree's name compares as if it ended in ``/``)."""
-
-    def order(name: bytes) -> bytes:
-        return name + b"/" if _is_tree(entries[name]) else name
-
-    return b"".join([entries[n] for n in sorted(entries, key=order)])
+def tree_object(entries: Mapping[bytes, tuple[bytes, bytes]]) -> bytes:
+    """The raw tree of ``entries``: name -> (sort key, raw entry ``<mode> <name>\\0<20-byte id>``),
+    in git's entry order (the sort key of a tree's name is the name and ``/``)."""
+    return b"".join([entry for _, entry in sorted(entries.values())])
 
 
 def build_tree_objects(
@@ -196,21 +192,23 @@ def build_tree_objects(
 
 # One raw tree entry: the whole entry, its mode and its name.
 _ENTRY = re.compile(rb"(([0-7]{1,7}) ([^\x00]+)\x00.{20})", re.DOTALL)
+_TREE_MODES = (b"40000", b"040000")  # what git writes, and the zero-padded spelling of old tools
 
 
 def _is_tree(entry: bytes) -> bool:
-    """Whether a raw entry names a tree (``40000``, or an old git's zero-padded ``040000``)."""
-    return entry.startswith(b"40000 ") or int(entry[: entry.index(b" ")], 8) == TREE_MODE
+    """Whether a raw entry names a tree."""
+    mode = entry[: entry.index(b" ")]
+    return mode in _TREE_MODES or int(mode, 8) == TREE_MODE
 
 
-def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, bytes]:
+def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, tuple[bytes, bytes]]:
     kind, data = read_raw(oid)
     if kind != "tree":
         raise CorruptRepositoryError(f"object {oid} is a {kind}, expected a tree; run `got fsck`")
     found = _ENTRY.findall(data)
     if sum(len(entry) for entry, _, _ in found) != len(data):  # the matches cover it exactly, or it is damaged
         raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
-    return {name: entry for entry, _, name in found}
+    return {name: (name + b"/" if mode in _TREE_MODES else name, entry) for entry, mode, name in found}
 
 
 def _build(
@@ -229,15 +227,15 @@ def _build(
         elif value is None:
             entries.pop(name, None)
         else:
-            entries[name] = b"100644 " + name + b"\0" + bytes.fromhex(value)
+            entries[name] = (name, b"100644 " + name + b"\0" + bytes.fromhex(value))
     for name, sub in groups.items():
         existing = entries.get(name)
-        sub_base = existing[-20:].hex() if existing is not None and _is_tree(existing) else None
+        sub_base = existing[1][-20:].hex() if existing is not None and _is_tree(existing[1]) else None
         new = _build(read_raw, sub_base, sub, out)
         if new is None:
             entries.pop(name, None)
         else:
-            entries[name] = b"40000 " + name + b"\0" + new
+            entries[name] = (name + b"/", b"40000 " + name + b"\0" + new)
     if not entries:
         return None
     data = tree_object(entries)

@@ -73,7 +73,7 @@ from langgraph.store.base import (
 )
 
 from got_core.errors import ConfigError, GotError, InvalidInputError
-from got_core.repo import Publish, ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
 from got_integrations.langgraph._serde import encrypts
 from got_integrations.langgraph._store_bulk import BulkWriter
@@ -549,14 +549,8 @@ class GitStore(TTLSweeperMixin, BaseStore):
         self, tip: str | None, changes: dict[str, bytes | None], message: str, upserts: list[Row], deletes: list[str]
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given."""
-        payload = self.repo.file_payload(changes)  # validates every path and size
-
-        def loose(current: str | None) -> Publish:
-            oid = self.repo.prepare_commit([current] if current else [], payload, message)
-            return Publish(oid, (oid, current))
-
-        # many files: one pack of blobs and trees instead of a file each
-        build = self._bulk.builder(changes, message) if self._bulk.wanted(changes) else loose
+        # many files: one pack of blobs and trees instead of a file each (both check every path and size)
+        build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:

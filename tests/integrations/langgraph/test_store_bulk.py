@@ -8,9 +8,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from gitcli import fsck_clean, git
 from langgraph.store.base import PutOp
 
+from got_core.errors import PayloadTooLargeError
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph import GitStore
 from got_integrations.langgraph._store_bulk import PACK_MIN
 
@@ -102,3 +105,15 @@ def test_a_second_process_reads_a_packed_batch(tmp_path: Path) -> None:
     writer.batch(_ops(2 * PACK_MIN))
     assert reader.get(("users", "u1", "notes"), "k1").value == {"text": "v 1", "n": 1}
     assert len(reader.search(("users", "u4"), limit=100)) == len([i for i in range(2 * PACK_MIN) if i % 7 == 4])
+
+
+def test_an_oversized_item_in_a_big_batch_writes_nothing(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(ReasoningRepo.open(gitdir, max_file_bytes=4096))
+    ops = _ops(2 * PACK_MIN)
+    ops[77] = PutOp(("users", "u0", "notes"), "big", {"text": "x" * 5000})
+    with pytest.raises(PayloadTooLargeError):
+        store.batch(ops)
+    assert _packs(gitdir) == 0
+    assert git(gitdir, "for-each-ref") == ""
+    assert store.search((), limit=10) == []
