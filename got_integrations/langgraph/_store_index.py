@@ -424,18 +424,22 @@ class ItemIndex:
             db.execute("DELETE FROM spaces")
             db.execute("INSERT INTO spaces SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns")
             return
-        for ns in touched:
-            forever, max_exp = db.execute(
-                "SELECT EXISTS(SELECT 1 FROM items WHERE ns=? AND exp IS NULL), "
-                "(SELECT max(exp) FROM items WHERE ns=?)",
-                (ns, ns),
-            ).fetchone()
-            row = db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
-            n = (row[0] if row else 0) + delta.get(ns, 0)
-            if n <= 0:
-                db.execute("DELETE FROM spaces WHERE ns=?", (ns,))
-            else:
-                db.execute("INSERT OR REPLACE INTO spaces VALUES(?,?,?,?)", (ns, n, forever, max_exp))
+        # one statement per chunk of namespaces (a bulk batch touches a thousand): each row's
+        # count moves by its delta, its expiry summary is two index seeks
+        pairs = [(ns, delta.get(ns, 0)) for ns in touched]
+        for i in range(0, len(pairs), _CHUNK):
+            part = pairs[i : i + _CHUNK]
+            db.execute(
+                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
+                "INSERT OR REPLACE INTO spaces SELECT d.ns, "
+                "coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta, "
+                "EXISTS(SELECT 1 FROM items i WHERE i.ns=d.ns AND i.exp IS NULL), "
+                "(SELECT max(exp) FROM items i WHERE i.ns=d.ns) FROM d",
+                [v for pair in part for v in pair],
+            )
+        shrunk = [(ns,) for ns, d in pairs if d < 0]
+        if shrunk:
+            db.executemany("DELETE FROM spaces WHERE ns=? AND n <= 0", shrunk)
 
     # ------------------------------------------------------------------ queries
     def get(self, ns: bytes, key: bytes) -> Row | None:
