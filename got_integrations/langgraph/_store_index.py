@@ -418,7 +418,30 @@ class ItemIndex:
                 delta[row.ns] = delta.get(row.ns, 0) + 1
         db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
         db.executemany(_INSERT, upserts)
-        touched = set(delta) | {r.ns for r in upserts}
+        self._recount(delta, set(delta) | {r.ns for r in upserts})
+
+    def apply_sweep(self, parent: str | None, commit: str, now_us: int) -> None:
+        """Record a TTL sweep this process just published on ``parent``: it deleted exactly
+        the items :meth:`expired` listed at ``now_us`` (the index at ``parent`` is the one
+        that listed them), so one statement deletes their rows.
+        """
+        with self._write():
+            stored = self._meta_tip()
+            if stored == commit:
+                return
+            if stored == parent:
+                db = self.db
+                where = "FROM items WHERE exp IS NOT NULL AND exp<=?"
+                delta = {ns: -n for ns, n in db.execute(f"SELECT ns, count(*) {where} GROUP BY ns", (now_us,))}
+                db.execute(f"DELETE {where}", (now_us,))
+                self._recount(delta, set(delta))
+            else:
+                self._catch_up(stored, commit)
+            self._set_tip(commit)
+
+    def _recount(self, delta: dict[bytes, int], touched: set[bytes]) -> None:
+        """Move the item total and the ``spaces`` rows of ``touched`` by ``delta`` (items per namespace)."""
+        db = self.db
         db.execute("UPDATE meta SET v=CAST(v AS INTEGER)+? WHERE k='total'", (sum(delta.values()),))
         if len(touched) > _BULK:
             db.execute("DELETE FROM spaces")

@@ -546,29 +546,30 @@ class GitStore(TTLSweeperMixin, BaseStore):
         return dump(raw)
 
     def _commit(
-        self, tip: str | None, changes: dict[str, bytes | None], message: str, upserts: list[Row], deletes: list[str]
+        self,
+        tip: str | None,
+        changes: dict[str, bytes | None],
+        message: str,
+        upserts: list[Row],
+        deletes: list[str],
+        swept_at: int | None = None,
     ) -> str:
-        """One commit of ``changes`` on the store ref; the index learns it from the rows given."""
+        """One commit of ``changes`` on the store ref; the index learns it from the rows given
+        (or, for a TTL sweep at ``swept_at``, from the expiry it swept)."""
         # many files: one pack of blobs and trees instead of a file each (both check every path and size)
         build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:
-            self.index.apply_own(parent, commit, upserts, deletes)
+            if swept_at is not None:
+                self.index.apply_sweep(parent, commit, swept_at)
+            else:
+                self.index.apply_own(parent, commit, upserts, deletes)
         except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up
             logger.warning("GitStore index did not record commit %s (%s); the next read catches up", commit, exc)
         return commit
 
     # ------------------------------------------------------------------ TTL and upkeep
-    def sweep_ttl(self) -> int:
-        """Delete every expired item in one commit (read from the expiry index); returns how many."""
-        with self._write_lock:
-            tip = self.index.fresh()
-            expired = self.index.expired(to_us(utc_now(self.clock)))
-            if expired:
-                self._commit(tip, dict.fromkeys(expired), f"store: sweep {len(expired)} expired item(s)\n", [], expired)
-            return len(expired)
-
     def reindex(self) -> None:
         """Rebuild the derived item index from the store ref.
 
