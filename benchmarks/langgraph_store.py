@@ -2,7 +2,8 @@
 
 Each size gets fresh stores filled with the same items: ``("memories", "user<u>")``
 namespaces of 100 items each, values ``{"text", "kind", "n", "user"}``, written in batches
-of 1,000 puts (one commit per batch for git, one transaction for the others). Then every
+of 1,000 puts (for git one commit per batch, its blobs and trees in one pack; one
+transaction for the others); ``bulk put, per item`` is that fill's cost per item. Then every
 operation runs ``--ops`` times, interleaved call by call across the stores (the order
 rotates each round, so disk and CPU noise from other processes hits them alike):
 

@@ -34,7 +34,7 @@ class BulkWriter:
 
     def __init__(self, repo: ReasoningRepo) -> None:
         self.repo = repo
-        self.enabled = sha1_repository(repo.gitdir)
+        self._enabled: bool | None = None  # SHA-1 repository? read at the first big commit
         # trees this writer packed lately, by id: the next batch starts from them, and reading
         # them back would search every pack (a tree never changes, so a copy is always right)
         self._trees: dict[str, bytes] = {}
@@ -54,7 +54,11 @@ class BulkWriter:
 
     def wanted(self, changes: Mapping[str, bytes | None]) -> bool:
         """Whether a commit of ``changes`` should be written as a pack."""
-        return self.enabled and len(changes) >= PACK_MIN
+        if len(changes) < PACK_MIN:
+            return False
+        if self._enabled is None:
+            self._enabled = sha1_repository(self.repo.gitdir)
+        return self._enabled
 
     def loose_builder(self, changes: Mapping[str, bytes | None], message: str) -> Callable[[str | None], Publish]:
         """An ``update_ref`` builder writing ``changes`` as loose objects (``repo.prepare_commit``).

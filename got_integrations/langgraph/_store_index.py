@@ -162,8 +162,8 @@ class ItemIndex:
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # timeout= is SQLite's busy timeout (60 s): writers of other processes are waited for
             db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout=60000")
             # reads through a memory map, not a read() per page: at 100k items a get is ~15% faster
             db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             if self._schema_ok(db):  # the usual open: one read (WAL mode persists in the file)
