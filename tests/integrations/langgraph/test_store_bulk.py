@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langgraph.store.base import PutOp
+from langgraph.store.memory import InMemoryStore
 
 from got_core.errors import PayloadTooLargeError
 from got_core.repo import ReasoningRepo
@@ -123,3 +126,38 @@ def test_an_oversized_item_in_a_big_batch_writes_nothing(tmp_path: Path) -> None
     assert _packs(gitdir) == 0
     assert git(gitdir, "for-each-ref") == ""
     assert store.search((), limit=10) == []
+
+
+_LABELS = st.sampled_from(["users", "docs", "a", "b-1", "x y", "ü", "sl/ash", "%41"])
+_NS = st.lists(_LABELS, min_size=1, max_size=3).map(tuple)
+_KEY = st.sampled_from(["k1", "k2", "..", "a/b", "Ω", "x" * 300]) | st.integers(0, 40).map(str)
+_VALUE = st.one_of(st.fixed_dictionaries({"n": st.integers(0, 3)}), st.fixed_dictionaries({"t": st.text(max_size=3)}))
+
+
+def _batch(values: st.SearchStrategy) -> st.SearchStrategy:
+    """A big batch: distinct (namespace, key) pairs, so its commit changes that many files."""
+    ops = st.tuples(_NS, _KEY, values)
+    return st.lists(ops, min_size=PACK_MIN + 8, max_size=PACK_MIN + 40, unique_by=lambda op: (op[0], op[1]))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(first=_batch(_VALUE), later=st.lists(_batch(st.none() | _VALUE), max_size=2))
+def test_big_batches_match_the_in_memory_store(
+    tmp_path_factory: pytest.TempPathFactory, first: list, later: list
+) -> None:
+    gitdir = tmp_path_factory.mktemp("bulk") / "s.git"
+    store, ref = GitStore(gitdir), InMemoryStore()
+    for ops in [first, *later]:
+        puts = [PutOp(ns, key, value) for ns, key, value in ops]
+        store.batch(puts)
+        ref.batch(puts)
+
+    def plain(items: list) -> list:
+        return sorted((tuple(i.namespace), i.key, repr(sorted(i.value.items()))) for i in items)
+
+    assert plain(store.search((), limit=10_000)) == plain(ref.search((), limit=10_000))
+    live = sorted({tuple(i.namespace) for i in ref.search((), limit=10_000)})
+    assert store.list_namespaces(limit=10_000) == live
+    assert _packs(gitdir) >= 1  # the first batch took the big-commit path
+    assert fsck_clean(gitdir)[0]
+    store.close()
