@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
+from timeouts import TEST_TIMEOUT
 
 from got_core.errors import PayloadTooLargeError
 from got_core.repo import ReasoningRepo
@@ -161,3 +163,33 @@ def test_big_batches_match_the_in_memory_store(
     assert _packs(gitdir) >= 1  # the first batch took the big-commit path
     assert fsck_clean(gitdir)[0]
     store.close()
+
+
+def test_concurrent_big_batches_lose_nothing(tmp_path: Path) -> None:
+    # two stores (as two processes would) race big batches on one ref: a lost compare-and-swap
+    # builds again on the winner's tree, read from the winner's pack
+    gitdir = tmp_path / "s.git"
+    stores = [GitStore(gitdir), GitStore(gitdir)]
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        try:
+            for b in range(4):
+                stores[w].batch(
+                    [PutOp(("w", str(w), f"b{b}"), f"k{i}", {"w": w, "b": b, "i": i}) for i in range(PACK_MIN + 6)]
+                )
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TEST_TIMEOUT)
+    assert not errors
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "8"
+    assert len(git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()) == 8 * (PACK_MIN + 6)
+    assert fsck_clean(gitdir)[0]
+    for store in stores:
+        assert len(store.search(("w",), limit=10_000)) == 8 * (PACK_MIN + 6)
+        store.close()
