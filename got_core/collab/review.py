@@ -16,9 +16,6 @@ The roles that use these functions are :mod:`got_core.collab.worker` and
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +25,7 @@ from got_core.errors import InvalidInputError, MergeConflictError, StorageError,
 from got_core.memory.base import Lesson, validate_text
 from got_core.memory.git import parse_topic_file, render_topic_file
 from got_core.names import decode_component, encode_component
-from got_core.repo import ReasoningRepo
+from got_core.repo import ReasoningRepo, sharing
 from got_core.types import Conflict, MergeResult
 
 __all__ = [
@@ -51,8 +48,6 @@ __all__ = [
 ]
 
 PENDING_PREFIX = "refs/got/merge-pending/"
-_SCRATCH_PREFIX = "refs/got/merge-scratch/"
-_scratch_ids = itertools.count()
 
 
 def agent_branch(agent_id: str) -> str:
@@ -128,21 +123,14 @@ class MergeReport:
 
 # ---------------------------------------------------------------------------- merging with review
 def preview_merge(repo: ReasoningRepo, theirs: str, into: str = "memory") -> MergeResult:
-    """What merging ``theirs`` into ``into`` would do, without moving ``into``.
+    """What merging ``theirs`` into ``into`` would do, changing nothing.
 
-    The merge runs on a scratch ref that is deleted afterwards (a clean merge leaves
-    only an unreferenced commit behind). ``commit`` is None in the result.
+    No ref moves and no object is written (:func:`got_core.repo.sharing.preview_merge`),
+    so a repository served read-only stays as it was. ``commit`` is None in the result.
     """
-    tip = repo.tip(into)
-    if tip is None:
+    if repo.tip(into) is None:
         return MergeResult("fast-forward", None, (), None, repo.resolve(theirs), None)
-    scratch = f"{_SCRATCH_PREFIX}{os.getpid()}-{threading.get_ident()}-{next(_scratch_ids)}"
-    repo.set_ref(scratch, tip, expected=None)
-    try:
-        result = repo.merge(theirs, into=scratch, strategy="review")
-    finally:
-        repo.delete_ref(scratch)
-    return MergeResult(result.status, None, result.conflicts, result.ours, result.theirs, result.base)
+    return sharing.preview_merge(repo, theirs, into=into)
 
 
 def merge_recorded(
@@ -180,11 +168,12 @@ def merge_recorded(
     return result
 
 
-def merge_status(repo: ReasoningRepo, into: str | None = None) -> list[PendingMerge]:
+def merge_status(repo: ReasoningRepo, into: str | None = None, *, prune: bool = True) -> list[PendingMerge]:
     """Open merges left for review, with their conflicts recomputed against the current tip.
 
-    An entry whose commit is already merged is dropped (its ref deleted). One that now
-    merges cleanly is still listed (with no conflicts) until someone merges it.
+    An entry whose commit is already merged is not listed; with ``prune`` its ref is
+    deleted too (``prune=False`` changes nothing: for a repository served read-only).
+    One that now merges cleanly is still listed (with no conflicts) until someone merges it.
     """
     prefix = PENDING_PREFIX + (encode_component(into, "branch") + "/" if into else "")
     out = []
@@ -193,7 +182,8 @@ def merge_status(repo: ReasoningRepo, into: str | None = None) -> list[PendingMe
         target, name = decode_component(target_enc), decode_component(name_enc)
         preview = preview_merge(repo, commit, target)
         if preview.status == "up-to-date":
-            repo.delete_ref(ref)
+            if prune:
+                repo.delete_ref(ref)
             continue
         out.append(PendingMerge(name, target, commit, preview.conflicts))
     return out

@@ -862,13 +862,16 @@ class GitRepo:
 
     # ------------------------------------------------------------------ merge
     def merge_trees(
-        self, base: str | None, ours: str, theirs: str
+        self, base: str | None, ours: str, theirs: str, *, write: bool = True
     ) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
         """Three-way merge of commit trees in memory.
 
+        Args:
+            write: write the merged tree of a clean merge (False: only find the conflicts).
+
         Returns:
-            (tree SHA or None when conflicted, conflicts as (path, base, ours, theirs) blob SHAs,
-            an opaque merge state for :meth:`resolve_merge`).
+            (tree SHA, or None when conflicted or not ``write``; conflicts as (path, base, ours,
+            theirs) blob SHAs; an opaque merge state for :meth:`resolve_merge`).
 
         Raises:
             UntrustedContentError: a tree holds a path libgit2 refuses (``..``, ``.git``, ...).
@@ -891,7 +894,7 @@ class GitRepo:
                             str(their.id) if their else None,
                         )
                     )
-            if conflicts:
+            if conflicts or not write:
                 return None, sorted(conflicts), idx
             return str(idx.write_tree(self._r)), [], idx
         except (GitError, OSError, KeyError, ValueError) as exc:
