@@ -149,7 +149,8 @@ def mirror(
     peer lacks are left alone. Everything comes in through the quarantine, like :func:`fetch`.
 
     Args:
-        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``).
+        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``), or whole ref
+            names (e.g. ``refs/got/prereg``), matched exactly.
 
     Returns:
         The mirrored refs -> SHAs.
@@ -161,13 +162,19 @@ def mirror(
     _check_source(source)
     limits = _limits(limits)
     for prefix in prefixes:
-        if not prefix.startswith("refs/") or not prefix.endswith("/") or prefix.startswith("refs/got-incoming"):
-            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/', not {prefix!r}")
+        if not prefix.startswith("refs/") or prefix.startswith("refs/got-incoming") or "*" in prefix:
+            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/' or ref names, not {prefix!r}")
     advertised = repo.git.ls_remote(source)
-    if not any(ref.startswith(tuple(prefixes)) for ref in advertised):
+
+    def held(prefix: str) -> bool:
+        return any(ref.startswith(prefix) for ref in advertised) if prefix.endswith("/") else prefix in advertised
+
+    # a whole ref name the peer lacks is left out: fetching it would fail
+    asked = [(i, p) for i, p in enumerate(prefixes) if held(p)]
+    if not asked:
         return {}
     staging = "refs/got/mirror/"
-    specs = [f"+{p}*:{staging}{i}/*" for i, p in enumerate(prefixes)]
+    specs = [f"+{p}*:{staging}{i}/*" if p.endswith("/") else f"+{p}:{staging}{i}" for i, p in asked]
     with Quarantine(repo.git, f"what {source} sent", limits) as q:
         q.git.fetch(source, specs, progress=q.progress)
         incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(staging)}
@@ -176,7 +183,9 @@ def mirror(
     wanted = {}
     for ref, oid in incoming.items():
         index, _, rest = ref[len(staging) :].partition("/")
-        wanted[prefixes[int(index)] + rest] = oid  # libgit2 validated the name in the quarantine
+        prefix = prefixes[int(index)]
+        # libgit2 validated the name in the quarantine
+        wanted[prefix + rest if prefix.endswith("/") else prefix] = oid
     if wanted:
         repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
     return wanted
