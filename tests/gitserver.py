@@ -26,7 +26,7 @@ from pathlib import Path
 from gitcli import git
 from timeouts import TEST_TIMEOUT, deadline
 
-__all__ = ["GitDaemon", "HttpGit", "free_port", "make_bare"]
+__all__ = ["SERVERS", "GitDaemon", "HttpGit", "free_port", "make_bare", "serve"]
 
 
 def free_port() -> int:
@@ -121,6 +121,10 @@ class GitDaemon:
                 self._proc.kill()
                 self._proc.wait(timeout=TEST_TIMEOUT)
         self._proc = None
+
+    def receive_packs(self) -> int:
+        """How many push services (``git-receive-pack``) the daemon ran so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace").count("receive-pack") if self.log.exists() else 0
 
     def __enter__(self) -> GitDaemon:
         return self.start()
@@ -273,8 +277,28 @@ class HttpGit:
             self._thread.join(timeout=TEST_TIMEOUT)
         self._server = self._thread = None
 
+    def receive_packs(self) -> int:
+        """How many push requests (``POST .../git-receive-pack``) it answered so far."""
+        with self.lock:
+            return sum(r.startswith("POST ") and "git-receive-pack" in r for r in self.requests)
+
     def __enter__(self) -> HttpGit:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: The kinds of server :func:`serve` starts: git's own protocol, and smart HTTP.
+SERVERS = ("git-daemon", "http-backend")
+
+
+def serve(kind: str, base: Path) -> GitDaemon | HttpGit:
+    """A server of ``kind`` (one of :data:`SERVERS`) for the bare repositories under ``base``
+    (not started: use it as a context manager). Both have ``base``, ``url(name)`` and
+    ``receive_packs()``."""
+    if kind == "git-daemon":
+        return GitDaemon(base)
+    if kind == "http-backend":
+        return HttpGit(base)
+    raise ValueError(f"no git server kind {kind!r}; one of {SERVERS}")
