@@ -299,3 +299,29 @@ def test_a_file_url_works_like_a_path(tmp_path):
         b.push(url)
     b.push(url, merge="review")
     assert git(central.gitdir, "rev-list", "--parents", "-n1", "memory").split()[1:] == [tb, ta]
+
+
+def test_mirror_follows_prefixes_and_whole_ref_names_over_a_git_server(tmp_path, git_server):
+    from got_core.repo.sharing import mirror
+
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    one = a.commit_files("refs/got/results/arm/p1", {"result.json": "{}\n"}, "p1\n")
+    rule = a.commit_files("refs/got/prereg", {"prereg.json": "{}\n"}, "prereg\n")
+    a.commit_files("refs/got/prereg-other", {"x": "x\n"}, "not asked for\n")
+    a.push(url, branches=("refs/got/results/arm/p1", "refs/got/prereg", "refs/got/prereg-other"), tag_prefixes=())
+    copy = ReasoningRepo.init(tmp_path / "copy.git")
+    asked = ("refs/got/results/", "refs/got/prereg", "refs/got/paraphrases")  # the last: not on the server
+    assert mirror(copy, url, asked) == {"refs/got/results/arm/p1": one, "refs/got/prereg": rule}
+    assert copy.tip("refs/got/prereg-other") is None  # a whole name is matched exactly
+    # the copy follows the server; a ref only the copy has is left alone
+    two = a.commit_files("refs/got/results/arm/p1", {"result.json": '{"again": 1}\n'}, "p1 again\n")
+    a.push(url, branches=("refs/got/results/arm/p1",), tag_prefixes=())
+    mine = copy.commit_files("refs/got/results/arm/local", {"result.json": "{}\n"}, "only here\n")
+    assert mirror(copy, url, asked)["refs/got/results/arm/p1"] == two
+    assert copy.tip("refs/got/results/arm/local") == mine
+    assert git(served, "rev-parse", "refs/got/results/arm/p1").strip() == two
+    for bad in ("refs/got/*", "heads/memory", "refs/got-incoming-x/"):
+        with pytest.raises(InvalidInputError, match="mirror takes"):
+            mirror(copy, url, (bad,))
