@@ -9,12 +9,14 @@ same URL. The tests taking ``git_server`` run once per server.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import SERVERS, HttpGit, make_bare, serve
+from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core.cli import main
@@ -48,9 +50,11 @@ print(json.dumps({"commits": commits, "private": private.oid}))
 
 
 @pytest.fixture(params=SERVERS)
-def git_server(request, tmp_path):
+def git_server(request, tmp_path, monkeypatch):
     """``git daemon`` (git://), then ``git http-backend`` behind a local HTTP server (http://)."""
     with serve(request.param, tmp_path / "served") as server:
+        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
+            server.trust(monkeypatch, Path(os.environ["HOME"]))
         yield server
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import SERVERS, HttpGit, make_bare, serve
+from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core import ReasoningRepo
@@ -39,10 +39,12 @@ def _quarantines(repo: ReasoningRepo) -> list[str]:
 
 
 @pytest.fixture(params=SERVERS)
-def git_server(request, tmp_path):
+def git_server(request, tmp_path, monkeypatch):
     """Each test that takes it runs twice: against ``git daemon`` (git://) and against
     ``git http-backend`` behind a local HTTP server (http://), both on 127.0.0.1."""
     with serve(request.param, tmp_path / "served") as server:
+        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
+            server.trust(monkeypatch, Path(os.environ["HOME"]))
         yield server
 
 
@@ -325,3 +327,51 @@ def test_mirror_follows_prefixes_and_whole_ref_names_over_a_git_server(tmp_path,
     for bad in ("refs/got/*", "heads/memory", "refs/got-incoming-x/"):
         with pytest.raises(InvalidInputError, match="mirror takes"):
             mirror(copy, url, (bad,))
+
+
+def test_an_ssh_server_whose_host_key_is_not_known_is_refused(tmp_path, monkeypatch):
+    """pygit2 lets any SSH host key through; we hold it to ``~/.ssh/known_hosts``."""
+    import asyncssh
+
+    with SshGit(tmp_path / "served") as server:
+        served = make_bare(server.base)
+        home = Path(os.environ["HOME"])
+        server.trust(monkeypatch, home)
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        repo.lock_timeout = TEST_TIMEOUT  # a refusal must not be retried until this deadline
+        other_key = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode()
+        known = home / ".ssh" / "known_hosts"
+        for hosts in (f"[127.0.0.1]:{server.port} {other_key}", None):  # a changed key, then none listed
+            if hosts is None:
+                known.unlink()
+            else:
+                known.write_text(hosts)
+            with pytest.raises(RemoteError, match="host key") as info:
+                repo.push(server.url(), merge="review")
+            assert not isinstance(info.value, PushRejectedError)
+            with pytest.raises(RemoteError, match="host key"):
+                repo.fetch(server.url(), name="central")
+            assert server.receive_packs() == 0 and not _quarantines(repo)
+        assert git(served, "for-each-ref").strip() == ""
+        known.write_text(server.host_line)  # the right key: the same push goes through
+        repo.push(server.url(), merge="review")
+        assert git(served, "rev-parse", "memory").strip() == repo.tip("memory")
+
+
+def test_an_ssh_server_with_no_key_configured_fails_fast_never_prompting(tmp_path, monkeypatch):
+    with SshGit(tmp_path / "served") as server:
+        served = make_bare(server.base)
+        server.trust(monkeypatch, Path(os.environ["HOME"]))
+        monkeypatch.delenv("GOT_SSH_KEY")
+        monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        repo.lock_timeout = TEST_TIMEOUT
+        with pytest.raises(CredentialsRequiredError, match="never prompts"):
+            repo.push(server.url(), merge="review")
+        monkeypatch.setenv("GOT_SSH_KEY", str(server.key_file))
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "git.example.com")  # the key is never offered to this host
+        with pytest.raises(CredentialsRequiredError, match="asks for credentials"):
+            repo.fetch(server.url(), name="central")
+        assert git(served, "for-each-ref").strip() == "" and server.receive_packs() == 0
