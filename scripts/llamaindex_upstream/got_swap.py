@@ -1,14 +1,16 @@
 """pytest plugin: run llama-index-core's own tests with our classes in place of theirs.
 
-Loaded by ``scripts/llamaindex_upstream_tests.sh`` (``-p got_swap``). With ``GOT_SWAP=1``
-each test gets a fresh repository in its ``tmp_path`` and, through their constructors:
+Loaded by ``scripts/llamaindex_upstream_tests.sh`` (``-p got_swap``). With ``GOT_SWAP=1``,
+through their constructors (each construction without a store of its own gets a fresh
+repository under the test's ``tmp_path``, as llama-index's default store is a fresh in-memory
+SQLite database per construction):
 
 * ``Memory(...)`` and ``Memory.from_defaults(...)`` build a
-  :class:`~got_integrations.llamaindex.GitMemory` on that repository (a ``sql_store`` /
+  :class:`~got_integrations.llamaindex.GitMemory` (a ``sql_store`` /
   ``chat_store`` argument goes to ``from_defaults(chat_store=...)``, which refuses foreign
   stores with its typed error, exactly what a user would get);
 * ``SQLAlchemyChatStore(...)`` builds a :class:`~got_integrations.llamaindex.GitChatStore`
-  on it (the SQL options are dropped: git has no table);
+  (the SQL options are dropped: git has no table);
 * the agents' default memory (``ChatMemoryBuffer.from_defaults`` inside
   ``FunctionAgent``/``ReActAgent``/``AgentWorkflow`` when no memory is passed) and a test's
   own ``ChatMemoryBuffer.from_defaults(...)`` build a ``GitMemory``.
@@ -39,10 +41,17 @@ BUILT = {"GitMemory": 0, "GitChatStore": 0}
 
 
 class _Swap:
-    """What the swapped names build; one per test, on the test's repository."""
+    """What the swapped names build; one per test, its repositories under the test's tmp_path."""
 
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built = 0
+
+    def fresh_repo(self) -> Path:
+        """A new repository path: what a store-less ``Memory(...)`` or ``SQLAlchemyChatStore(...)``
+        gets in llama-index is its own in-memory database, never one shared with another."""
+        self.built += 1
+        return self.root / f"got-swap-{self.built}.git"
 
     def memory(self, **kwargs: Any) -> Any:
         from got_integrations.llamaindex import GitMemory
@@ -51,7 +60,7 @@ class _Swap:
         if store is not None:
             kwargs["chat_store"] = store
         if kwargs.get("chat_store") is None:
-            kwargs["path"] = self.repo
+            kwargs["path"] = self.fresh_repo()
         kwargs.setdefault("session_id", uuid.uuid4().hex)  # as Memory: a fresh key
         memory = GitMemory.from_defaults(**kwargs)
         BUILT["GitMemory"] += 1
@@ -60,7 +69,7 @@ class _Swap:
     def chat_store(self, *args: Any, **kwargs: Any) -> Any:
         from got_integrations.llamaindex import GitChatStore
 
-        store = GitChatStore(self.repo)
+        store = GitChatStore(self.fresh_repo())
         BUILT["GitChatStore"] += 1
         return store
 
@@ -117,7 +126,7 @@ def _got_swap(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
     from llama_index.core.memory import ChatMemoryBuffer, Memory
     from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
-    swap = _Swap(tmp_path / "got-swap.git")
+    swap = _Swap(tmp_path)
     replacements = {
         Memory: _memory_class(swap),
         ChatMemoryBuffer: _buffer_class(swap),
