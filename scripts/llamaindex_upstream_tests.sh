@@ -14,8 +14,8 @@
 #   GOT_UPSTREAM_GIT=/path/to/llama_index.git GOT_UPSTREAM_REV=v0.14.25 bash scripts/llamaindex_upstream_tests.sh
 #
 # Where the tests come from (the first that works):
-#   1. GOT_UPSTREAM_TESTS: a directory holding llama-index-core's `tests/` (e.g. from
-#      `git clone --depth 1 --branch v<version> https://github.com/run-llama/llama_index`);
+#   1. GOT_UPSTREAM_TESTS: llama-index-core's `tests/` directory, or a llama_index checkout holding
+#      it (e.g. `git clone --depth 1 --branch v<version> https://github.com/run-llama/llama_index`);
 #   2. GOT_UPSTREAM_GIT: a local llama_index git directory (a clone or a bare mirror), read with
 #      `git archive` at GOT_UPSTREAM_REV (default the release tag v<version>); nothing is checked out;
 #   3. the release's sdist from PyPI (`pip download --no-binary :all:`), when it ships tests/
@@ -51,8 +51,12 @@ unavailable() {
 
 if [ -n "${GOT_UPSTREAM_TESTS:-}" ]; then
   [ -d "$GOT_UPSTREAM_TESTS" ] || unavailable "GOT_UPSTREAM_TESTS=$GOT_UPSTREAM_TESTS is not a directory"
-  cp -r "$GOT_UPSTREAM_TESTS" "$RUN/tests"
-  echo "tests from $GOT_UPSTREAM_TESTS"
+  # a checkout's root or its llama-index-core/ work as well as llama-index-core/tests itself
+  for SRC in "$GOT_UPSTREAM_TESTS/llama-index-core/tests" "$GOT_UPSTREAM_TESTS/tests" "$GOT_UPSTREAM_TESTS"; do
+    [ ! -f "$SRC/conftest.py" ] || break
+  done
+  cp -r "$SRC" "$RUN/tests"
+  echo "tests from $SRC"
 elif [ -n "${GOT_UPSTREAM_GIT:-}" ]; then
   REV=${GOT_UPSTREAM_REV:-v$VERSION}
   COMMIT=$(git --git-dir="$GOT_UPSTREAM_GIT" rev-parse --verify -q "$REV^{commit}" 2>/dev/null) \
