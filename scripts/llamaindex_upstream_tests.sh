@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# LlamaIndex's own memory, chat-store and agent-workflow tests against GitMemory / GitChatStore.
+# LlamaIndex's own memory, chat-store, agent-workflow and chat-engine tests against GitMemory /
+# GitChatStore.
 #
 # Takes the tests of the installed `llama-index-core` release and runs them twice: once as
 # they are (the reference) and once with our classes swapped in through their constructors
-# (scripts/llamaindex_upstream/got_swap.py: Memory, SQLAlchemyChatStore and the agents'
-# default memory build GitMemory / GitChatStore on a fresh repository per test). A test that
+# (scripts/llamaindex_upstream/got_swap.py: Memory, SQLAlchemyChatStore and the agents' and chat
+# engines' default memory build GitMemory / GitChatStore, each on a fresh repository). A test that
 # passes in the reference run must pass with ours unless scripts/llamaindex_upstream/
 # known_failures.txt lists it with the reason (scripts/llamaindex_upstream/compare.py).
 # Nothing of LlamaIndex's is copied into this repository.
@@ -91,10 +92,11 @@ else
   fi
 fi
 
-# The files that exercise memory, the async chat-store interface and the workflow agents.
+# The files that exercise memory, the async chat-store interface, the workflow agents and the
+# chat engines (whose default memory is Memory).
 mapfile -t FILES < <(cd "$RUN" && ls tests/memory/test_memory*.py tests/storage/chat_store/test_sql*.py \
-  tests/agent/workflow/test_*.py 2>/dev/null)
-[ "${#FILES[@]}" -gt 0 ] || { echo "no memory / chat-store / agent-workflow test files in the tests" >&2; exit 1; }
+  tests/agent/workflow/test_*.py tests/chat_engine/test_*.py 2>/dev/null)
+[ "${#FILES[@]}" -gt 0 ] || { echo "no memory / chat-store / agent / chat-engine test files in the tests" >&2; exit 1; }
 echo "llama-index-core $VERSION: ${#FILES[@]} test files"
 cat >"$RUN/pytest.ini" <<'INI'
 [pytest]

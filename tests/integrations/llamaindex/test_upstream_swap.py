@@ -26,6 +26,8 @@ HARNESS = ROOT / "scripts" / "llamaindex_upstream"
 # without a store of its own gets a private database (a fresh in-memory SQLite).
 STOCK_SEMANTICS = """
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import MockLLM
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
@@ -56,7 +58,11 @@ async def test_a_shared_store_is_shared():
 
 
 def test_what_was_built():
-    print("classes:", type(Memory(token_limit=1000, session_id="probe")).__name__, type(SQLAlchemyChatStore(table_name="probe")).__name__)
+    memory = Memory(token_limit=1000, session_id="probe")
+    store = SQLAlchemyChatStore(table_name="probe")
+    # the chat engine's default memory class is bound as a default argument value
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM())
+    print("classes:", type(memory).__name__, type(store).__name__, type(engine._memory).__name__)
 """
 
 
@@ -84,10 +90,10 @@ def test_swap_keeps_the_stock_constructors_semantics(tmp_path: Path, swap: bool)
     assert "4 passed" in done.stdout
     if swap:
         # our classes really were the ones exercised, each store-less one on its own repository
-        assert "classes: GitMemory GitChatStore" in done.stdout
+        assert "classes: GitMemory GitChatStore GitMemory" in done.stdout
         assert "got_swap: built" in done.stdout
     else:
-        assert "classes: Memory SQLAlchemyChatStore" in done.stdout
+        assert "classes: Memory SQLAlchemyChatStore Memory" in done.stdout
 
 
 async def test_chat_store_dump_and_validate_reads_the_same_messages(tmp_path: Path) -> None:
