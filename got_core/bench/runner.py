@@ -66,7 +66,6 @@ from got_core.bench.tasks import (
 from got_core.errors import (
     ConfigError,
     CorruptRepositoryError,
-    RemoteError,
     RepositoryNotFoundError,
 )
 from got_core.names import encode_component
