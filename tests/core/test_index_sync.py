@@ -227,7 +227,7 @@ def test_files_of_new_commits_are_indexed_when_pickaxe_first_asks(tmp_path):
 
 
 def test_grep_sees_messages_waiting_for_the_trigram_batch_and_after_it(tmp_path):
-    from got_core.storage.index import TRI_BATCH
+    from got_core.storage.index_write import TRI_BATCH
 
     repo = ReasoningRepo.init(tmp_path / "r.git")
     statements = traced(repo)
