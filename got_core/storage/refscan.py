@@ -298,7 +298,10 @@ def scan(
     stack = ["refs"]
     while stack:
         rel = stack.pop()
-        st = _lstat(Path(root, rel))
+        try:
+            st: os.stat_result | None = os.lstat(f"{root}/{rel}")
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
         if st is None or not _stat.S_ISDIR(st.st_mode):
             continue  # gone (or not a directory any more): its files are candidates below
         here = _stamp(st, now)
@@ -328,11 +331,20 @@ def scan(
                 fst = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while listed: a candidate below (not in `new`)
-            stamp = new[name] = _stamp(fst, now)
             was = old.get(name)
-            # (racy, or a different inode, mtime or size: it may have moved)
-            if was is None or was[3] or was[0] != stamp[0] or was[1] != stamp[1] or was[2] != stamp[2]:
-                changed.add(f"{rel}/{name}")
+            if (
+                was is not None
+                and not was[3]
+                and was[0] == fst.st_ino
+                and was[1] == fst.st_mtime_ns
+                and was[2] == fst.st_size
+            ):
+                # unchanged, and not racy then, so not now (its mtime is older than an older clock):
+                # the stamp is kept as it was, and nothing is allocated for the many unchanged files
+                new[name] = was
+                continue
+            new[name] = _stamp(fst, now)  # new, racy, or another inode, mtime or size: it may have moved
+            changed.add(f"{rel}/{name}")
         out.candidates.update(f"{rel}/{name}" for name in old.keys() - new.keys())
         out.dirs[rel] = here
         out.files[rel] = new
