@@ -55,6 +55,7 @@ from got_core.storage.refscan import (
     packed_names,
     quick_dirty,
     read_packed,
+    read_packed_digest,
     scan,
     stamp_of,
 )
@@ -286,6 +287,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
             clock = fs_clock(self._clock_probe)
             look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock)
             delta, packed = self._delta(look)
+            if packed is not None:  # the bytes of packed-refs this sync made the index reflect
+                db.execute("INSERT OR REPLACE INTO meta VALUES('packed_digest', ?)", (packed[2],))
             changes = Changes()
             self._apply(delta, changes)
             self._sync_notes(changes)
@@ -303,7 +306,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
             raise
         self._adopt_look(look, new_obs)
         if packed is not None:
-            self._packed = packed
+            self._packed = (packed[0], packed[1])
         if changes.any:
             self._advance_memo(changes, new_data)
         if pending:
@@ -311,22 +314,30 @@ class DerivedIndex(IndexWriter, IndexQueries):
 
     def _delta(
         self, look: Scan
-    ) -> tuple[dict[str, tuple[str | None, str | None]], tuple[Stamp, frozenset[bytes]] | None]:
+    ) -> tuple[dict[str, tuple[str | None, str | None]], tuple[Stamp, frozenset[bytes], str] | None]:
         """``{ref: (value indexed, value now)}`` for every ref whose value differs, and the
-        packed-refs lines read on the way (None when it did not change)."""
+        packed-refs stamp, lines and digest read on the way (None when it did not change).
+
+        A changed ``packed-refs`` is compared line by line with the lines this process read
+        last; a process without them (a new one) compares the file's digest with the one
+        stored by the sync that last read it: the same bytes hold no change the index
+        lacks. Only when both fail is every ref listed."""
         db = self.db
         packed = None
         candidates = set(look.candidates)
         listed = False
         if look.full:
-            lines = read_packed(self.git.gitdir)  # after the scan's stamp: a change meanwhile shows next time
-            packed = (look.dirs[PACKED], lines)
+            # read after the scan's stamp: a change meanwhile shows next time
+            lines, digest = read_packed_digest(self.git.gitdir)
+            digest = digest or "absent"
+            packed = (look.dirs[PACKED], lines, digest)
             before = self._seen.get(PACKED)
             known = self._packed
             if before is not None and not before.racy and known is not None and known[0].same(before):
                 candidates |= packed_names(lines.symmetric_difference(known[1]))
             else:
-                listed = True
+                stored = db.execute("SELECT value FROM meta WHERE key='packed_digest'").fetchone()
+                listed = stored is None or stored[0] != digest
         if listed:
             now: dict[str, str | None] = {n: o for n, o in self.git.list_refs("refs/").items() if _indexable_ref(n)}
             was = dict(db.execute("SELECT name, oid FROM refs").fetchall())
@@ -356,6 +367,9 @@ class DerivedIndex(IndexWriter, IndexQueries):
             if stamp_of(self.git.gitdir / PACKED).same(here):
                 self._packed = (here, lines)
         self.git.compress_refs()
+        # take in the packing now (a line diff of packed-refs), so the stored digest is of the
+        # packed file: a process that starts after this one compares digests, not every ref
+        self._sync(set())
 
     def _store(self, look: Scan) -> None:
         """Write the new observation (only what differs from the stored one)."""

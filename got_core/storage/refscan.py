@@ -36,6 +36,7 @@ directory made since the last look. The directories a write touches are listed a
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import stat as _stat
@@ -55,6 +56,7 @@ __all__ = [
     "packed_names",
     "quick_dirty",
     "read_packed",
+    "read_packed_digest",
     "scan",
     "stamp_of",
 ]
@@ -115,10 +117,23 @@ def fs_clock(probe: Path) -> int:
 
 def read_packed(gitdir: Path) -> frozenset[bytes]:
     """The ref lines of ``packed-refs`` (``<sha> <name>`` and ``^<peeled>``; empty when absent)."""
+    return read_packed_digest(gitdir)[0]
+
+
+def read_packed_digest(gitdir: Path) -> tuple[frozenset[bytes], str]:
+    """:func:`read_packed` and a digest of the file's bytes (the same bytes give the same lines).
+
+    A process that holds no earlier lines to compare with compares the digest with the
+    one stored with the observation instead of listing every ref.
+    """
     try:
         data = (gitdir / PACKED).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        return frozenset()
+        return frozenset(), ""
+    return _lines(data), hashlib.sha1(data, usedforsecurity=False).hexdigest()
+
+
+def _lines(data: bytes) -> frozenset[bytes]:
     lines = set(data.split(b"\n"))
     lines.discard(b"")
     if data.startswith(b"#"):  # the header ("# pack-refs with: ..."), git's only comment line
