@@ -6,7 +6,8 @@ at each history size:
 * ``got`` — ReasoningRepo's public API: ``commit_node`` (a commit of 4 files + the score
   note + the outcome tag), ``grep``, ``search``, ``read_node``;
 * ``floor`` — pygit2 alone doing the least a commit needs: 4 blobs + tree + commit + one
-  ref move, in a copy of the same repository (same packs, same history);
+  ref move (one libgit2 ref transaction, the cheapest ref write at any number of refs),
+  in a copy of the same repository (same packs, same history);
 * ``sqlite`` — the same payload as one row per node in SQLite (WAL, synchronous=NORMAL)
   with an FTS5 index on the thought updated in the same transaction; the score and the
   tag are columns of that row. ``grep`` is an FTS5 match returning every hit, ``search``
@@ -220,10 +221,11 @@ class Floor:
             tb.insert(fname, r.create_blob(content.encode()), pygit2.GIT_FILEMODE_BLOB)
         parents = [self.tip] if self.tip is not None else []
         commit = r.create_commit(None, self.sig, self.sig, f"node {i}\n\n{p['thought']}\n", tb.write(), parents)
-        if self.tip is None:
-            r.references.create("refs/heads/master", commit)
-        else:
-            r.references["refs/heads/master"].set_target(commit)
+        # one ref transaction, as commit_node moves its refs: libgit2's plain ref writes
+        # walk every packed ref to check the new name's path, O(refs) per write
+        with r.transaction() as txn:
+            txn.lock_ref("refs/heads/master")
+            txn.set_target("refs/heads/master", commit)
         self.tip = commit
         self.oids.append(commit)
 

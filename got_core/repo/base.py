@@ -232,6 +232,9 @@ class RepoBase:
     ) -> Any:
         """Move several refs in one ref transaction: ``build({ref: tip}) -> {ref: new target}``.
 
+        The builder may read another full ref's tip (``tips["refs/..."]``) and answer for
+        it too (a ref whose name depends on the others' tips).
+
         Raises:
             ConcurrentUpdateError: past the deadline (or raised by the builder).
         """
@@ -247,8 +250,11 @@ class RepoBase:
             answer = build(tips)
             if isinstance(answer, Keep):
                 return answer
-            if not isinstance(answer, Mapping) or not set(answer) <= set(names):
-                raise InvalidInputError("the builder must return Keep or a mapping of the given refs to targets")
+            if not isinstance(answer, Mapping) or not all(n in tips for n in answer):
+                raise InvalidInputError("the builder must return Keep or a mapping of the refs it read to targets")
+            for name in answer:
+                if name not in names:
+                    check_ref_name(name)
             return answer
 
         return update_refs(self.git, names, checked, value, self.retry, moved=self._moved)

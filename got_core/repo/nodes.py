@@ -14,11 +14,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from got_core.errors import CorruptRepositoryError, InvalidInputError, InvalidNameError
+from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, InvalidInputError, InvalidNameError
 from got_core.names import decode_component, encode_component
-from got_core.repo.base import Publish
-from got_core.repo.notes import note_json, publish_notes
+from got_core.repo.notes import note_json, notes_commit
 from got_core.storage.git import BlobId
+from got_core.storage.refnames import tag_ref
 from got_core.types import NODE_FILES, OUTCOME_TAG_PREFIX, Node, canonical_json
 from got_core.validate import clean_revs, clean_text
 
@@ -77,8 +77,21 @@ def commit_node(
         raise InvalidInputError(f"node scores/trace must be JSON-serialisable: {exc}") from None
     explicit = [repo.resolve(p) for p in parents] if parents is not None else None
     git = repo.git
+    notes_ref = repo.notes_ref if note and node.scores else None
+    want_tag = tag and node.outcome in OUTCOME_TAG_PREFIX
+    first_tip: list[str | None] = []
+    built: dict[str, Any] = {}
 
-    def build(tip: str | None) -> Publish:
+    def build(tips: dict[str, str | None]) -> dict[str, str | None]:
+        tip = tips[ref_name]
+        if explicit is not None:
+            # the commit is built on the caller's parents: a branch that moved meanwhile is theirs to decide
+            if first_tip and first_tip[0] != tip:
+                raise ConcurrentUpdateError(
+                    f"{ref_name} moved while this write was built on {first_tip[0] or 'nothing'}; "
+                    "re-read its tip and retry"
+                )
+            first_tip[:] = [tip]
         these = explicit if explicit is not None else ([tip] if tip else [])
         given_id = node.node_id or node.derive_id(these)  # the id depends on the parents
         node_id = encode_component(given_id, "node id")
@@ -96,10 +109,24 @@ def commit_node(
             scores_blob = files["scores.json"] = BlobId(git.write_blob(scores_blob))  # the note reuses it
         message = clean_text(node_message(node, node_id, thought), "commit message")
         oid = repo._new_commit(git.build_tree(None, files), these, message)
-        return Publish(oid, (oid, these, given_id, node_id, meta, scores_blob))
+        answer: dict[str, str | None] = {ref_name: oid}
+        built.update(oid=oid, these=these, given_id=given_id, node_id=node_id, meta=meta, notes=None, tag=None)
+        if notes_ref is not None:
+            # the note is the node's scores.json blob itself: no second copy is written
+            parent = tips[notes_ref]
+            commit, changes = notes_commit(
+                repo, parent, {oid: scores_blob if isinstance(scores_blob, BlobId) else scores_text.encode()}
+            )
+            answer[notes_ref] = commit
+            built["notes"] = (commit, parent, changes)
+        if want_tag:
+            built["tag"] = _tag_answer(repo, tips, OUTCOME_TAG_PREFIX[node.outcome] + node_id, oid, answer)
+        return answer
 
-    # With explicit parents the commit was built on them: a lost race is the caller's to decide.
-    oid, these, given_id, node_id, meta, scores_blob = repo.update_ref(ref_name, build, retry=explicit is None)
+    # branch, note and tag move in ONE ref transaction: one lock-and-rename round, and no
+    # walk over every packed ref per ref written (ARCHITECTURE §6)
+    repo.update_refs([ref_name, notes_ref] if notes_ref is not None else [ref_name], build)
+    oid, these, given_id, meta = built["oid"], built["these"], built["given_id"], built["meta"]
     stored = Node(
         thought=thought,
         scores=dict(node.scores),
@@ -112,13 +139,35 @@ def commit_node(
         oid=oid,
         parents=tuple(these),
     )
-    if note and node.scores:
+    if built["notes"] is not None and notes_ref is not None:
         stored.note = dict(node.scores)
-        # the note is the node's scores.json blob itself: no second copy is written
-        publish_notes(repo, repo.notes_ref, {oid: scores_blob or scores_text.encode("utf-8")})
-    if tag and node.outcome in OUTCOME_TAG_PREFIX:
-        stored.tags = [repo._tag_commit(OUTCOME_TAG_PREFIX[node.outcome] + encode_component(node_id, "node id"), oid)]
+        repo._notes_written(notes_ref, *built["notes"])  # the index applies these changes without a tree diff
+    if built["tag"] is not None:
+        name, problem = built["tag"]
+        if problem is not None:
+            raise problem  # the node and its note are stored; only the tag was refused, as before
+        stored.tags = [name]
     return stored
+
+
+def _tag_answer(
+    repo: ReasoningRepo, tips: dict[str, str | None], name: str, oid: str, answer: dict[str, str | None]
+) -> tuple[str, Exception | None]:
+    """Add the outcome tag ``name`` on ``oid`` to a transaction's ``answer`` (tags never move).
+
+    Returns the tag's name and the error to raise once the rest is published (a name
+    that is not a valid tag, or a tag that already points elsewhere), else None.
+    """
+    try:
+        ref = tag_ref(name)
+    except InvalidNameError as exc:
+        return name, exc
+    current = tips[ref]
+    if current is None:
+        answer[ref] = oid
+    elif repo.git.peel_to_commit(current) != oid:
+        return name, InvalidInputError(f"tag {name!r} already points at {current[:12]}; tags do not move")
+    return name, None
 
 
 def tag_outcome(repo: ReasoningRepo, target: str, outcome: str, node_id: str | None = None) -> str:

@@ -25,7 +25,16 @@ from got_core.validate import to_bytes
 if TYPE_CHECKING:
     from got_core.repo.base import RepoBase as ReasoningRepo
 
-__all__ = ["all_notes", "get_note", "note_json", "notes_ref_name", "publish_notes", "set_note", "set_notes"]
+__all__ = [
+    "all_notes",
+    "get_note",
+    "note_json",
+    "notes_commit",
+    "notes_ref_name",
+    "publish_notes",
+    "set_note",
+    "set_notes",
+]
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -77,30 +86,43 @@ def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | 
 
     Nothing is re-validated here: :func:`set_notes` checks what callers hand it.
     """
-    git = repo.git
     built: dict[str, tuple[str | None, dict[str, str | None]]] = {}
 
     def build(tip: str | None) -> Publish:
-        base = git.commit_tree(tip) if tip else None
-        changes: dict[str, BlobId | None] = {}
-        for oid, data in payload.items():
-            changes[f"{oid[:2]}/{oid[2:]}"] = data if isinstance(data, BlobId) else BlobId(git.write_blob(data))
-        if base is not None:  # notes stock git wrote flat or at another fan-out depth
-            others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
-            for path, blob in git.tree_entries(base, others).items():
-                if blob is not None:
-                    changes[path] = None
-        tree = git.build_tree(base, changes)
-        # notes commits are bookkeeping, never signed: a signature vouches for reasoning
-        commit = git.write_commit(
-            tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
-        )
-        built[commit] = (tip, dict(changes))
+        commit, changes = notes_commit(repo, tip, payload)
+        built[commit] = (tip, changes)
         return Publish(commit, commit)
 
     commit = repo.update_ref(name, build)
     repo._notes_written(name, commit, *built[commit])  # the index applies these changes without a tree diff
     return commit
+
+
+def notes_commit(
+    repo: ReasoningRepo, tip: str | None, payload: Mapping[str, bytes | BlobId]
+) -> tuple[str, dict[str, str | None]]:
+    """Write the notes commit that adds ``payload`` on top of the notes commit ``tip`` (no ref moves).
+
+    Returns:
+        The commit and its changes to ``tip``'s tree (fan-out path -> blob, None removed),
+        which the caller hands to the index once the notes ref moved there.
+    """
+    git = repo.git
+    base = git.commit_tree(tip) if tip else None
+    changes: dict[str, BlobId | None] = {}
+    for oid, data in payload.items():
+        changes[f"{oid[:2]}/{oid[2:]}"] = data if isinstance(data, BlobId) else BlobId(git.write_blob(data))
+    if base is not None:  # notes stock git wrote flat or at another fan-out depth
+        others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
+        for path, blob in git.tree_entries(base, others).items():
+            if blob is not None:
+                changes[path] = None
+    tree = git.build_tree(base, changes)
+    # notes commits are bookkeeping, never signed: a signature vouches for reasoning
+    commit = git.write_commit(
+        tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
+    )
+    return commit, dict(changes)
 
 
 def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, str, str] | None:

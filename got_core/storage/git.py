@@ -41,6 +41,7 @@ from got_core.names import (
 )
 from got_core.storage._access import check_readable, refuse_unopenable
 from got_core.storage.objects import check_object, damaged_under
+from got_core.storage.refscan import packed_has_prefix
 from got_core.types import Identity
 
 __all__ = [
@@ -744,15 +745,16 @@ class GitRepo:
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
 
-        libgit2 writes the ref under its lock file and checks, under that lock, that it
-        still holds ``expected``. Only :mod:`got_core.storage.refs` calls this; everything
-        else moves refs through that module's retry primitive.
+        One ref transaction (:meth:`cas_refs`): the ref is written under its lock file
+        after a check, under that lock, that it still holds ``expected``. Only
+        :mod:`got_core.storage.refs` calls this; everything else moves refs through that
+        module's retry primitive.
 
         Raises:
             RefRace: the ref did not hold ``expected``, or another writer held its lock.
             StorageError: the disk refused the write (the ref is unchanged).
         """
-        self._ref_op(name, expected, lambda: self._set_ref(name, new, expected))
+        self.cas_refs({name: (expected, new)})
 
     def delete_ref(self, name: str, expected: str | None = None) -> bool:
         """Delete a ref (only while it still points at ``expected`` when given); False when absent.
@@ -780,21 +782,28 @@ class GitRepo:
         """Move several refs at once: ``{name: (expected, new)}`` (``new`` None deletes).
 
         Every ref is locked first (libgit2's ref transaction), each is checked against its
-        expected value under its lock, and only then are they all written.
+        expected value under its lock, and only then are they all written. A ref that is
+        created must not collide with another's path (``refs/a`` beside ``refs/a/b``),
+        checked here with a lookup per parent and a binary search of ``packed-refs``:
+        libgit2's plain ref writes check that by walking every packed ref, which made each
+        write cost O(refs) (ARCHITECTURE §6).
 
         Raises:
             RefRace: a ref did not hold its expected value, or a lock was held.
-            StorageError: the disk refused the writes.
+            StorageError: the disk refused the writes, or a new ref's name collides
+                with an existing ref's path.
         """
         if not updates:
             return
         try:
             with self._r.transaction() as txn:
                 for name in sorted(updates):
-                    txn.lock_ref(name)
+                    self._lock_ref(txn, name, updates[name][0])
                 for name, (expected, new) in sorted(updates.items()):
                     if self.ref_target(name) != expected:
                         raise RefRace(name)
+                    if expected is None and new is not None:
+                        self._check_ref_path_free(name)
                     if new is None:
                         txn.remove(name)
                     else:
@@ -806,14 +815,39 @@ class GitRepo:
                 raise RefRace(next(iter(updates))) from None
             raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
 
-    def _set_ref(self, name: str, new: str, expected: str | None) -> None:
-        if expected is None:
-            self._r.references.create(name, new, force=False)
-            return
-        ref = self._r.references.get(name)
-        if ref is None or str(ref.target) != expected:
-            raise RefRace(name)
-        ref.set_target(new)
+    def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
+        """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.
+
+        A writer that held the lock and then gave up (its own transaction lost) leaves
+        the ref as it was and the lock gone by the time we look, which the state cannot
+        tell apart from a disk error: the lock is tried once more before it is one.
+        """
+        for attempt in (0, 1):
+            try:
+                txn.lock_ref(name)
+                return
+            except (GitError, OSError, ValueError):
+                if self._lost_race(name, expected):
+                    raise RefRace(name) from None
+                if attempt:
+                    raise
+
+    def _check_ref_path_free(self, name: str) -> None:
+        """Refuse to create ``name`` where a ref already lives at a parent or child path."""
+        parts = name.split("/")
+        parent = next((p for k in range(2, len(parts)) if self.ref_target(p := "/".join(parts[:k]))), None)
+        clash = f"the ref {parent} exists" if parent is not None else None
+        if clash is None:
+            loose = self.gitdir / name
+            if packed_has_prefix(self.gitdir, name + "/") or (
+                loose.is_dir() and any(files for _root, _dirs, files in os.walk(loose))
+            ):
+                clash = f"refs exist under {name}/"
+        if clash is not None:
+            raise StorageError(
+                f"cannot create {name} in {self.gitdir}: {clash} (git keeps a ref and the refs under "
+                "its name apart); choose another name or delete that ref"
+            )
 
     def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
         """Run one ref write; a failure is a lost race when the state says so, else retried once.

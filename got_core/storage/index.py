@@ -38,17 +38,15 @@ cannot be walked is indexed as far as it can be (``got fsck`` reports the damage
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from got_core.errors import StorageError
-from got_core.storage.git import READ_ERRORS, CommitData, GitRepo
+from got_core.storage.git import GitRepo
 from got_core.storage.index_query import MAX_FTS_PHRASE, CommitRow, IndexQueries, RankedRow, register_functions
+from got_core.storage.index_write import MAX_INDEXED_BLOB, Changes, IndexWriter
 from got_core.storage.refscan import (
     PACKED,
     Scan,
@@ -57,17 +55,14 @@ from got_core.storage.refscan import (
     packed_names,
     quick_dirty,
     read_packed,
+    read_packed_digest,
     scan,
     stamp_of,
 )
-from got_core.types import parse_trailers, trailer_score
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
-MAX_INDEXED_BLOB = 1 << 20
 SCHEMA_VERSION = "8"
-#: commits whose messages wait outside the trigram index before one batch adds them
-TRI_BATCH = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -110,10 +105,6 @@ _STATE = (
     "SELECT (SELECT value FROM meta WHERE key='obs_gen'), (SELECT value FROM meta WHERE key='data_gen'), "
     "(SELECT value FROM meta WHERE key=?), (SELECT oid FROM refs WHERE name=?)"
 )
-# What reading a damaged or partial history raises (missing objects, unparsable trees).
-_BROKEN = READ_ERRORS
-_HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no membership rows
 
 
 def _indexable_ref(name: str) -> bool:
@@ -137,22 +128,7 @@ def _loose_limit(total_refs: int) -> int:
     return max(64, min(2048, int(total_refs**0.5)))
 
 
-def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
-    t = parse_trailers(message)
-    return t.get("Node"), t.get("Problem"), t.get("Outcome"), trailer_score(t)
-
-
-class _Changes:
-    """What one sync changed, so the per-sync memos can be brought along instead of recomputed."""
-
-    def __init__(self) -> None:
-        self.commits: list[int] = []  # times of commits added to the index
-        self.members: dict[str, list[int]] = {}  # ref -> times of commits it now reaches
-        self.shrunk: set[str] = set()  # refs that lost memberships
-        self.any = False
-
-
-class DerivedIndex(IndexQueries):
+class DerivedIndex(IndexWriter, IndexQueries):
     """SQLite index kept consistent with a :class:`GitRepo` (see module docstring).
 
     Args:
@@ -259,24 +235,6 @@ class DerivedIndex(IndexQueries):
                 self._notes_hints.clear()
             self._notes_hints[commit] = (parent, dict(changes))
 
-    def _hinted_notes(self, prev: str | None, tip: str) -> list[tuple[str, str | None, str | None]] | None:
-        """The note changes from ``prev`` to ``tip`` if every commit between was heard of, else None."""
-        chain: list[dict[str, str | None]] = []
-        at: str | None = tip
-        with self._pending_lock:
-            while at != prev and at is not None and len(chain) < 64:
-                hint = self._notes_hints.get(at)
-                if hint is None:
-                    return None
-                chain.append(hint[1])
-                at = hint[0]
-        if at != prev:
-            return None
-        merged: dict[str, str | None] = {}
-        for changes in reversed(chain):
-            merged.update(changes)
-        return [(path, None, blob) for path, blob in merged.items()]
-
     def sync(self) -> None:
         """Bring the index up to date with the repository (cheap when nothing moved)."""
         with self._lock:
@@ -329,7 +287,9 @@ class DerivedIndex(IndexQueries):
             clock = fs_clock(self._clock_probe)
             look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock)
             delta, packed = self._delta(look)
-            changes = _Changes()
+            if packed is not None:  # the bytes of packed-refs this sync made the index reflect
+                db.execute("INSERT OR REPLACE INTO meta VALUES('packed_digest', ?)", (packed[2],))
+            changes = Changes()
             self._apply(delta, changes)
             self._sync_notes(changes)
             if changes.any:
@@ -346,7 +306,7 @@ class DerivedIndex(IndexQueries):
             raise
         self._adopt_look(look, new_obs)
         if packed is not None:
-            self._packed = packed
+            self._packed = (packed[0], packed[1])
         if changes.any:
             self._advance_memo(changes, new_data)
         if pending:
@@ -354,22 +314,30 @@ class DerivedIndex(IndexQueries):
 
     def _delta(
         self, look: Scan
-    ) -> tuple[dict[str, tuple[str | None, str | None]], tuple[Stamp, frozenset[bytes]] | None]:
+    ) -> tuple[dict[str, tuple[str | None, str | None]], tuple[Stamp, frozenset[bytes], str] | None]:
         """``{ref: (value indexed, value now)}`` for every ref whose value differs, and the
-        packed-refs lines read on the way (None when it did not change)."""
+        packed-refs stamp, lines and digest read on the way (None when it did not change).
+
+        A changed ``packed-refs`` is compared line by line with the lines this process read
+        last; a process without them (a new one) compares the file's digest with the one
+        stored by the sync that last read it: the same bytes hold no change the index
+        lacks. Only when both fail is every ref listed."""
         db = self.db
         packed = None
         candidates = set(look.candidates)
         listed = False
         if look.full:
-            lines = read_packed(self.git.gitdir)  # after the scan's stamp: a change meanwhile shows next time
-            packed = (look.dirs[PACKED], lines)
+            # read after the scan's stamp: a change meanwhile shows next time
+            lines, digest = read_packed_digest(self.git.gitdir)
+            digest = digest or "absent"
+            packed = (look.dirs[PACKED], lines, digest)
             before = self._seen.get(PACKED)
             known = self._packed
             if before is not None and not before.racy and known is not None and known[0].same(before):
                 candidates |= packed_names(lines.symmetric_difference(known[1]))
             else:
-                listed = True
+                stored = db.execute("SELECT value FROM meta WHERE key='packed_digest'").fetchone()
+                listed = stored is None or stored[0] != digest
         if listed:
             now: dict[str, str | None] = {n: o for n, o in self.git.list_refs("refs/").items() if _indexable_ref(n)}
             was = dict(db.execute("SELECT name, oid FROM refs").fetchall())
@@ -399,6 +367,9 @@ class DerivedIndex(IndexQueries):
             if stamp_of(self.git.gitdir / PACKED).same(here):
                 self._packed = (here, lines)
         self.git.compress_refs()
+        # take in the packing now (a line diff of packed-refs), so the stored digest is of the
+        # packed file: a process that starts after this one compares digests, not every ref
+        self._sync(set())
 
     def _store(self, look: Scan) -> None:
         """Write the new observation (only what differs from the stored one)."""
@@ -430,7 +401,7 @@ class DerivedIndex(IndexQueries):
                 self._loose[rel] = files
         self._obs_gen = gen
 
-    def _advance_memo(self, changes: _Changes, gen: str) -> None:
+    def _advance_memo(self, changes: Changes, gen: str) -> None:
         """Bring the memoised commit count and time ranges along with what this sync added.
 
         The memo was true at the data this sync started from (``_adopt`` dropped it
@@ -446,246 +417,6 @@ class DerivedIndex(IndexQueries):
                 lo, hi = self._times[key]
                 self._times[key] = (min(lo, *times), max(hi, *times))
         self._data_gen = gen
-
-    # ------------------------------------------------------------------ applying a delta
-    def _apply(self, delta: Mapping[str, tuple[str | None, str | None]], changes: _Changes) -> None:
-        db = self.db
-        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
-        for name in branches:
-            self._move_branch(name, *delta[name], changes)
-        missing: list[str] = []
-        for name in sorted(n for n in delta if n.startswith("refs/tags/")):
-            short = name[len("refs/tags/") :]
-            new = delta[name][1]
-            target = self.git.peel_to_commit(new) if new is not None else None
-            if target is None:
-                db.execute("DELETE FROM tags WHERE name=?", (short,))
-            else:
-                db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
-                if self._commit_row(target) is None:
-                    missing.append(target)
-        if missing:  # tagged commits no branch reaches: index them (and what only they reach)
-            self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
-        gone = [(name,) for name, (_old, new) in delta.items() if new is None]
-        if gone:
-            db.executemany("DELETE FROM refs WHERE name=?", gone)
-        moved = [(name, new) for name, (_old, new) in delta.items() if new is not None]
-        if moved:
-            db.executemany("INSERT OR REPLACE INTO refs VALUES(?,?)", moved)
-        if delta:
-            changes.any = True
-
-    def _move_branch(self, name: str, prev: str | None, oid: str | None, changes: _Changes) -> None:
-        """Catch one branch-like ref's memberships up from ``prev`` to ``oid`` (None: deleted)."""
-        db = self.db
-        tip = self.git.peel_to_commit(oid) if oid is not None else None
-        if tip is None:
-            db.execute("DELETE FROM member WHERE ref=?", (name,))
-            changes.shrunk.add(name)
-            return
-        base = self.git.peel_to_commit(prev) if prev is not None else None
-        if base is not None and self._one_ahead(name, base, tip, changes):
-            return
-        try:
-            ahead = base is not None and self.git.is_ancestor(base, tip)
-        except _BROKEN:
-            ahead = False
-        if not (ahead and base is not None and self._walk_into(name, [tip], [base], changes)):
-            db.execute("DELETE FROM member WHERE ref=?", (name,))
-            changes.shrunk.add(name)
-            self._walk_into(name, [tip], [], changes)
-
-    def _one_ahead(self, name: str, base: str, tip: str, changes: _Changes) -> bool:
-        """The common move, one commit on top of the old tip: index it without a history walk."""
-        try:
-            commit = self.git.read_commit(tip)
-        except _BROKEN:
-            return False
-        if commit.parents != (base,):
-            return False
-        crow = self._commit_row(tip)
-        if crow is None:
-            crow = self._add_commit(commit)
-            changes.commits.append(commit.time)
-        self.db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (name, crow))
-        changes.members.setdefault(name, []).append(commit.time)
-        return True
-
-    def _commit_row(self, oid: str) -> int | None:
-        row = self.db.execute("SELECT rowid FROM commits WHERE oid=?", (oid,)).fetchone()
-        return row[0] if row else None
-
-    def _add_commit(self, c: CommitData) -> int:
-        db = self.db
-        node, problem, outcome, score = _trailer_fields(c.message)
-        cur = db.execute(
-            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
-            " VALUES(?,?,?,?,?,?,?,?)",
-            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score),
-        )
-        crow = cur.lastrowid
-        if crow is None:  # sqlite3 sets it after every INSERT
-            raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
-        db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
-        # the trigram index takes messages in batches (see _tri_batch); grep reads the batch too
-        db.execute("INSERT INTO untri VALUES(?)", (crow,))
-        db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
-        return crow
-
-    def _tri_batch(self) -> None:
-        """Add the waiting messages to the trigram index once :data:`TRI_BATCH` of them wait.
-
-        FTS5 writes a segment per transaction and merges segments as they pile up; one
-        message per sync made that merging most of a sync's cost. Until a batch is full,
-        grep also tests the waiting messages (a handful of ``instr`` calls).
-        """
-        db = self.db
-        if db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH:
-            return
-        db.execute(
-            "INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message FROM untri u JOIN commits c ON c.rowid = u.crow"
-        )
-        db.execute("DELETE FROM untri")
-
-    def blobs_ready(self) -> None:
-        """Index the files of every commit indexed without them (see :meth:`_index_blobs`).
-
-        A sync indexes a commit's message, trailers and refs; the blobs it changed are
-        only needed by pickaxe (``git log -S``), so they are indexed when it first asks,
-        many commits in one transaction, instead of in the sync after every write.
-        """
-        with self._lock:
-            db = self.db
-            if db.execute("SELECT 1 FROM unblobbed LIMIT 1").fetchone() is None:
-                return
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                rows = db.execute("SELECT u.crow, c.oid FROM unblobbed u JOIN commits c ON c.rowid = u.crow").fetchall()
-                for crow, oid in rows:
-                    self._index_blobs(crow, oid)
-                db.execute("DELETE FROM unblobbed")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-
-    def _index_blobs(self, crow: int, oid: str) -> None:
-        """The (path, old blob, new blob) changes of one commit, and the text of its new blobs."""
-        db = self.db
-        try:
-            changed = self.git.changed_paths(self.git.read_commit(oid))
-        except _BROKEN:
-            changed = []  # a tree we cannot read: the message is still searchable
-        if changed:
-            db.executemany("INSERT INTO changes VALUES(?,?,?,?)", [(crow, p, o, n) for p, o, n in changed])
-            blobs = sorted({b for _p, o, n in changed for b in (o, n) if b})
-            known: set[str] = set()
-            for i in range(0, len(blobs), 500):
-                chunk = blobs[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                known.update(r[0] for r in db.execute(f"SELECT oid FROM blobs WHERE oid IN ({marks})", chunk))
-            for blob in blobs:
-                if blob not in known:
-                    self._add_blob(blob)
-
-    def _add_blob(self, oid: str) -> None:
-        """Index one blob not indexed yet (its text, for pickaxe candidates)."""
-        db = self.db
-        text = None
-        try:
-            if self.git.blob_size(oid) <= MAX_INDEXED_BLOB:
-                text = self.git.read_blob(oid).decode("utf-8")
-        except UnicodeDecodeError:
-            text = None  # binary: pickaxe counts its bytes
-        except _BROKEN:
-            return  # missing or not a blob: nothing to search in it
-        cur = db.execute("INSERT INTO blobs(oid, text) VALUES(?,?)", (oid, text))
-        if text is not None:
-            db.execute("INSERT INTO blob_tri(rowid, text) VALUES(?,?)", (cur.lastrowid, text))
-
-    def _walk_into(self, ref: str | None, tips: list[str], hide: list[str], changes: _Changes) -> bool:
-        """Index the commits of ``tips`` not in ``hide``; False when the walk broke off."""
-        db = self.db
-        reached = changes.members.setdefault(ref, []) if ref is not None else None
-        try:
-            for c in self.git.walk(tips, hide):
-                crow = self._commit_row(c.oid)
-                if crow is None:
-                    crow = self._add_commit(c)
-                    changes.commits.append(c.time)
-                elif ref is None:
-                    continue
-                if ref is not None and reached is not None:
-                    db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (ref, crow))
-                    reached.append(c.time)
-        except _BROKEN:
-            return False  # a missing parent: what was walked stays indexed
-        return True
-
-    def git_tips(self) -> list[str]:
-        """Commit tips of every indexed branch-like ref (not tags, not notes)."""
-        rows = self.db.execute(
-            "SELECT oid FROM refs WHERE NOT (name >= 'refs/tags/' AND name < 'refs/tags0') "
-            "AND NOT (name >= 'refs/notes/' AND name < 'refs/notes0')"
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def _sync_notes(self, changes: _Changes) -> None:
-        """Catch the scores of our notes ref up to its indexed value, by a tree diff."""
-        db = self.db
-        key = "notes:" + self.notes_ref
-        row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        prev = row[0] if row else None
-        found = db.execute("SELECT oid FROM refs WHERE name=?", (self.notes_ref,)).fetchone()
-        tip = found[0] if found else None
-        if prev == (tip or ""):
-            return
-        changes.any = True
-        if not tip:
-            db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
-        else:
-            hinted = self._hinted_notes(prev or None, tip)
-            if hinted is not None:
-                changed = hinted  # our own notes commits: their changes are known
-            else:
-                try:
-                    new_tree = self.git.read_commit(tip).tree
-                    old_tree = None
-                    if prev and self.git.has_object(prev):
-                        old_tree = self.git.read_commit(prev).tree
-                    changed = self.git.changed_tree_paths(old_tree, new_tree)
-                except _BROKEN:
-                    old_tree, changed = None, []  # not a readable notes commit: no scores from it
-                if old_tree is None:
-                    db.execute("DELETE FROM notes WHERE ref=?", (self.notes_ref,))
-            # removals first: a note moved to another fan-out depth (stock git rewrites small
-            # notes trees flat) is a removal and an addition of the same target
-            for path, _old, new in sorted(changed, key=lambda change: change[2] is not None):
-                target = path.replace("/", "")
-                if not _HEX_OID.fullmatch(target):
-                    continue  # not a note (git notes names each one by its commit's SHA)
-                if new is None:
-                    db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))
-                    continue
-                body, score = self._note_body(new)
-                db.execute("INSERT OR REPLACE INTO notes VALUES(?,?,?,?)", (self.notes_ref, target, body, score))
-        db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
-
-    def _note_body(self, blob: str) -> tuple[str | None, float | None]:
-        try:
-            if self.git.blob_size(blob) > MAX_INDEXED_BLOB:
-                return None, None
-            body = self.git.read_blob(blob).decode("utf-8", "replace")
-        except _BROKEN:
-            return None, None
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return body, None
-        score = data.get("s_comb") if isinstance(data, dict) else None
-        if isinstance(score, (int, float)) and not isinstance(score, bool) and score == score:
-            return body, float(score)
-        return body, None
 
     def close(self) -> None:
         """Fold the write-ahead log back into the database and close the handle."""

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from got_core.errors import ConcurrentUpdateError
+from got_core.errors import ConcurrentUpdateError, InvalidInputError
 from got_core.storage.git import GitRepo, RefRace
 
 __all__ = ["DEFAULT_POLICY", "Keep", "Moved", "Publish", "RetryPolicy", "update_ref", "update_refs"]
@@ -71,7 +71,7 @@ class RetryPolicy:
     min_backoff: float = 0.0002
     max_backoff: float = 0.003
 
-    def attempts(self, what: str, git: GitRepo | None = None, refs: tuple[str, ...] = ()) -> Iterator[int]:
+    def attempts(self, what: str, git: GitRepo | None = None, refs: Sequence[str] = ()) -> Iterator[int]:
         """Attempt numbers until the deadline, backing off (and breaking stale locks) between them.
 
         Used by :func:`update_ref` and by the few retries that are not local ref moves (a
@@ -104,6 +104,26 @@ Moved = Callable[[Sequence[tuple[str, str | None, str | None]]], None]
 
 
 _UNKNOWN: Any = object()
+
+
+class _Tips(dict[str, str | None]):
+    """The tips a multi-ref builder gets: the named refs' tips, and any other ref's on first ``tips[name]``.
+
+    A builder that only learns which ref it needs from another ref's tip (a node's tag
+    is named after an id derived from the branch tip) reads it here; the read becomes
+    part of the compare-and-swap. :attr:`seen` keeps what was read, whatever the
+    builder does to the mapping.
+    """
+
+    def __init__(self, git: GitRepo, tips: dict[str, str | None]) -> None:
+        super().__init__(tips)
+        self._git = git
+        self.seen = dict(tips)
+
+    def __missing__(self, name: str) -> str | None:
+        tip = self.seen[name] = self._git.ref_target(name)
+        self[name] = tip
+        return tip
 
 
 def update_ref(
@@ -173,6 +193,8 @@ def update_refs(
 ) -> Any:
     """Move several refs together: ``build({name: tip})`` returns ``{name: new target}``.
 
+    The builder may also read the tip of a ref not in ``names`` (``tips[other]``, which
+    reads it) and answer for it: it is moved from the tip read, like the named ones.
     All the refs are locked, checked against the tips the builder saw and written as one
     libgit2 ref transaction; a ref left out of the answer is not touched, ``None`` deletes
     one. Returning :class:`Keep` changes nothing.
@@ -186,15 +208,23 @@ def update_refs(
         ConcurrentUpdateError: past the deadline, or raised by the builder.
         StorageError: the disk refused the writes.
     """
-    attempts = policy.attempts(", ".join(names), git, names)
+    locked = list(names)  # the refs whose stale locks the retries may break (the ones read, too)
+    attempts = policy.attempts(", ".join(names), git, locked)
     while True:
         next(attempts)
-        tips = {n: git.ref_target(n) for n in names}
-        answer = build(dict(tips))
+        tips = _Tips(git, {n: git.ref_target(n) for n in names})
+        answer = build(tips)
+        locked[:] = tips.seen
         if isinstance(answer, Keep):
             return answer.value
+        unread = [n for n in answer if n not in tips.seen]
+        if unread:
+            raise InvalidInputError(
+                f"the builder answered for {', '.join(sorted(unread))} without reading its tip (tips[name]); "
+                "a ref is only moved from a tip the builder saw"
+            )
         updates: Mapping[str, tuple[str | None, str | None]] = {
-            n: (tips[n], target) for n, target in answer.items() if target != tips[n]
+            n: (tips.seen[n], target) for n, target in answer.items() if target != tips.seen[n]
         }
         try:
             git.cas_refs(updates)

@@ -36,6 +36,8 @@ directory made since the last look. The directories a write touches are listed a
 
 from __future__ import annotations
 
+import hashlib
+import mmap
 import os
 import stat as _stat
 import time
@@ -50,9 +52,11 @@ __all__ = [
     "Scan",
     "Stamp",
     "fs_clock",
+    "packed_has_prefix",
     "packed_names",
     "quick_dirty",
     "read_packed",
+    "read_packed_digest",
     "scan",
     "stamp_of",
 ]
@@ -113,10 +117,23 @@ def fs_clock(probe: Path) -> int:
 
 def read_packed(gitdir: Path) -> frozenset[bytes]:
     """The ref lines of ``packed-refs`` (``<sha> <name>`` and ``^<peeled>``; empty when absent)."""
+    return read_packed_digest(gitdir)[0]
+
+
+def read_packed_digest(gitdir: Path) -> tuple[frozenset[bytes], str]:
+    """:func:`read_packed` and a digest of the file's bytes (the same bytes give the same lines).
+
+    A process that holds no earlier lines to compare with compares the digest with the
+    one stored with the observation instead of listing every ref.
+    """
     try:
         data = (gitdir / PACKED).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        return frozenset()
+        return frozenset(), ""
+    return _lines(data), hashlib.sha1(data, usedforsecurity=False).hexdigest()
+
+
+def _lines(data: bytes) -> frozenset[bytes]:
     lines = set(data.split(b"\n"))
     lines.discard(b"")
     if data.startswith(b"#"):  # the header ("# pack-refs with: ..."), git's only comment line
@@ -132,6 +149,64 @@ def packed_names(lines: Set[bytes]) -> set[str]:
             _sha, _sep, name = line.partition(b" ")
             out.add(name.decode("utf-8", "surrogateescape"))
     return out
+
+
+def packed_has_prefix(gitdir: Path, prefix: str) -> bool:
+    """Whether ``packed-refs`` holds a ref whose name starts with ``prefix``.
+
+    A binary search when the file says it is sorted (git and libgit2 write it so), a
+    scan otherwise: the check a ref creation needs ("no ref lives under this name"),
+    without the walk over every packed ref that libgit2's plain ref writes make.
+    """
+    want = prefix.encode("utf-8", "surrogateescape")
+    try:
+        with open(gitdir / PACKED, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return _packed_prefix(m, want)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _packed_prefix(m: mmap.mmap, want: bytes) -> bool:
+    end = len(m)
+    lo = 0
+    if m[:1] == b"#":
+        nl = m.find(b"\n")
+        header = m[: nl if nl >= 0 else end]
+        lo = end if nl < 0 else nl + 1
+        if b" sorted" not in header:
+            return m.find(b" " + want, lo) >= 0
+    else:
+        return m.find(b" " + want, lo) >= 0
+
+    def line_end(at: int) -> int:
+        nl = m.find(b"\n", at)
+        return end if nl < 0 else nl
+
+    def name_at(at: int) -> bytes:
+        return m[at : line_end(at)].partition(b" ")[2]
+
+    # invariant: every record before lo names a ref < want; every record from hi on, >= want
+    hi = end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        nl = m.rfind(b"\n", lo, mid)
+        start = lo if nl < 0 else nl + 1
+        if m[start : start + 1] == b"^":  # a peeled line belongs to the record before it
+            nxt = line_end(start) + 1
+            if nxt >= hi:
+                hi = start
+                continue
+            start = nxt
+        if name_at(start) < want:
+            lo = line_end(start) + 1
+        else:
+            hi = start
+    while lo < end and m[lo : lo + 1] == b"^":
+        lo = line_end(lo) + 1
+    return lo < end and name_at(lo).startswith(want)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -238,7 +313,10 @@ def scan(
     stack = ["refs"]
     while stack:
         rel = stack.pop()
-        st = _lstat(Path(root, rel))
+        try:
+            st: os.stat_result | None = os.lstat(f"{root}/{rel}")
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
         if st is None or not _stat.S_ISDIR(st.st_mode):
             continue  # gone (or not a directory any more): its files are candidates below
         here = _stamp(st, now)
@@ -268,11 +346,20 @@ def scan(
                 fst = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while listed: a candidate below (not in `new`)
-            stamp = new[name] = _stamp(fst, now)
             was = old.get(name)
-            # (racy, or a different inode, mtime or size: it may have moved)
-            if was is None or was[3] or was[0] != stamp[0] or was[1] != stamp[1] or was[2] != stamp[2]:
-                changed.add(f"{rel}/{name}")
+            if (
+                was is not None
+                and not was[3]
+                and was[0] == fst.st_ino
+                and was[1] == fst.st_mtime_ns
+                and was[2] == fst.st_size
+            ):
+                # unchanged, and not racy then, so not now (its mtime is older than an older clock):
+                # the stamp is kept as it was, and nothing is allocated for the many unchanged files
+                new[name] = was
+                continue
+            new[name] = _stamp(fst, now)  # new, racy, or another inode, mtime or size: it may have moved
+            changed.add(f"{rel}/{name}")
         out.candidates.update(f"{rel}/{name}" for name in old.keys() - new.keys())
         out.dirs[rel] = here
         out.files[rel] = new

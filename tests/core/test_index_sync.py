@@ -143,6 +143,37 @@ def test_a_new_process_first_query_does_not_resync_when_nothing_moved(tmp_path):
     index.close()
 
 
+def test_a_new_process_after_a_pack_compares_packed_refs_digests_not_every_ref(tmp_path):
+    path = tmp_path / "r.git"
+    repo = ReasoningRepo.init(path)
+    repo.grep("alpha")  # the index is open: it hears of the writes
+    for i in range(80):  # 80 loose tags: the next sync packs them (more than 64 in one directory)
+        repo.commit_node(node(f"alpha packed {i}"))
+    repo.grep("alpha")  # this process exits right after the sync that packed
+    assert (path / "packed-refs").exists()
+    repo.close()
+
+    def first_sync(label: str) -> list[str]:
+        index = DerivedIndex(GitRepo(path, create=False), "refs/notes/got")  # what a new process opens
+        statements: list[str] = []
+        index.db.set_trace_callback(statements.append)
+        index.sync()
+        assert len(index.grep("alpha", fixed=True, ignore_case=False, refs=None)) == 80 + extra, label
+        index.close()
+        return statements
+
+    extra = 0
+    full_listing = "SELECT name, oid FROM refs"
+    assert full_listing not in first_sync("after our pack")
+    stock(path, "tag", "mark-a", "master")
+    stock(path, "pack-refs", "--all")  # packed-refs with bytes no sync has read
+    assert full_listing in first_sync("after stock git packed")  # then every ref is compared once
+    assert full_listing not in first_sync("nothing new")
+    reopened = ReasoningRepo(path)
+    agrees_with_fresh_index(reopened, tmp_path, "digest")
+    reopened.close()
+
+
 def test_own_writes_are_learnt_from_the_write_even_when_directory_stamps_hide_them(tmp_path):
     repo = ReasoningRepo.init(tmp_path / "r.git")
     repo.commit_node(node("alpha before"))
@@ -227,7 +258,7 @@ def test_files_of_new_commits_are_indexed_when_pickaxe_first_asks(tmp_path):
 
 
 def test_grep_sees_messages_waiting_for_the_trigram_batch_and_after_it(tmp_path):
-    from got_core.storage.index import TRI_BATCH
+    from got_core.storage.index_write import TRI_BATCH
 
     repo = ReasoningRepo.init(tmp_path / "r.git")
     statements = traced(repo)
