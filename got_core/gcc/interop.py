@@ -34,7 +34,7 @@ from got_core.gcc.contexa import (
     render_steps,
 )
 from got_core.gcc.workspace import ROOT_BRANCH, GCCWorkspace
-from got_core.names import path_component_problem
+from got_core.names import encode_component, path_component_problem
 
 if TYPE_CHECKING:
     from got_core.repo import ReasoningRepo
@@ -320,6 +320,75 @@ def import_gcc(
         roadmap = reader.text(root_fd, "main.md", root / "main.md") if has_main == "file" else ""
     finally:
         reader.close()
-    ws = GCCWorkspace._import(repo, namespace, roadmap, branches, root_branch=ROOT_BRANCH)
+    ws = _write_workspace(repo, namespace, roadmap, branches, root_branch=ROOT_BRANCH)
     ws.skipped = tuple(reader.skipped)
+    return ws
+
+
+def _write_workspace(
+    repo: ReasoningRepo,
+    namespace: str,
+    roadmap: str,
+    branches: dict[str, tuple[BranchMetadata, list[CommitRecord], list[list[OTARecord]], list[OTARecord]]],
+    *,
+    root_branch: str = ROOT_BRANCH,
+) -> GCCWorkspace:
+    """A new workspace ``namespace`` holding the imported branches: parents first, merges replayed."""
+    ws = GCCWorkspace(repo, namespace=namespace)
+    if ws.exists:
+        raise InvalidInputError(
+            f"GCC workspace {namespace!r} already exists in {repo.gitdir}; import into another namespace"
+        )
+    if root_branch not in branches:
+        branches = {
+            root_branch: (BranchMetadata(root_branch, "Primary reasoning trajectory"), [], [], []),
+            **branches,
+        }
+
+    def files(name: str) -> dict[str, str | None]:
+        meta, commits, groups, current = branches[name]
+        d = ws._dir(name)
+        out: dict[str, str | None] = {
+            f"{d}/metadata.yaml": render_metadata(meta),
+            f"{d}/commit.md": commit_header(name) + render_commits(commits),
+            f"{d}/log.md": log_header(name) + render_steps(current),
+        }
+        for c, steps in zip(commits, groups):
+            if steps:
+                out[f"{d}/ota/{encode_component(c.commit_id, 'commit id')}.md"] = log_header(name) + render_steps(steps)
+        return out
+
+    repo.commit_files(
+        ws._ref(root_branch),
+        {"main.md": roadmap, **files(root_branch)},
+        f"gcc(import): {root_branch}\n",
+        parents=[],
+        expected=None,
+    )
+    pending = [n for n in branches if n != root_branch]
+    while pending:  # parents before children; an unknown or cyclic parent means the root
+        ready = [n for n in pending if branches[n][0].created_from not in pending] or pending[:1]
+        for name in ready:
+            parent = branches[name][0].created_from
+            parent = parent if parent in branches and parent not in pending else root_branch
+            repo.commit_files(
+                ws._ref(name),
+                files(name),
+                f"gcc(import): {name} from {parent}\n",
+                parents=[ws._tip(parent)],
+                expected=None,
+            )
+            pending.remove(name)
+    merged = [
+        (m.merged_at or "", n, m.merged_into)
+        for n, (m, *_rest) in branches.items()
+        if m.status == "merged" and m.merged_into in branches and m.merged_into != n
+    ]
+    for _when, name, into in sorted(merged):
+        repo.merge(
+            ws._ref(name),
+            into=ws._ref(into),
+            strategy=GCCWorkspace._resolve_roadmap,
+            message=f"gcc(import): merge {name} into {into}\n",
+        )
     return ws
