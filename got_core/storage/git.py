@@ -52,6 +52,7 @@ __all__ = [
     "GitRepo",
     "RefRace",
     "enable_fsync",
+    "fsync_enabled",
     "init_bare",
     "is_valid_ref_name",
 ]
@@ -105,9 +106,18 @@ def _trusted_writes() -> Iterator[None]:
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 256 * 1024)
 
 
+_FSYNC = [False]  # libgit2 has no getter for its process-wide switch: remember what we set
+
+
 def enable_fsync() -> None:
     """fsync objects and refs from now on (libgit2 keeps this setting per process)."""
     pygit2.settings.enable_fsync_gitdir(True)
+    _FSYNC[0] = True
+
+
+def fsync_enabled() -> bool:
+    """Whether :func:`enable_fsync` was called in this process (packs written here follow it)."""
+    return _FSYNC[0]
 
 
 def is_valid_ref_name(name: str) -> bool:

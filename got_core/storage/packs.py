@@ -28,6 +28,7 @@ from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import check_path
+from got_core.storage.git import fsync_enabled
 from got_core.storage.objects import TREE_MODE
 
 __all__ = ["TYPE_CODES", "build_tree_objects", "pack_bytes", "sha1_repository", "tree_object", "write_pack"]
@@ -129,8 +130,11 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     return pack, index, ids
 
 
-def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool = False) -> list[str]:
+def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool | None = None) -> list[str]:
     """Store ``objects`` (kind, content) as one pack in ``gitdir``; returns their ids in order.
+
+    ``fsync`` (default: as libgit2 does in this process, :func:`~got_core.storage.git.fsync_enabled`)
+    flushes the pack, its index and the directory to disk before returning.
 
     The pack is written under a temporary name and renamed into place before its index
     (a reader finds packs by their index), so a killed writer leaves at most a temporary
@@ -141,6 +145,8 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     """
     if not objects:
         return []
+    if fsync is None:
+        fsync = fsync_enabled()
     pack, index, ids = pack_bytes(objects)
     name = pack[-20:].hex()
     folder = Path(gitdir) / "objects" / "pack"

@@ -97,3 +97,35 @@ def test_sha256_repositories_are_not_packed_here(tmp_path: Path) -> None:
     assert sha1_repository(repo.gitdir)
     git(repo.gitdir, "config", "extensions.objectFormat", "sha256")
     assert not sha1_repository(repo.gitdir)
+
+
+_FSYNC_PROBE = """
+import os, sys
+from got_core.repo import ReasoningRepo
+from got_core.storage.packs import write_pack
+synced = []
+real = os.fsync
+def counting(fd):
+    synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else str(fd))
+    return real(fd)
+os.fsync = counting
+ReasoningRepo(sys.argv[1], create=True, fsync=sys.argv[2] == "1").close()
+write_pack(sys.argv[1], [("blob", b"x%d" % i) for i in range(3)])
+print(sum(p.endswith((".pack", ".idx")) or "tmp_" in p or p.endswith("/pack") for p in synced))
+"""
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_pack_is_fsynced_exactly_when_the_repository_asked_for_fsync(tmp_path, durable):
+    import subprocess
+    import sys
+
+    # libgit2's fsync switch is process-wide: probe it in a process of its own
+    out = subprocess.run(
+        [sys.executable, "-c", _FSYNC_PROBE, str(tmp_path / "r.git"), "1" if durable else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (int(out) >= 3) if durable else (int(out) == 0)  # the pack, its index and their directory
+    assert fsck_clean(tmp_path / "r.git")[0]
