@@ -590,49 +590,63 @@ def report(result: dict[str, Any]) -> list[str]:
             )
         console.print(table)
     lines = []
-    short, long_ = min(result["steps"]), max(result["steps"])
 
     def check(label: str, value: float, ok: bool) -> None:
         lines.append(f"{label}: {value:.2f}x — {'met' if ok else 'NOT met'}")
 
-    w = _ratio(lengths, "write_ms", {"steps": short}, "git", "sqlite")
-    check(f"write per super-step, {short}-step threads, git / SqliteSaver (target <= 1.0x)", w, w <= 1.0)
-    w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
-    check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
-    for steps in result["steps"]:
-        c = _ratio(lengths, "cold_read_ms", {"steps": steps}, "git", "sqlite")
-        check(f"cold first get_tuple, {steps}-step thread, git / SqliteSaver (target <= 1.5x)", c, c <= 1.5)
-    for steps in result["steps"]:
-        for key in ("write_ms", "read_after_write_ms"):
-            a = _ratio(lengths, key, {"steps": steps}, "git-async", "sqlite-async")
-            check(f"async {key[:-3]}, {steps}-step threads, git / AsyncSqliteSaver (target <= 1.1x)", a, a <= 1.1)
-    for steps in result["steps"]:  # what the disk allows: the pygit2 floor of the same writes
-        f = _ratio(lengths, "write_ms", {"steps": steps}, "floor", "sqlite")
-        o = _ratio(lengths, "write_ms", {"steps": steps}, "floor-1move", "sqlite")
-        g = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor")
-        lines.append(
-            f"floor, {steps}-step threads: pygit2 floor / SqliteSaver {f:.2f}x (two ref moves a step), "
-            f"{o:.2f}x (one); git saver / floor {g:.2f}x"
-        )
-    d = _ratio(lengths, "bytes_after_gc", {"steps": long_}, "sqlite", "git")
-    check(f"disk after gc, {long_}-step thread, SqliteSaver / git (target >= 50x)", d, d >= 50)
+    if result["steps"]:
+        short, long_ = min(result["steps"]), max(result["steps"])
+        w = _ratio(lengths, "write_ms", {"steps": short}, "git", "sqlite")
+        check(f"write per super-step, {short}-step threads, git / SqliteSaver (target <= 1.0x)", w, w <= 1.0)
+        w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
+        check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
+        for steps in result["steps"]:
+            c = _ratio(lengths, "cold_read_ms", {"steps": steps}, "git", "sqlite")
+            check(f"cold first get_tuple, {steps}-step thread, git / SqliteSaver (target <= 1.5x)", c, c <= 1.5)
+        for steps in result["steps"]:
+            for key in ("write_ms", "read_after_write_ms"):
+                a = _ratio(lengths, key, {"steps": steps}, "git-async", "sqlite-async")
+                check(f"async {key[:-3]}, {steps}-step threads, git / AsyncSqliteSaver (target <= 1.1x)", a, a <= 1.1)
+        for steps in result["steps"]:  # what the disk allows: the pygit2 floor of the same writes
+            f = _ratio(lengths, "write_ms", {"steps": steps}, "floor", "sqlite")
+            o = _ratio(lengths, "write_ms", {"steps": steps}, "floor-1move", "sqlite")
+            g = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor")
+            lines.append(
+                f"floor, {steps}-step threads: pygit2 floor / SqliteSaver {f:.2f}x (two ref moves a step), "
+                f"{o:.2f}x (one); git saver / floor {g:.2f}x"
+            )
+        d = _ratio(lengths, "bytes_after_gc", {"steps": long_}, "sqlite", "git")
+        check(f"disk after gc, {long_}-step thread, SqliteSaver / git (target >= 50x)", d, d >= 50)
+    if scale:  # the largest history of the scale run
+        top = max(r["mark"] for r in scale)
+        for key, label in (("write_ms", "write per super-step"), ("cold_read_ms", "cold first get_tuple")):
+            ratio = _ratio(scale, key, {"mark": top}, "git", "sqlite")
+            lines.append(f"scale, {top:,} checkpoints: {label}, git / SqliteSaver {ratio:.2f}x")
+        git_gc = next((r["bytes_after_gc"] for r in scale if r["saver"] == "git" and "bytes_after_gc" in r), None)
+        sql_gc = next((r["bytes_after_gc"] for r in scale if r["saver"] == "sqlite" and "bytes_after_gc" in r), None)
+        if git_gc and sql_gc:
+            lines.append(f"scale, {top:,} checkpoints: disk after gc, SqliteSaver / git {sql_gc / git_gc:.2f}x")
     for line in lines:
         console.print(line)
     return lines
 
 
 def plots(result: dict[str, Any], out: Path) -> list[Path]:
-    made = []
+    made: list[Path] = []
     keys = ("write_ms", "read_after_write_ms", "cold_read_ms", "bytes_after_gc")
     rows = [{**r, **{k: r.get(k, float("nan")) for k in keys}} for r in result["lengths"]]
-    path = log_lines(
-        rows,
-        ["write_ms", "read_after_write_ms", "cold_read_ms", "bytes_after_gc"],
-        "steps",
-        "saver",
-        out / "langgraph_saver_threads.png",
-        xlabel="super-steps in the thread",
-        log_x=True,
+    path = (
+        None
+        if not rows
+        else log_lines(
+            rows,
+            ["write_ms", "read_after_write_ms", "cold_read_ms", "bytes_after_gc"],
+            "steps",
+            "saver",
+            out / "langgraph_saver_threads.png",
+            xlabel="super-steps in the thread",
+            log_x=True,
+        )
     )
     if path:
         made.append(path)
