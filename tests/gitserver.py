@@ -1,4 +1,4 @@
-"""Real git servers on 127.0.0.1 for the tests: ``git daemon`` and ``git http-backend``.
+"""Real git servers on 127.0.0.1 for the tests: ``git daemon``, ``git http-backend`` and SSH.
 
 Both are stock git. :class:`GitDaemon` serves every bare repository under a base directory
 over ``git://127.0.0.1:PORT/<name>.git`` with receive-pack enabled (pushes allowed, no
@@ -7,15 +7,22 @@ over ``http://127.0.0.1:PORT/<name>.git`` through ``git http-backend`` run as a 
 program behind a small threaded HTTP server; with ``password`` set it answers 401 to
 every request that does not carry HTTP basic credentials for it, like a hosted server.
 
+:class:`SshGit` is an SSH server (asyncssh, in a thread of the test process) that runs stock
+``git-upload-pack`` / ``git-receive-pack`` for the same layout at ``ssh://git@127.0.0.1:PORT/
+<name>.git``; it takes only the client key it generated, and :meth:`SshGit.trust` gives a
+process the key file and the ``known_hosts`` line a deployment would have.
+
 Ports are picked free at run time; each server waits until it answers before the test
 uses it and is stopped at the end (the fixtures in ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -26,7 +33,7 @@ from pathlib import Path
 from gitcli import git
 from timeouts import TEST_TIMEOUT, deadline
 
-__all__ = ["GitDaemon", "HttpGit", "free_port", "make_bare"]
+__all__ = ["SERVERS", "GitDaemon", "HttpGit", "SshGit", "free_port", "make_bare", "serve"]
 
 
 def free_port() -> int:
@@ -121,6 +128,10 @@ class GitDaemon:
                 self._proc.kill()
                 self._proc.wait(timeout=TEST_TIMEOUT)
         self._proc = None
+
+    def receive_packs(self) -> int:
+        """How many push services (``git-receive-pack``) the daemon ran so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace").count("receive-pack") if self.log.exists() else 0
 
     def __enter__(self) -> GitDaemon:
         return self.start()
@@ -273,8 +284,196 @@ class HttpGit:
             self._thread.join(timeout=TEST_TIMEOUT)
         self._server = self._thread = None
 
+    def receive_packs(self) -> int:
+        """How many push requests (``POST .../git-receive-pack``) it answered so far."""
+        with self.lock:
+            return sum(r.startswith("POST ") and "git-receive-pack" in r for r in self.requests)
+
     def __enter__(self) -> HttpGit:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SshGit:
+    """An SSH server on 127.0.0.1 and a free port that serves git's two services, nothing else.
+
+    Each connection may run ``git-upload-pack '<name>.git'`` or ``git-receive-pack
+    '<name>.git'`` for a bare repository directly under ``base``; any other command is
+    refused. Only the client key generated here is accepted (public-key authentication).
+
+    Attributes:
+        base: the directory whose bare repositories are served.
+        key_file: the client's private key (OpenSSH format, no passphrase), ``.pub`` beside it.
+        host_line: this server's ``known_hosts`` line (``[127.0.0.1]:PORT ssh-ed25519 ...``).
+        commands: every command a client asked to run.
+    """
+
+    def __init__(self, base: Path) -> None:
+        import asyncssh
+
+        self.base = Path(base).resolve()
+        self.base.mkdir(parents=True, exist_ok=True)
+        self._host_key = asyncssh.generate_private_key("ssh-ed25519")
+        client = asyncssh.generate_private_key("ssh-ed25519")
+        self.key_file = self.base.parent / f"{self.base.name}-client-key"
+        self.key_file.write_bytes(client.export_private_key("openssh"))
+        self.key_file.chmod(0o600)
+        self.key_file.with_name(self.key_file.name + ".pub").write_bytes(client.export_public_key("openssh"))
+        self._authorized = asyncssh.import_authorized_keys(client.export_public_key("openssh").decode())
+        self.commands: list[str] = []
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: object | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host_line(self) -> str:
+        """The ``known_hosts`` line of this server's host key."""
+        return f"[127.0.0.1]:{self.port} " + self._host_key.export_public_key("openssh").decode().strip() + "\n"
+
+    def url(self, name: str = "central.git") -> str:
+        """The ``ssh://`` URL of the repository ``base/name``."""
+        return f"ssh://git@127.0.0.1:{self.port}/{name}"
+
+    def trust(self, monkeypatch: object, home: Path) -> None:
+        """Configure this process (and its children) as a deployment would: the key in
+        ``GOT_SSH_KEY``, the host in ``GOT_REMOTE_HOSTS``, the host key in ``home/.ssh/known_hosts``."""
+        import pygit2
+
+        ssh = Path(home) / ".ssh"
+        ssh.mkdir(parents=True, exist_ok=True)
+        (ssh / "known_hosts").write_text(self.host_line, encoding="utf-8")
+        # libgit2 read HOME when it started; children started from here read the new HOME themselves
+        monkeypatch.setattr(pygit2.settings, "homedir", str(home))  # type: ignore[attr-defined]
+        monkeypatch.setenv("GOT_SSH_KEY", str(self.key_file))  # type: ignore[attr-defined]
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "127.0.0.1")  # type: ignore[attr-defined]
+
+    def receive_packs(self) -> int:
+        """How many push services (``git-receive-pack``) clients ran so far."""
+        return sum(c.startswith("git-receive-pack") for c in list(self.commands))
+
+    async def _session(self, process: object) -> None:
+        command = getattr(process, "command", None) or ""
+        self.commands.append(command)
+        try:
+            service, path = shlex.split(command)
+        except ValueError:
+            service, path = "", ""
+        repo = self.base / path.lstrip("/")
+        if service not in ("git-upload-pack", "git-receive-pack") or repo.parent != self.base or not repo.is_dir():
+            process.stderr.write(b"only git-upload-pack / git-receive-pack of a served repository\n")  # type: ignore[attr-defined]
+            process.exit(1)  # type: ignore[attr-defined]
+            return
+        child = await asyncio.create_subprocess_exec(
+            _git_exe(),
+            service.removeprefix("git-"),
+            str(repo),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_server_env(),
+        )
+        assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+        channel_in, channel_out, channel_err = process.stdin, process.stdout, process.stderr  # type: ignore[attr-defined]
+
+        async def feed() -> None:  # client -> git, until the client closes or git is done
+            try:
+                while data := await channel_in.read(65536):
+                    child.stdin.write(data)
+                    await child.stdin.drain()
+            except (ConnectionError, BrokenPipeError):
+                pass
+            finally:
+                child.stdin.close()
+
+        async def drain(source: asyncio.StreamReader, sink: object) -> None:  # git -> client
+            while data := await source.read(65536):
+                sink.write(data)  # type: ignore[attr-defined]
+
+        feeding = asyncio.ensure_future(feed())
+        await asyncio.gather(drain(child.stdout, channel_out), drain(child.stderr, channel_err))
+        code = await child.wait()
+        feeding.cancel()
+        process.exit(code)  # type: ignore[attr-defined]
+
+    def start(self) -> SshGit:
+        """Start serving (an event loop in a thread) and wait until it answers."""
+        import asyncssh
+
+        ready = threading.Event()
+        failed: list[BaseException] = []
+        loop = asyncio.new_event_loop()
+
+        async def listen() -> None:
+            self._server = await asyncssh.create_server(
+                asyncssh.SSHServer,
+                "127.0.0.1",
+                0,
+                server_host_keys=[self._host_key],
+                authorized_client_keys=self._authorized,
+                process_factory=self._session,
+                encoding=None,
+            )
+            self.port = int(self._server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(listen())
+            except BaseException as exc:  # reported to start()
+                failed.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(TEST_TIMEOUT)
+        if failed:
+            raise RuntimeError(f"the SSH server did not start: {failed[0]}")
+        _wait_listening(self.port)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and end the event loop's thread."""
+        loop, server = self._loop, self._server
+        if loop is not None and server is not None:
+
+            async def close() -> None:
+                server.close()  # type: ignore[attr-defined]
+                await server.wait_closed()  # type: ignore[attr-defined]
+
+            asyncio.run_coroutine_threadsafe(close(), loop).result(TEST_TIMEOUT)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=TEST_TIMEOUT)
+        if loop is not None and not loop.is_running():
+            loop.close()
+        self._loop = self._server = self._thread = None
+
+    def __enter__(self) -> SshGit:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+#: The kinds of server :func:`serve` starts: git's own protocol, smart HTTP, and SSH.
+SERVERS = ("git-daemon", "http-backend", "ssh")
+
+
+def serve(kind: str, base: Path) -> GitDaemon | HttpGit | SshGit:
+    """A server of ``kind`` (one of :data:`SERVERS`) for the bare repositories under ``base``
+    (not started: use it as a context manager). All have ``base``, ``url(name)`` and
+    ``receive_packs()``; an :class:`SshGit` also wants :meth:`SshGit.trust` once started."""
+    if kind == "git-daemon":
+        return GitDaemon(base)
+    if kind == "http-backend":
+        return HttpGit(base)
+    if kind == "ssh":
+        return SshGit(base)
+    raise ValueError(f"no git server kind {kind!r}; one of {SERVERS}")

@@ -19,8 +19,9 @@ The repositories are the log. A run directory holds::
                                          per-problem repositories: their names are per problem).
                                          With ``--central URL`` (a repository on a git server) the
                                          tasks push there instead, knowing only the URL, and this is
-                                         the driver's copy of its results, lessons and notes
-                                         (the ingest records stay here)
+                                         the driver's copy of its results, lessons and notes; the
+                                         driver's records (ingest, online logs, paraphrases,
+                                         pre-registration) are pushed there too
     RUN_DIR/memory/<backend>/...         the memory substrates (five-substrate protocol)
     RUN_DIR/results.jsonl, results.csv, arms.csv, table.md, *.png   (see :mod:`got_core.bench.report`)
 
@@ -74,6 +75,7 @@ from got_core.repo.sharing import is_url, mirror
 from got_core.types import DeterministicClock, canonical_json
 
 __all__ = [
+    "CENTRAL_REFS",
     "CLOCK_START",
     "INGEST_PREFIX",
     "LESSON_PREFIX",
@@ -83,6 +85,7 @@ __all__ = [
     "ModelSpec",
     "Task",
     "execute_task",
+    "follow_central",
     "load_config",
     "memory_fingerprint",
     "model_endpoint",
@@ -416,15 +419,43 @@ def _execute_entry(
     return execute_task(Task.from_dict(task_dict), ModelSpec(**spec_dict), run_dir, steps=steps, central=central)
 
 
-#: What a run keeps in central: the copy in ``RUN_DIR/central.git`` follows a central URL for these.
-_CENTRAL_PREFIXES = (RESULT_PREFIX, LESSON_PREFIX, "refs/notes/")
+#: What a run keeps in central: the tasks' results, lessons and notes, and the driver's records
+#: (ingest records, online logs, the paraphrases, the pre-registration; ARCHITECTURE §4).
+#: With a central URL, ``RUN_DIR/central.git`` and the URL exchange all of these.
+CENTRAL_REFS = (
+    RESULT_PREFIX,
+    LESSON_PREFIX,
+    "refs/notes/",
+    INGEST_PREFIX,
+    "refs/got/online/",
+    "refs/got/paraphrases",
+    "refs/got/prereg",
+)
 
 
-def _follow_central(run_dir: Path, central: str | None) -> None:
-    """With a central URL, bring its results, lessons and notes into ``RUN_DIR/central.git``."""
-    if central is not None:
-        with open_central(run_dir) as local:
-            mirror(local, central, _CENTRAL_PREFIXES)
+def follow_central(run_dir: str | Path, central: str | None) -> None:
+    """With a central URL, exchange the run's refs between it and ``RUN_DIR/central.git``.
+
+    First what the driver wrote here (an ingest record, an online log...) is pushed, with
+    git's compare-and-swap: only fast-forwards, a push refused while the server moved is
+    tried again, nothing is ever forced. Then what the URL holds (the tasks' results) comes
+    in, checked (:func:`got_core.repo.sharing.mirror`). Without a URL it does nothing.
+
+    Raises:
+        ConfigError: ``central`` is not a URL.
+        PushRejectedError: the URL holds another value of one of these refs that ours does
+            not descend from (another run's record under the same name); nothing was forced.
+        RemoteError: the server cannot be reached or asked for credentials.
+    """
+    if central is None:
+        return
+    if not is_url(central):
+        raise ConfigError(f"central must be a URL of a git server's repository, not {central!r}")
+    with open_central(run_dir) as local:
+        ours = sorted(ref for ref in local.refs("refs/") if ref.startswith(CENTRAL_REFS))
+        if ours:
+            local.push(central, branches=ours, tag_prefixes=(), merge=None)
+        mirror(local, central, CENTRAL_REFS)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -502,7 +533,7 @@ def run_tasks(
         raise ConfigError("two tasks share an (arm, problem) key; arm names must be unique in a run")
     if central is not None and not is_url(central):
         raise ConfigError(f"central must be a URL of a git server's repository, not {central!r}")
-    _follow_central(run_dir, central)
+    follow_central(run_dir, central)
     with open_central(run_dir) as local:
         todo = [t for t in tasks if local.tip(t.result_ref) is None]
     with _progress(len(tasks), len(tasks) - len(todo), label, progress) as tick:
@@ -520,7 +551,7 @@ def run_tasks(
                 runner.run(jobs, entry, tick)
             except ExecutorError as exc:
                 raise BenchRunError(str(exc)) from exc
-    _follow_central(run_dir, central)
+    follow_central(run_dir, central)
     with open_central(run_dir) as local:
         found = [read_result(local, t) for t in tasks]
     records = [r for r in found if r is not None]

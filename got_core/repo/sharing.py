@@ -44,6 +44,7 @@ __all__ = [
     "is_url",
     "merge",
     "mirror",
+    "preview_merge",
     "push",
     "repack",
     "unbundle",
@@ -148,7 +149,8 @@ def mirror(
     peer lacks are left alone. Everything comes in through the quarantine, like :func:`fetch`.
 
     Args:
-        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``).
+        prefixes: ref prefixes ending in ``/`` (e.g. ``refs/got/results/``), or whole ref
+            names (e.g. ``refs/got/prereg``), matched exactly.
 
     Returns:
         The mirrored refs -> SHAs.
@@ -160,13 +162,19 @@ def mirror(
     _check_source(source)
     limits = _limits(limits)
     for prefix in prefixes:
-        if not prefix.startswith("refs/") or not prefix.endswith("/") or prefix.startswith("refs/got-incoming"):
-            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/', not {prefix!r}")
+        if not prefix.startswith("refs/") or prefix.startswith("refs/got-incoming") or "*" in prefix:
+            raise InvalidInputError(f"mirror takes ref prefixes like 'refs/got/results/' or ref names, not {prefix!r}")
     advertised = repo.git.ls_remote(source)
-    if not any(ref.startswith(tuple(prefixes)) for ref in advertised):
+
+    def held(prefix: str) -> bool:
+        return any(ref.startswith(prefix) for ref in advertised) if prefix.endswith("/") else prefix in advertised
+
+    # a whole ref name the peer lacks is left out: fetching it would fail
+    asked = [(i, p) for i, p in enumerate(prefixes) if held(p)]
+    if not asked:
         return {}
     staging = "refs/got/mirror/"
-    specs = [f"+{p}*:{staging}{i}/*" for i, p in enumerate(prefixes)]
+    specs = [f"+{p}*:{staging}{i}/*" if p.endswith("/") else f"+{p}:{staging}{i}" for i, p in asked]
     with Quarantine(repo.git, f"what {source} sent", limits) as q:
         q.git.fetch(source, specs, progress=q.progress)
         incoming = {ref: oid for ref, oid in q.incoming_refs().items() if ref.startswith(staging)}
@@ -175,7 +183,9 @@ def mirror(
     wanted = {}
     for ref, oid in incoming.items():
         index, _, rest = ref[len(staging) :].partition("/")
-        wanted[prefixes[int(index)] + rest] = oid  # libgit2 validated the name in the quarantine
+        prefix = prefixes[int(index)]
+        # libgit2 validated the name in the quarantine
+        wanted[prefix + rest if prefix.endswith("/") else prefix] = oid
     if wanted:
         repo.update_refs(sorted(wanted), lambda _tips: dict(wanted))
     return wanted
@@ -376,59 +386,98 @@ def merge(
     if not (callable(strategy) or strategy in ("review", "ours", "theirs")):
         raise InvalidInputError(f"strategy must be 'review', 'ours', 'theirs' or a callable, not {strategy!r}")
     limits = _limits(limits)
-    git = repo.git
     ref = repo.ref(into)
     their = repo.resolve(theirs)
-    their_tree = git.read_commit(their).tree
 
     def build(tip: str | None) -> Publish | Keep:
-        ours = git.peel_to_commit(tip) if tip else None
-        if ours == their:
-            return Keep(MergeResult("up-to-date", ours, (), ours, their, ours))
-        if ours is not None and git.is_ancestor(their, ours):
-            return Keep(MergeResult("up-to-date", ours, (), ours, their, their))
-        base = git.merge_base(ours, their) if ours is not None else None
-        check_merge(
-            git,
-            their_tree,
-            [git.read_commit(c).tree for c in (ours, base) if c],
-            f"to merge {theirs} into {short_ref(ref)}",
-            limits,
-            f"commit {their}",
-        )
-        if ours is None or base == ours:
-            return Publish(their, MergeResult("fast-forward", their, (), ours, their, ours))
-        tree, raw, state = git.merge_trees(base, ours, their)
-        conflicts = tuple(Conflict(p, _text(repo, b), _text(repo, o), _text(repo, t)) for p, b, o, t in raw)
-        status: Literal["merged", "resolved"] = "merged"
-        if conflicts:
-            if strategy == "review":
-                return Keep(MergeResult("conflicted", None, conflicts, ours, their, base))
-            resolver = None if isinstance(strategy, str) else strategy
-            decisions: dict[str, bytes | None] = {}
-            for (path, _b, o, t), conflict in zip(raw, conflicts):
-                if resolver is not None:
-                    value = resolver(conflict)
-                    chosen = value.encode("utf-8") if isinstance(value, str) else value
-                elif strategy == "ours":
-                    chosen = None if o is None else git.read_blob(o)
-                else:  # "theirs"
-                    chosen = None if t is None else git.read_blob(t)
-                decisions[path] = chosen
-            tree = git.resolve_merge(state, decisions)
-            status = "resolved"
-        if tree is None:  # merge_trees leaves it out only when there are conflicts
-            raise CorruptRepositoryError(f"merging {their} into {short_ref(ref)} gave no tree; run `got fsck`")
-        how = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "resolver")
-        text = message or f"Merge {theirs} into {short_ref(ref)}\n"
-        if conflicts:
-            text = (
-                text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(f"\t{c.path}\n" for c in conflicts)
-            )
-        commit = repo.write_commit(tree, [ours, their], text)
-        return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))
+        return _merge_step(repo, tip, their, ref, theirs, strategy, message, limits)
 
     return repo.update_ref(ref, build)
+
+
+def preview_merge(
+    repo: ReasoningRepo, theirs: str, *, into: str = "memory", limits: InboundLimits | None = None
+) -> MergeResult:
+    """What :func:`merge` of ``theirs`` into ``into`` would find now, changing nothing.
+
+    No ref moves and no object is written (not even the merged tree of a clean merge):
+    safe on a repository served read-only. Conflicts are reported, never decided.
+
+    Returns:
+        A :class:`MergeResult` whose ``commit`` is None (the merge was not made):
+        ``up-to-date``, ``fast-forward``, ``merged`` (would merge cleanly) or ``conflicted``.
+
+    Raises:
+        UnknownRefError: ``theirs`` names nothing.
+        UntrustedContentError: ``theirs`` brings a tree entry git or our path rules refuse.
+        CorruptRepositoryError: an object either side needs is missing or damaged.
+    """
+    ref = repo.ref(into)
+    their = repo.resolve(theirs)
+    answer = _merge_step(repo, repo.git.ref_target(ref), their, ref, theirs, "review", None, _limits(limits), dry=True)
+    r: MergeResult = answer.value
+    return MergeResult(r.status, None, r.conflicts, r.ours, r.theirs, r.base)
+
+
+def _merge_step(
+    repo: ReasoningRepo,
+    tip: str | None,
+    their: str,
+    ref: str,
+    theirs: str,
+    strategy: str | Resolver,
+    message: str | None,
+    limits: InboundLimits,
+    *,
+    dry: bool = False,
+) -> Publish | Keep:
+    """One attempt of :func:`merge` on the tip ``tip`` of ``ref`` (``dry``: only find out, write nothing)."""
+    git = repo.git
+    ours = git.peel_to_commit(tip) if tip else None
+    if ours == their:
+        return Keep(MergeResult("up-to-date", ours, (), ours, their, ours))
+    if ours is not None and git.is_ancestor(their, ours):
+        return Keep(MergeResult("up-to-date", ours, (), ours, their, their))
+    base = git.merge_base(ours, their) if ours is not None else None
+    check_merge(
+        git,
+        git.read_commit(their).tree,
+        [git.read_commit(c).tree for c in (ours, base) if c],
+        f"to merge {theirs} into {short_ref(ref)}",
+        limits,
+        f"commit {their}",
+    )
+    if ours is None or base == ours:
+        return Publish(their, MergeResult("fast-forward", their, (), ours, their, ours))
+    tree, raw, state = git.merge_trees(base, ours, their, write=not dry)
+    conflicts = tuple(Conflict(p, _text(repo, b), _text(repo, o), _text(repo, t)) for p, b, o, t in raw)
+    if dry:
+        return Keep(MergeResult("conflicted" if conflicts else "merged", None, conflicts, ours, their, base))
+    status: Literal["merged", "resolved"] = "merged"
+    if conflicts:
+        if strategy == "review":
+            return Keep(MergeResult("conflicted", None, conflicts, ours, their, base))
+        resolver = None if isinstance(strategy, str) else strategy
+        decisions: dict[str, bytes | None] = {}
+        for (path, _b, o, t), conflict in zip(raw, conflicts):
+            if resolver is not None:
+                value = resolver(conflict)
+                chosen = value.encode("utf-8") if isinstance(value, str) else value
+            elif strategy == "ours":
+                chosen = None if o is None else git.read_blob(o)
+            else:  # "theirs"
+                chosen = None if t is None else git.read_blob(t)
+            decisions[path] = chosen
+        tree = git.resolve_merge(state, decisions)
+        status = "resolved"
+    if tree is None:  # merge_trees leaves it out only when there are conflicts
+        raise CorruptRepositoryError(f"merging {their} into {short_ref(ref)} gave no tree; run `got fsck`")
+    how = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "resolver")
+    text = message or f"Merge {theirs} into {short_ref(ref)}\n"
+    if conflicts:
+        text = text.rstrip("\n") + f"\n\nConflicts resolved ({how}):\n" + "".join(f"\t{c.path}\n" for c in conflicts)
+    commit = repo.write_commit(tree, [ours, their], text)
+    return Publish(commit, MergeResult(status, commit, conflicts, ours, their, base))
 
 
 def footprint(gitdir: Path) -> dict[str, int]:

@@ -862,13 +862,16 @@ class GitRepo:
 
     # ------------------------------------------------------------------ merge
     def merge_trees(
-        self, base: str | None, ours: str, theirs: str
+        self, base: str | None, ours: str, theirs: str, *, write: bool = True
     ) -> tuple[str | None, list[tuple[str, str | None, str | None, str | None]], pygit2.Index]:
         """Three-way merge of commit trees in memory.
 
+        Args:
+            write: write the merged tree of a clean merge (False: only find the conflicts).
+
         Returns:
-            (tree SHA or None when conflicted, conflicts as (path, base, ours, theirs) blob SHAs,
-            an opaque merge state for :meth:`resolve_merge`).
+            (tree SHA, or None when conflicted or not ``write``; conflicts as (path, base, ours,
+            theirs) blob SHAs; an opaque merge state for :meth:`resolve_merge`).
 
         Raises:
             UntrustedContentError: a tree holds a path libgit2 refuses (``..``, ``.git``, ...).
@@ -891,7 +894,7 @@ class GitRepo:
                             str(their.id) if their else None,
                         )
                     )
-            if conflicts:
+            if conflicts or not write:
                 return None, sorted(conflicts), idx
             return str(idx.write_tree(self._r)), [], idx
         except (GitError, OSError, KeyError, ValueError) as exc:
@@ -1045,6 +1048,10 @@ def _trusted_host(url: str) -> bool:
     return bool(host) and host.lower() in hosts
 
 
+def _is_ssh(url: str) -> bool:
+    return url.startswith(("ssh://", "ssh+git://", "git+ssh://")) or ("://" not in url and "@" in url)
+
+
 class _NoPrompt(pygit2.RemoteCallbacks):
     """Remote callbacks that never prompt, reject failed ref updates, and hand transfer
     progress to an optional limit check.
@@ -1053,7 +1060,9 @@ class _NoPrompt(pygit2.RemoteCallbacks):
     (``GOT_REMOTE_TOKEN`` [+ ``GOT_REMOTE_USER``] for HTTP(S), ``GOT_SSH_KEY`` or a running
     ``ssh-agent`` for SSH), offered once and only to a host named in ``GOT_REMOTE_HOSTS``:
     asked again (refused), or with nothing configured for that host, the transfer fails at
-    once with :class:`CredentialsRequiredError`.
+    once with :class:`CredentialsRequiredError`. An SSH host key that ``~/.ssh/known_hosts``
+    does not list for the host, or a TLS certificate that does not verify, fails with
+    :class:`RemoteError` before anything is sent.
     """
 
     def __init__(self, url: str, progress: Callable[[int, int, int], None] | None = None) -> None:
@@ -1084,6 +1093,19 @@ class _NoPrompt(pygit2.RemoteCallbacks):
             )
         self._offered = True
         return answer
+
+    def certificate_check(self, certificate, valid, host):
+        # pygit2 lets every SSH host key through, whatever libgit2 found in ~/.ssh/known_hosts
+        # (its pass-through): a server whose key is unknown or changed could be anyone.
+        if valid:
+            return True
+        name = host.decode("utf-8", "replace") if isinstance(host, bytes) else str(host)
+        if _is_ssh(self._url):
+            raise RemoteError(
+                f"{self._url}: the SSH host key of {name} is not the one ~/.ssh/known_hosts lists for it, "
+                "or it is not listed; check the key and add it (ssh-keyscan), then try again"
+            )
+        raise RemoteError(f"{self._url}: the TLS certificate of {name} is not valid; nothing was sent")
 
     def transfer_progress(self, stats):
         if self._progress is not None:

@@ -13,7 +13,9 @@ Every argument is typed (the SDK derives each tool's JSON schema from its signat
 bounded here (text length, counts). A mistake of the caller — a hostile ref or branch name,
 an unknown revision, an empty summary — comes back as a tool result with ``isError`` set
 and a message saying what to do; nothing in the repository changes. ``read_only=True``
-leaves the write tools out altogether.
+leaves the write tools out altogether, and the reading tools then change nothing either:
+no ref moves (``merge_status`` does not drop entries merged since) and no object is
+written; only the derived index under ``<gitdir>/got/`` is brought up to date.
 
 Needs the ``mcp`` extra: ``pip install 'gitofthoughts[mcp]'``.
 """
@@ -178,7 +180,7 @@ def build_server(
         return f"stored the lesson under topic {lesson.topic_key if lesson else topic!r} (memory at {tip[:12]})"
 
     def memory_search(query: str, k: int = 3) -> str:
-        lessons = GitMemory(repo=r).get_relevant(query, _count(k, "k", 1, 50))
+        lessons = GitMemory(repo=r, read_only=read_only).get_relevant(query, _count(k, "k", 1, 50))
         return json.dumps(
             [
                 {"text": lz.text, "topic": lz.topic_key, "outcome": lz.outcome, "relevance": lz.relevance}
@@ -237,7 +239,8 @@ def build_server(
 
     # ------------------------------------------------------------------ review
     def merge_status_tool(into: str = "") -> str:
-        pending = merge_status(r, into or None)
+        # read-only lists what is pending and tidies nothing (an entry merged since stays parked)
+        pending = merge_status(r, into or None, prune=not read_only)
         return json.dumps(
             [
                 {

@@ -1,19 +1,22 @@
 """Mergeable memory across agents with central served by a real git server (issue 18 §4).
 
-Workers are separate processes that reach central only by its ``git://`` URL (``git
-daemon`` on 127.0.0.1, started by the fixture); the orchestrator works in its own
-repository and pushes the merged memory back over the same URL.
+Workers are separate processes that reach central only by its URL (``git daemon``'s
+``git://`` or ``git http-backend``'s ``http://`` on 127.0.0.1, started by the fixture);
+the orchestrator works in its own repository and pushes the merged memory back over the
+same URL. The tests taking ``git_server`` run once per server.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import HttpGit, make_bare
+from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core.cli import main
@@ -44,6 +47,15 @@ private = w.repo.commit_node(Node("raw trace of " + spec["agent"], scores={"s_co
 w.push()
 print(json.dumps({"commits": commits, "private": private.oid}))
 """
+
+
+@pytest.fixture(params=SERVERS)
+def git_server(request, tmp_path, monkeypatch):
+    """``git daemon`` (git://), then ``git http-backend`` behind a local HTTP server (http://)."""
+    with serve(request.param, tmp_path / "served") as server:
+        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
+            server.trust(monkeypatch, Path(os.environ["HOME"]))
+        yield server
 
 
 def run_workers(tmp_path, url, jobs):
@@ -77,9 +89,9 @@ def topics(lessons, keys):
 
 
 @pytest.mark.slow
-def test_workers_and_orchestrator_share_memory_only_through_a_git_url(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_workers_and_orchestrator_share_memory_only_through_a_git_url(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     orch = Orchestrator(url, path=tmp_path / "orchestrator.git")
     assert orch.central == url
     root = git(served, "rev-parse", "memory").strip()  # the shared root went up to central
@@ -116,9 +128,9 @@ def test_workers_and_orchestrator_share_memory_only_through_a_git_url(tmp_path, 
 
 
 @pytest.mark.slow
-def test_one_agent_pushing_from_two_places_loses_nothing(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_one_agent_pushing_from_two_places_loses_nothing(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     Orchestrator(url, path=tmp_path / "orchestrator.git")
     left = {f"left/{i}": f"Left lesson {i}." for i in range(3)}
     right = {f"right/{i}": f"Right lesson {i}." for i in range(3)}
@@ -159,9 +171,9 @@ def test_an_orchestrator_of_a_url_needs_its_own_repository(tmp_path, git_daemon)
         Orchestrator(tmp_path / "central.git", path=tmp_path / "own.git")
 
 
-def test_cli_merges_workers_of_a_central_url(tmp_path, git_daemon, capsys):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_cli_merges_workers_of_a_central_url(tmp_path, git_server, capsys):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     own = tmp_path / "orchestrator.git"
     assert main(["merge", "--workers", "--central", url, "-r", str(own)]) == 0  # creates the shared root
     for agent, texts in (("a", ALWAYS), ("b", NEVER)):

@@ -1,5 +1,7 @@
 """fetch / push / merge against real git servers on 127.0.0.1 (``git daemon``, ``git http-backend``).
 
+The tests taking ``git_server`` run once per server: git's own protocol and smart HTTP.
+
 libgit2 (pygit2) speaks ``git://`` and ``http://`` itself, so no ``git`` binary runs on
 our side of these transfers; the servers are stock git, started by the fixtures.
 """
@@ -7,12 +9,14 @@ our side of these transfers; the servers are stock git, started by the fixtures.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import HttpGit, make_bare
+from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core import ReasoningRepo
@@ -27,14 +31,26 @@ from got_core.errors import (
 )
 from got_core.storage.inbound import QUARANTINE_PREFIX, InboundLimits
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _quarantines(repo: ReasoningRepo) -> list[str]:
     return [p.name for p in repo.gitdir.iterdir() if p.name.startswith(QUARANTINE_PREFIX)]
 
 
-def test_push_fetch_merge_over_git_daemon(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+@pytest.fixture(params=SERVERS)
+def git_server(request, tmp_path, monkeypatch):
+    """Each test that takes it runs twice: against ``git daemon`` (git://) and against
+    ``git http-backend`` behind a local HTTP server (http://), both on 127.0.0.1."""
+    with serve(request.param, tmp_path / "served") as server:
+        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
+            server.trust(monkeypatch, Path(os.environ["HOME"]))
+        yield server
+
+
+def test_push_fetch_merge_over_a_git_server(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     a = ReasoningRepo.init(tmp_path / "a.git")
     first = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
     a.tag_outcome(first, "success", "a1")
@@ -52,12 +68,12 @@ def test_push_fetch_merge_over_git_daemon(tmp_path, git_daemon):
     b.push(url)
     assert git(served, "show", "memory:lessons/b.md") == "B\n"
     assert fsck_clean(served)[0] and fsck_clean(b.gitdir)[0]
-    assert "receive-pack" in git_daemon.log.read_text()  # the pushes really went through the daemon
+    assert git_server.receive_packs() >= 2  # the pushes really went through the server
 
 
-def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     a = ReasoningRepo.init(tmp_path / "a.git")
     b = ReasoningRepo.init(tmp_path / "b.git")
     root = a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
@@ -86,9 +102,9 @@ def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_p
         b.push(url, merge="squash")
 
 
-def test_a_conflicting_push_is_left_for_a_decision(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_a_conflicting_push_is_left_for_a_decision(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     a = ReasoningRepo.init(tmp_path / "a.git")
     b = ReasoningRepo.init(tmp_path / "b.git")
     a.commit_files("memory", {"lessons/units.md": "base\n"}, "root\n")
@@ -125,9 +141,9 @@ print(json.dumps(mine))
 
 
 @pytest.mark.slow
-def test_writers_racing_on_one_branch_lose_nothing(tmp_path, git_daemon):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_writers_racing_on_one_branch_lose_nothing(tmp_path, git_server):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     seed = ReasoningRepo.init(tmp_path / "seed.git")
     seed.commit_files("memory", {"README.md": "shared\n"}, "root\n")
     seed.push(url)
@@ -161,9 +177,9 @@ def test_writers_racing_on_one_branch_lose_nothing(tmp_path, git_daemon):
     assert fsck_clean(served)[0]
 
 
-def test_fetch_from_a_url_goes_through_the_quarantine(tmp_path, git_daemon):
-    make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_fetch_from_a_url_goes_through_the_quarantine(tmp_path, git_server):
+    make_bare(git_server.base)
+    url = git_server.url("central.git")
     a = ReasoningRepo.init(tmp_path / "a.git")
     a.commit_files("memory", {"lessons/big.md": "x" * 5000}, "big\n")
     a.push(url)
@@ -182,37 +198,15 @@ def test_fetch_from_a_url_goes_through_the_quarantine(tmp_path, git_daemon):
     assert b.git.list_refs() == before and not _quarantines(b)
 
 
-def test_unreachable_server_fails_with_remote_error(tmp_path, git_daemon):
-    url = git_daemon.url("central.git")
-    git_daemon.stop()
+def test_unreachable_server_fails_with_remote_error(tmp_path, git_server):
+    url = git_server.url("central.git")
+    git_server.stop()
     repo = ReasoningRepo.init(tmp_path / "a.git")
     repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
     with pytest.raises(RemoteError):
         repo.fetch(url)
     with pytest.raises(RemoteError):
         repo.push(url, merge="review")
-
-
-def test_push_fetch_over_git_http_backend(tmp_path, http_git):
-    served = make_bare(http_git.base)
-    url = http_git.url("central.git")
-    a = ReasoningRepo.init(tmp_path / "a.git")
-    root = a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
-    a.push(url)
-    b = ReasoningRepo.init(tmp_path / "b.git")
-    b.fetch(url, name="central")
-    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
-    a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
-    a.push(url)
-    b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
-    b.push(url, merge="review")
-    assert git(served, "ls-tree", "-r", "--name-only", "memory").split() == [
-        "README.md",
-        "lessons/a.md",
-        "lessons/b.md",
-    ]
-    git(served, "merge-base", "--is-ancestor", root, "memory")
-    assert any("git-receive-pack" in r for r in http_git.requests)
 
 
 def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path):
@@ -229,11 +223,23 @@ def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path)
         assert server.refused >= 2  # it really asked, and we answered nothing
         assert git(server.base / "central.git", "for-each-ref").strip() == ""
         assert not _quarantines(repo)
+        # the CLI too: one line saying what to configure, a failure exit, no prompt on the terminal
+        for verb in (["push", url, "--merge", "review"], ["fetch", url], ["merge", url]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "got_core.cli", *verb, "-r", str(repo.gitdir)],
+                capture_output=True,
+                text=True,
+                timeout=TEST_TIMEOUT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            assert proc.returncode not in (0, None), proc.stdout
+            assert "never prompts" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+        assert git(server.base / "central.git", "for-each-ref").strip() == ""
 
 
-def test_cli_push_fetch_merge_against_a_url(tmp_path, git_daemon, capsys):
-    served = make_bare(git_daemon.base)
-    url = git_daemon.url("central.git")
+def test_cli_push_fetch_merge_against_a_url(tmp_path, git_server, capsys):
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
     a = ReasoningRepo.init(tmp_path / "a.git")
     a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
     assert main(["push", url, "-r", str(a.gitdir)]) == 0
@@ -295,3 +301,77 @@ def test_a_file_url_works_like_a_path(tmp_path):
         b.push(url)
     b.push(url, merge="review")
     assert git(central.gitdir, "rev-list", "--parents", "-n1", "memory").split()[1:] == [tb, ta]
+
+
+def test_mirror_follows_prefixes_and_whole_ref_names_over_a_git_server(tmp_path, git_server):
+    from got_core.repo.sharing import mirror
+
+    served = make_bare(git_server.base)
+    url = git_server.url("central.git")
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    one = a.commit_files("refs/got/results/arm/p1", {"result.json": "{}\n"}, "p1\n")
+    rule = a.commit_files("refs/got/prereg", {"prereg.json": "{}\n"}, "prereg\n")
+    a.commit_files("refs/got/prereg-other", {"x": "x\n"}, "not asked for\n")
+    a.push(url, branches=("refs/got/results/arm/p1", "refs/got/prereg", "refs/got/prereg-other"), tag_prefixes=())
+    copy = ReasoningRepo.init(tmp_path / "copy.git")
+    asked = ("refs/got/results/", "refs/got/prereg", "refs/got/paraphrases")  # the last: not on the server
+    assert mirror(copy, url, asked) == {"refs/got/results/arm/p1": one, "refs/got/prereg": rule}
+    assert copy.tip("refs/got/prereg-other") is None  # a whole name is matched exactly
+    # the copy follows the server; a ref only the copy has is left alone
+    two = a.commit_files("refs/got/results/arm/p1", {"result.json": '{"again": 1}\n'}, "p1 again\n")
+    a.push(url, branches=("refs/got/results/arm/p1",), tag_prefixes=())
+    mine = copy.commit_files("refs/got/results/arm/local", {"result.json": "{}\n"}, "only here\n")
+    assert mirror(copy, url, asked)["refs/got/results/arm/p1"] == two
+    assert copy.tip("refs/got/results/arm/local") == mine
+    assert git(served, "rev-parse", "refs/got/results/arm/p1").strip() == two
+    for bad in ("refs/got/*", "heads/memory", "refs/got-incoming-x/"):
+        with pytest.raises(InvalidInputError, match="mirror takes"):
+            mirror(copy, url, (bad,))
+
+
+def test_an_ssh_server_whose_host_key_is_not_known_is_refused(tmp_path, monkeypatch):
+    """pygit2 lets any SSH host key through; we hold it to ``~/.ssh/known_hosts``."""
+    import asyncssh
+
+    with SshGit(tmp_path / "served") as server:
+        served = make_bare(server.base)
+        home = Path(os.environ["HOME"])
+        server.trust(monkeypatch, home)
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        repo.lock_timeout = TEST_TIMEOUT  # a refusal must not be retried until this deadline
+        other_key = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode()
+        known = home / ".ssh" / "known_hosts"
+        for hosts in (f"[127.0.0.1]:{server.port} {other_key}", None):  # a changed key, then none listed
+            if hosts is None:
+                known.unlink()
+            else:
+                known.write_text(hosts)
+            with pytest.raises(RemoteError, match="host key") as info:
+                repo.push(server.url(), merge="review")
+            assert not isinstance(info.value, PushRejectedError)
+            with pytest.raises(RemoteError, match="host key"):
+                repo.fetch(server.url(), name="central")
+            assert server.receive_packs() == 0 and not _quarantines(repo)
+        assert git(served, "for-each-ref").strip() == ""
+        known.write_text(server.host_line)  # the right key: the same push goes through
+        repo.push(server.url(), merge="review")
+        assert git(served, "rev-parse", "memory").strip() == repo.tip("memory")
+
+
+def test_an_ssh_server_with_no_key_configured_fails_fast_never_prompting(tmp_path, monkeypatch):
+    with SshGit(tmp_path / "served") as server:
+        served = make_bare(server.base)
+        server.trust(monkeypatch, Path(os.environ["HOME"]))
+        monkeypatch.delenv("GOT_SSH_KEY")
+        monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        repo.lock_timeout = TEST_TIMEOUT
+        with pytest.raises(CredentialsRequiredError, match="never prompts"):
+            repo.push(server.url(), merge="review")
+        monkeypatch.setenv("GOT_SSH_KEY", str(server.key_file))
+        monkeypatch.setenv("GOT_REMOTE_HOSTS", "git.example.com")  # the key is never offered to this host
+        with pytest.raises(CredentialsRequiredError, match="asks for credentials"):
+            repo.fetch(server.url(), name="central")
+        assert git(served, "for-each-ref").strip() == "" and server.receive_packs() == 0

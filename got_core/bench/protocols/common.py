@@ -26,7 +26,7 @@ from got_core.bench.report import (
     write_arms,
     write_results,
 )
-from got_core.bench.runner import ModelSpec, Task, load_config, run_tasks
+from got_core.bench.runner import ModelSpec, Task, follow_central, load_config, run_tasks
 from got_core.errors import ConfigError, InvalidInputError, UnknownBackendError
 from got_core.types import canonical_json
 
@@ -254,6 +254,10 @@ def begin_run(opts: ExperimentOptions, identity: dict[str, Any]) -> dict[str, An
                 f"{out} holds a run with different settings ({', '.join(diff)}); "
                 "resume it with the same options, or choose another --out"
             )
+    if opts.central is not None:
+        # what a central URL already holds (a resumed run's records) comes in before anything is written
+        out.mkdir(parents=True, exist_ok=True)
+        follow_central(out, opts.central)
     if pre is None:
         return None
     out.mkdir(parents=True, exist_ok=True)
@@ -357,6 +361,7 @@ def finish(
     from got_core.bench.plots import plot_deltas
 
     run_dir = Path(opts.out)
+    follow_central(run_dir, opts.central)  # records the driver wrote after the last tasks reach a central URL
     files = write_results(run_dir, records)
     label = model_label(opts)
     tables: dict[str, list[ArmSummary]] = {}

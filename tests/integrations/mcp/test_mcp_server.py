@@ -211,3 +211,77 @@ def test_got_mcp_is_a_got_command(capsys):
     assert main(["mcp", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--read-only" in out and "--http" in out
+
+
+def snapshot(repo: Path) -> tuple[str, dict[str, bytes]]:
+    """Every ref (``git for-each-ref``) and every file of the git directory but the derived
+    index (``got/``: a cache rebuilt from git, ARCHITECTURE §5)."""
+    files = {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and p.relative_to(repo).parts[0] != "got"
+    }
+    return git(repo, "for-each-ref", "--format=%(refname) %(objectname)"), files
+
+
+def test_read_only_changes_nothing_even_where_a_read_would_tidy_up(tmp_path):
+    """``merge_status`` drops entries already merged; a read-only server must not (nor any tool)."""
+    from got_core import ReasoningRepo
+    from got_core.collab import pending_ref
+
+    repo = tmp_path / "agent.git"
+
+    async def write_some():
+        async with Client(build_server(repo)) as client:
+            for name, args in [
+                ("gcc_commit", {"summary": "one milestone"}),
+                ("gcc_branch", {"name": "side", "purpose": "an alternative"}),
+                ("gcc_log", {"observation": "o", "thought": "t", "action": "a"}),
+                ("memory_add", {"text": "Check units before comparing numbers.", "topic": "units"}),
+            ]:
+                assert not (await call(client, name, **args))[0], name
+
+    run(write_some())
+    r = ReasoningRepo(repo, create=False)
+    merged = r.tip("memory")
+    # parked for review: one merged since (up to date), one that would merge cleanly, one conflicted
+    clean = r.commit_files("refs/heads/peer/clean", {"more.txt": "theirs\n"}, "clean\n", parents=[merged])
+    clash = r.commit_files("refs/heads/peer/clash", {"notes.txt": "theirs\n"}, "clash\n", parents=[merged])
+    r.commit_files("memory", {"notes.txt": "ours\n"}, "ours\n")
+    for name, commit in [("peer", merged), ("clean", clean), ("clash", clash)]:
+        r.set_ref(pending_ref("memory", name), commit, expected=None)
+    r.close()
+    refs_before, files_before = snapshot(repo)
+    assert "refs/got/merge-pending/memory/peer" in refs_before
+
+    async def session():
+        async with Client(stdio(repo, "--read-only"), read_timeout_seconds=TIMEOUT) as client:
+            _, log = await call(client, "got_log", rev="memory")
+            oid = json.loads(log)[0]["oid"]
+            reads = [
+                ("merge_status", {}),
+                ("merge_status", {"into": "memory"}),
+                ("gcc_context", {"k": 3}),
+                ("memory_search", {"query": "units numbers", "k": 2}),
+                ("got_log", {"all_refs": True}),
+                ("got_show", {"rev": oid}),
+                ("got_diff", {"a": oid, "b": "gcc/main"}),
+                ("got_grep", {"pattern": "milestone", "fixed": True}),
+            ]
+            assert {name for name, _ in reads} == set(READ_TOOLS)
+            for name, args in reads:
+                is_error, text = await call(client, name, **args)
+                assert not is_error, (name, text)
+            _, pending = await call(client, "merge_status")
+            return json.loads(pending)
+
+    pending = run(session())
+    # the merged one is not listed (and still parked); the others are previewed, nothing written
+    assert [(p["name"], [c["path"] for c in p["conflicts"]]) for p in pending] == [
+        ("clash", ["notes.txt"]),
+        ("clean", []),
+    ]
+    refs_after, files_after = snapshot(repo)
+    assert refs_after == refs_before
+    assert git(repo, "rev-parse", "refs/got/merge-pending/memory/peer").strip() == merged
+    assert files_after == files_before
