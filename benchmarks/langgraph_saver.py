@@ -203,8 +203,11 @@ class Peer:
                 self.loop.run_until_complete(result)
 
 
-def make_peers(workdir: Path, tag: str, pg: Any, loop: asyncio.AbstractEventLoop | None) -> list[Peer]:
-    """git, sqlite (and postgres) savers in fresh stores; async ones when ``loop`` is given."""
+def make_peers(
+    workdir: Path, tag: str, pg: Any, loop: asyncio.AbstractEventLoop | None, floors: bool = True
+) -> list[Peer]:
+    """git, sqlite (and postgres) savers in fresh stores; async ones when ``loop`` is given;
+    with ``floors`` (sync only) the two pygit2 floors too."""
     from got_integrations.langgraph import GitCheckpointSaver
 
     suffix = "-async" if loop is not None else ""
@@ -234,7 +237,7 @@ def make_peers(workdir: Path, tag: str, pg: Any, loop: asyncio.AbstractEventLoop
         peer = Peer("sqlite-async", asaver, loop, "sqlite", path)
         peer.closers.append(aconn.close)
     peers.append(peer)
-    if loop is None:  # the pygit2 floor of the same writes: two ref moves a step, and one
+    if loop is None and floors:  # the pygit2 floor of the same writes: two ref moves a step, and one
         from _saver_floor import FloorSaver
 
         for name, one_move in (("floor", False), ("floor-1move", True)):
@@ -412,7 +415,7 @@ def run_scale(args: argparse.Namespace, workdir: Path, pg: Any, progress: Progre
     calls = record_calls(args.scale_steps)
     per_thread = sum(1 for m, _ in calls if m == "put")
     n_threads = math.ceil(args.scale / per_thread)
-    peers = [p for p in make_peers(workdir, "scale", pg, None) if not p.floor]
+    peers = make_peers(workdir, "scale", pg, None, floors=False)
     marks = sorted({m for m in (1_000, 3_000, 10_000, 30_000, 100_000, 300_000) if m < args.scale} | {args.scale})
     rng = random.Random(7)
     rows: list[dict[str, Any]] = []
