@@ -2,7 +2,8 @@
 
 Each size gets fresh stores filled with the same items: ``("memories", "user<u>")``
 namespaces of 100 items each, values ``{"text", "kind", "n", "user"}``, written in batches
-of 1,000 puts (one commit per batch for git, one transaction for the others). Then every
+of 1,000 puts (for git one commit per batch, its blobs and trees in one pack; one
+transaction for the others); ``bulk put, per item`` is that fill's cost per item. Then every
 operation runs ``--ops`` times, interleaved call by call across the stores (the order
 rotates each round, so disk and CPU noise from other processes hits them alike):
 
@@ -11,8 +12,8 @@ rotates each round, so disk and CPU noise from other processes hits them alike):
 * ``get after put``: a get of the key just written (a read right after a write);
 * ``list_namespaces``: the first 100 namespaces; and with ``prefix`` + ``max_depth=2``;
 * ``search in a namespace`` / ``cross-namespace search``: filtered on value fields, limit 10;
-* ``TTL sweep``: 1% of the store written with a 0.6 s TTL, expired, then swept (3 rounds);
-* ``cold open``: a new store object on the existing files, then one get and one search
+* ``TTL sweep``: 1% of the store written with a 0.6 s TTL, expired, then swept (5 rounds);
+* ``cold open`` (15 rounds): a new store object on the existing files, then one get and one search
   (for git the derived index is on disk; ``cold open, index rebuilt`` deletes it first).
 
 Disk: git objects and refs after ``repo.maintenance()`` (repack), the derived index file
@@ -52,6 +53,8 @@ from rich.table import Table
 console = Console()
 PER_NAMESPACE = 100
 BATCH = 1000
+SWEEPS = 5  # each waits for its items to expire (about 2 s)
+COLD_OPENS = 15  # a few ms each: enough rounds for a median on a busy machine
 RACY_WAIT = 0.15  # past the window in which a just-written ref is re-read
 KINDS = ("fact", "pref", "event")
 OPS = [
@@ -243,9 +246,9 @@ def run_size(size: int, workdir: Path, rounds: int, pg: LocalPostgres | None) ->
         lambda s, i: lambda: s.search(("memories",), filter={"kind": "pref", "n": {"$gte": 5}}, limit=10),
     )
     expiring = max(10, size // 100)
-    console.print(f"  TTL sweep (3 rounds of {expiring} expiring items)")
+    console.print(f"  TTL sweep ({SWEEPS} rounds of {expiring} expiring items)")
     sweeps: dict[str, list[float]] = {p.name: [] for p in peers}
-    for r in range(3):
+    for r in range(SWEEPS):
         for peer in peers:
             peer.store.batch([PutOp(("ttl", f"t{j % 10}"), f"e{r}-{j}", {"v": j}, ttl=0.01) for j in range(expiring)])
         time.sleep(0.01 * 60 + 1.2)  # SQLite compares with CURRENT_TIMESTAMP, to the second
@@ -258,7 +261,7 @@ def run_size(size: int, workdir: Path, rounds: int, pg: LocalPostgres | None) ->
     results["TTL sweep"] = sweeps
     console.print("  cold open")
     colds: dict[str, list[float]] = {p.name: [] for p in peers}
-    for r in range(3):
+    for r in range(COLD_OPENS):
         for peer in peers[r % len(peers) :] + peers[: r % len(peers)]:
             peer.close()
             t0 = time.perf_counter()

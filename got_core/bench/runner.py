@@ -66,7 +66,6 @@ from got_core.bench.tasks import (
 from got_core.errors import (
     ConfigError,
     CorruptRepositoryError,
-    RemoteError,
     RepositoryNotFoundError,
 )
 from got_core.names import encode_component
@@ -212,14 +211,9 @@ def _push(repo: ReasoningRepo, task: Task, central: str) -> None:
     if not is_url(central) and not Path(central).exists():
         ReasoningRepo.init(central).close()
     branches = [task.result_ref] + ([task.lesson_ref] if repo.tip(task.lesson_ref) else [])
-    for attempt in range(3):
-        try:
-            repo.push(central, branches=branches, tag_prefixes=(), notes=(task.notes_ref,))
-            return
-        except RemoteError:
-            if attempt == 2:  # every ref is this task's own: a refusal is not a race, report it
-                raise
-            time.sleep(0.1 * (attempt + 1))
+    # push() retries a lost race on the peer within the repository's RetryPolicy; every ref here
+    # is this task's own, so a refusal is not a race and is reported as it is.
+    repo.push(central, branches=branches, tag_prefixes=(), notes=(task.notes_ref,))
 
 
 def read_result(repo: ReasoningRepo, task: Task) -> dict[str, Any] | None:

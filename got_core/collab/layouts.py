@@ -22,6 +22,7 @@ the same way: every file holds :func:`~got_core.memory.git.render_topic_file` bl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from typing import Any, Literal
@@ -176,18 +177,7 @@ class LessonMemory(GitMemory):
             for lesson in self._file(tip, f"lessons/{lid[:2]}/{lid}.md"):
                 if lesson_id(lesson.text) == lid and lesson.topic_key == decode_component(topic):
                     seen.add(lid)
-                    out.append(
-                        Lesson(
-                            lesson.text,
-                            lesson.topic_key,
-                            lesson.source_problem,
-                            lesson.outcome,
-                            lesson.score,
-                            lesson.created,
-                            lesson.meta,
-                            relevance=round(hit.rho, 6),
-                        )
-                    )
+                    out.append(dataclasses.replace(lesson, relevance=round(hit.rho, 6)))
             if len(out) >= k:
                 break
         return out[:k]

@@ -16,6 +16,7 @@ index), ranked by ρ with a keyword-match term (see :mod:`got_core.repo.retrieva
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -252,18 +253,7 @@ class GitMemory(BaseMemory):
             for lesson in files[key]:
                 if _lesson_id(lesson.text) == lesson_id:
                     seen.add(lesson_id)
-                    out.append(
-                        Lesson(
-                            lesson.text,
-                            lesson.topic_key,
-                            lesson.source_problem,
-                            lesson.outcome,
-                            lesson.score,
-                            lesson.created,
-                            lesson.meta,
-                            relevance=round(hit.rho, 6),
-                        )
-                    )
+                    out.append(dataclasses.replace(lesson, relevance=round(hit.rho, 6)))
                     break
             if len(out) >= k:
                 break

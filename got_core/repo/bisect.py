@@ -340,6 +340,16 @@ def _pick(order: list[str], anc: dict[str, int], remaining: int, avoid: set[str]
 # ----------------------------------------------------------------------------- restore
 
 
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories ``mkdir(parents=True)`` would create for ``path``, deepest first."""
+    missing: list[Path] = []
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
 def _restore(repo: ReasoningRepo, commit: str, root: Path, branch: str) -> BisectContext:
     """A scratch memory at ``commit`` under ``root`` (a new directory), sharing objects read-only."""
     root.mkdir(parents=True, exist_ok=False)
@@ -455,6 +465,7 @@ def bisect_memory(
     skipped: set[str] = set()
     steps: list[BisectStep] = []
     base = Path(scratch) if scratch is not None else Path(tempfile.gettempdir())
+    made = _missing_dirs(base)
     base.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="got-bisect-", dir=base))
     try:
@@ -485,6 +496,11 @@ def bisect_memory(
     finally:
         if not keep_scratch:
             shutil.rmtree(workdir, ignore_errors=True)
+            for d in made:  # deepest first; only the directories this run created, and only if empty
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
     suspects = [oid for oid in order if remaining & (1 << index[oid])]
     first_bad = current_bad if remaining.bit_count() == 1 else None
     if first_bad is None:

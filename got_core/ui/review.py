@@ -56,7 +56,7 @@ def memory_view(repo: ReasoningRepo, branch: str = "memory", limit: int = 2000) 
 def merges_view(repo: ReasoningRepo) -> dict[str, Any]:
     """Merges parked for review, each conflict with its base / ours / theirs text."""
     out = []
-    for m in merge_status(repo):
+    for m in merge_status(repo, prune=False):
         out.append(
             {
                 "name": m.name,
@@ -80,7 +80,7 @@ def resolve_merge(repo: ReasoningRepo, body: dict[str, Any]) -> dict[str, Any]:
     name, into, decisions = body.get("name"), body.get("into", "memory"), body.get("decisions")
     if not isinstance(name, str) or not isinstance(into, str) or not isinstance(decisions, dict):
         raise InvalidInputError("send {name, into, decisions: {path: {take, text}}}")
-    pending = next((m for m in merge_status(repo, into) if m.name == name), None)
+    pending = next((m for m in merge_status(repo, into, prune=False) if m.name == name), None)
     if pending is None:
         raise UnknownRefError(f"no merge from {name!r} into {into!r} is pending review")
     chosen: dict[str, str | bytes | None] = {}

@@ -162,8 +162,8 @@ class ItemIndex:
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # timeout= is SQLite's busy timeout (60 s): writers of other processes are waited for
             db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout=60000")
             # reads through a memory map, not a read() per page: at 100k items a get is ~15% faster
             db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             if self._schema_ok(db):  # the usual open: one read (WAL mode persists in the file)
@@ -261,10 +261,17 @@ class ItemIndex:
                 return self._tip
         for _ in range(1000):
             self._end_read()
-            tip = self.repo.tip(self.ref)  # read after the stamp: a move in between only costs a re-read
+            # read after the stamp: a move in between only costs a re-read. The ref's direct
+            # target first: when it is the commit the index holds, nothing needs peeling (a
+            # lookup of the commit object, the larger part of reading the tip)
+            target = self.repo.git.ref_target(self.ref)
             self._begin_read()
             held = self._meta_tip()
-            if held == tip:  # the snapshot holds the ref's tip
+            if held is not None and target == held:  # the snapshot holds the ref's tip
+                self._tip, self._stamp_seen = held, stamp
+                return held
+            tip = self.repo.tip(self.ref)
+            if held == tip:
                 self._tip, self._stamp_seen = held, stamp
                 return held
             self._end_read()
@@ -411,24 +418,51 @@ class ItemIndex:
                 delta[row.ns] = delta.get(row.ns, 0) + 1
         db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
         db.executemany(_INSERT, upserts)
-        touched = set(delta) | {r.ns for r in upserts}
+        self._recount(delta, set(delta) | {r.ns for r in upserts})
+
+    def apply_sweep(self, parent: str | None, commit: str, now_us: int) -> None:
+        """Record a TTL sweep this process just published on ``parent``: it deleted exactly
+        the items :meth:`expired` listed at ``now_us`` (the index at ``parent`` is the one
+        that listed them), so one statement deletes their rows.
+        """
+        with self._write():
+            stored = self._meta_tip()
+            if stored == commit:
+                return
+            if stored == parent:
+                db = self.db
+                where = "FROM items WHERE exp IS NOT NULL AND exp<=?"
+                delta = {ns: -n for ns, n in db.execute(f"SELECT ns, count(*) {where} GROUP BY ns", (now_us,))}
+                db.execute(f"DELETE {where}", (now_us,))
+                self._recount(delta, set(delta))
+            else:
+                self._catch_up(stored, commit)
+            self._set_tip(commit)
+
+    def _recount(self, delta: dict[bytes, int], touched: set[bytes]) -> None:
+        """Move the item total and the ``spaces`` rows of ``touched`` by ``delta`` (items per namespace)."""
+        db = self.db
         db.execute("UPDATE meta SET v=CAST(v AS INTEGER)+? WHERE k='total'", (sum(delta.values()),))
         if len(touched) > _BULK:
             db.execute("DELETE FROM spaces")
             db.execute("INSERT INTO spaces SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns")
             return
-        for ns in touched:
-            forever, max_exp = db.execute(
-                "SELECT EXISTS(SELECT 1 FROM items WHERE ns=? AND exp IS NULL), "
-                "(SELECT max(exp) FROM items WHERE ns=?)",
-                (ns, ns),
-            ).fetchone()
-            row = db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
-            n = (row[0] if row else 0) + delta.get(ns, 0)
-            if n <= 0:
-                db.execute("DELETE FROM spaces WHERE ns=?", (ns,))
-            else:
-                db.execute("INSERT OR REPLACE INTO spaces VALUES(?,?,?,?)", (ns, n, forever, max_exp))
+        # one statement per chunk of namespaces (a bulk batch touches a thousand): each row's
+        # count moves by its delta, its expiry summary is two index seeks
+        pairs = [(ns, delta.get(ns, 0)) for ns in touched]
+        for i in range(0, len(pairs), _CHUNK):
+            part = pairs[i : i + _CHUNK]
+            db.execute(
+                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
+                "INSERT OR REPLACE INTO spaces SELECT d.ns, "
+                "coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta, "
+                "EXISTS(SELECT 1 FROM items i WHERE i.ns=d.ns AND i.exp IS NULL), "
+                "(SELECT max(exp) FROM items i WHERE i.ns=d.ns) FROM d",
+                [v for pair in part for v in pair],
+            )
+        shrunk = [(ns,) for ns, d in pairs if d < 0]
+        if shrunk:
+            db.executemany("DELETE FROM spaces WHERE ns=? AND n <= 0", shrunk)
 
     # ------------------------------------------------------------------ queries
     def get(self, ns: bytes, key: bytes) -> Row | None:

@@ -1,7 +1,9 @@
 """The store's background TTL sweeper (as ``SqliteStore`` runs one).
 
-The sweep itself (:meth:`GitStore.sweep_ttl`) reads the expired items from the derived
-index's expiry index and deletes them in one commit; this mixin only runs it on a timer.
+The sweep (:meth:`TTLSweeperMixin.sweep_ttl`) reads the expired items from the derived
+index's expiry index and deletes them in one commit (one pack when there are many, see
+``_store_bulk``); the index then drops their rows in one statement. The sweeper runs it
+on a timer.
 """
 
 from __future__ import annotations
@@ -9,7 +11,12 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
+
+from got_integrations.langgraph._store_doc import to_us, utc_now
+from got_integrations.langgraph._store_index import ItemIndex, Row
 
 __all__ = ["TTLSweeperMixin"]
 
@@ -23,9 +30,31 @@ class TTLSweeperMixin:
     _ttl_thread: threading.Thread | None
     _ttl_stop: threading.Event
 
-    def sweep_ttl(self) -> int:  # pragma: no cover - the host defines it
-        """Delete expired items; returns how many."""
+    clock: Callable[[], datetime]
+    index: ItemIndex
+    _write_lock: threading.Lock
+
+    def _commit(  # pragma: no cover - the host defines it
+        self,
+        tip: str | None,
+        changes: dict[str, bytes | None],
+        message: str,
+        upserts: list[Row],
+        deletes: list[str],
+        swept_at: int | None = None,
+    ) -> str:
         raise NotImplementedError
+
+    def sweep_ttl(self) -> int:
+        """Delete every expired item in one commit (read from the expiry index); returns how many."""
+        with self._write_lock:
+            tip = self.index.fresh()
+            now_us = to_us(utc_now(self.clock))
+            expired = self.index.expired(now_us)
+            if expired:
+                message = f"store: sweep {len(expired)} expired item(s)\n"
+                self._commit(tip, dict.fromkeys(expired), message, [], expired, swept_at=now_us)
+            return len(expired)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
         """Sweep expired items periodically in a daemon thread.

@@ -73,9 +73,10 @@ from langgraph.store.base import (
 )
 
 from got_core.errors import ConfigError, GotError, InvalidInputError
-from got_core.repo import Publish, ReasoningRepo
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
 from got_integrations.langgraph._serde import encrypts
+from got_integrations.langgraph._store_bulk import BulkWriter
 from got_integrations.langgraph._store_doc import (
     InvalidStoreNameError,
     ItemCodec,
@@ -190,6 +191,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
         self._ttl_thread: threading.Thread | None = None
         #: The derived index of the items (values only when they are readable).
         self.index = ItemIndex(self.repo, self.ref, "values" if self.readable else "sealed", self._row_of)
+        self._bulk = BulkWriter(self.repo)  # many changes in one commit: one pack, not a file each
 
     @classmethod
     def from_path(cls, path: Any, **options: Any) -> GitStore:
@@ -544,33 +546,30 @@ class GitStore(TTLSweeperMixin, BaseStore):
         return dump(raw)
 
     def _commit(
-        self, tip: str | None, changes: dict[str, bytes | None], message: str, upserts: list[Row], deletes: list[str]
+        self,
+        tip: str | None,
+        changes: dict[str, bytes | None],
+        message: str,
+        upserts: list[Row],
+        deletes: list[str],
+        swept_at: int | None = None,
     ) -> str:
-        """One commit of ``changes`` on the store ref; the index learns it from the rows given."""
-        payload = self.repo.file_payload(changes)
-
-        def build(current: str | None) -> Publish:
-            oid = self.repo.prepare_commit([current] if current else [], payload, message)
-            return Publish(oid, (oid, current))
-
+        """One commit of ``changes`` on the store ref; the index learns it from the rows given
+        (or, for a TTL sweep at ``swept_at``, from the expiry it swept)."""
+        # many files: one pack of blobs and trees instead of a file each (both check every path and size)
+        build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:
-            self.index.apply_own(parent, commit, upserts, deletes)
+            if swept_at is not None:
+                self.index.apply_sweep(parent, commit, swept_at)
+            else:
+                self.index.apply_own(parent, commit, upserts, deletes)
         except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up
             logger.warning("GitStore index did not record commit %s (%s); the next read catches up", commit, exc)
         return commit
 
     # ------------------------------------------------------------------ TTL and upkeep
-    def sweep_ttl(self) -> int:
-        """Delete every expired item in one commit (read from the expiry index); returns how many."""
-        with self._write_lock:
-            tip = self.index.fresh()
-            expired = self.index.expired(to_us(utc_now(self.clock)))
-            if expired:
-                self._commit(tip, dict.fromkeys(expired), f"store: sweep {len(expired)} expired item(s)\n", [], expired)
-            return len(expired)
-
     def reindex(self) -> None:
         """Rebuild the derived item index from the store ref.
 

@@ -1,28 +1,34 @@
 """pytest plugin: run llama-index-core's own tests with our classes in place of theirs.
 
-Loaded by ``scripts/llamaindex_upstream_tests.sh`` (``-p got_swap``). With ``GOT_SWAP=1``
-each test gets a fresh repository in its ``tmp_path`` and, through their constructors:
+Loaded by ``scripts/llamaindex_upstream_tests.sh`` (``-p got_swap``). With ``GOT_SWAP=1``,
+through their constructors (each construction without a store of its own gets a fresh
+repository under the test's ``tmp_path``, as llama-index's default store is a fresh in-memory
+SQLite database per construction):
 
 * ``Memory(...)`` and ``Memory.from_defaults(...)`` build a
-  :class:`~got_integrations.llamaindex.GitMemory` on that repository (a ``sql_store`` /
+  :class:`~got_integrations.llamaindex.GitMemory` (a ``sql_store`` /
   ``chat_store`` argument goes to ``from_defaults(chat_store=...)``, which refuses foreign
   stores with its typed error, exactly what a user would get);
 * ``SQLAlchemyChatStore(...)`` builds a :class:`~got_integrations.llamaindex.GitChatStore`
-  on it (the SQL options are dropped: git has no table);
+  (the SQL options are dropped: git has no table);
 * the agents' default memory (``ChatMemoryBuffer.from_defaults`` inside
-  ``FunctionAgent``/``ReActAgent``/``AgentWorkflow`` when no memory is passed) and a test's
-  own ``ChatMemoryBuffer.from_defaults(...)`` build a ``GitMemory``.
+  ``FunctionAgent``/``ReActAgent``/``AgentWorkflow`` when no memory is passed), the chat
+  engines' (``Memory.from_defaults``, or ``memory_cls=Memory``) and a test's own
+  ``ChatMemoryBuffer.from_defaults(...)`` build a ``GitMemory``.
 
-The names are swapped where the tests and the agents look them up (module globals), so
-llama-index's own code is not edited. With ``GOT_SWAP=0`` nothing is swapped: the
+The names are swapped where the tests, the agents and the chat engines look them up (module
+globals, and default argument values bound at definition), so llama-index's own code is not
+edited. With ``GOT_SWAP=0`` nothing is swapped: the
 reference run the comparison needs.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import uuid
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -39,10 +45,17 @@ BUILT = {"GitMemory": 0, "GitChatStore": 0}
 
 
 class _Swap:
-    """What the swapped names build; one per test, on the test's repository."""
+    """What the swapped names build; one per test, its repositories under the test's tmp_path."""
 
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built = 0
+
+    def fresh_repo(self) -> Path:
+        """A new repository path: what a store-less ``Memory(...)`` or ``SQLAlchemyChatStore(...)``
+        gets in llama-index is its own in-memory database, never one shared with another."""
+        self.built += 1
+        return self.root / f"got-swap-{self.built}.git"
 
     def memory(self, **kwargs: Any) -> Any:
         from got_integrations.llamaindex import GitMemory
@@ -51,7 +64,7 @@ class _Swap:
         if store is not None:
             kwargs["chat_store"] = store
         if kwargs.get("chat_store") is None:
-            kwargs["path"] = self.repo
+            kwargs["path"] = self.fresh_repo()
         kwargs.setdefault("session_id", uuid.uuid4().hex)  # as Memory: a fresh key
         memory = GitMemory.from_defaults(**kwargs)
         BUILT["GitMemory"] += 1
@@ -60,7 +73,7 @@ class _Swap:
     def chat_store(self, *args: Any, **kwargs: Any) -> Any:
         from got_integrations.llamaindex import GitChatStore
 
-        store = GitChatStore(self.repo)
+        store = GitChatStore(self.fresh_repo())
         BUILT["GitChatStore"] += 1
         return store
 
@@ -109,24 +122,61 @@ def _store_class(swap: _Swap) -> type:
     return SwappedStore
 
 
+#: Where llama-index builds a default memory besides the test module: the workflow agents and
+#: the chat engines (a module a release lacks is skipped).
+USERS = (
+    "llama_index.core.agent.workflow.base_agent",
+    "llama_index.core.agent.workflow.multi_agent_workflow",
+    "llama_index.core.chat_engine.simple",
+    "llama_index.core.chat_engine.context",
+    "llama_index.core.chat_engine.condense_plus_context",
+    "llama_index.core.chat_engine.condense_question",
+    "llama_index.core.chat_engine.multi_modal_context",
+    "llama_index.core.chat_engine.multi_modal_condense_plus_context",
+)
+
+
+def _users() -> list[ModuleType]:
+    found = []
+    for name in USERS:
+        try:
+            found.append(importlib.import_module(name))
+        except ModuleNotFoundError:
+            continue
+    return found
+
+
+def _swap_defaults(monkeypatch: pytest.MonkeyPatch, module: ModuleType, replacements: dict[type, type]) -> None:
+    """Default argument values bound at definition (``memory_cls: Type[BaseMemory] = Memory``)."""
+    for owner in [
+        value for value in vars(module).values() if isinstance(value, type) and value.__module__ == module.__name__
+    ]:
+        for attribute in vars(owner).values():
+            function = getattr(attribute, "__func__", attribute)
+            defaults = getattr(function, "__defaults__", None)
+            if defaults and any(isinstance(d, type) and d in replacements for d in defaults):
+                swapped = tuple(replacements.get(d, d) if isinstance(d, type) else d for d in defaults)
+                monkeypatch.setattr(function, "__defaults__", swapped)
+
+
 @pytest.fixture(autouse=True)
 def _got_swap(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not SWAP:
         return
-    from llama_index.core.agent.workflow import base_agent, multi_agent_workflow
     from llama_index.core.memory import ChatMemoryBuffer, Memory
     from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
-    swap = _Swap(tmp_path / "got-swap.git")
+    swap = _Swap(tmp_path)
     replacements = {
         Memory: _memory_class(swap),
         ChatMemoryBuffer: _buffer_class(swap),
         SQLAlchemyChatStore: _store_class(swap),
     }
-    for module in (request.module, base_agent, multi_agent_workflow):
+    for module in (request.module, *_users()):
         for name, value in list(vars(module).items()):
             if isinstance(value, type) and value in replacements:
                 monkeypatch.setattr(module, name, replacements[value])
+        _swap_defaults(monkeypatch, module, replacements)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -40,3 +40,17 @@ def test_merge_status_without_prune_keeps_an_entry_merged_since(tmp_path):
     assert objects_and_refs(repo.gitdir) == before  # still parked
     assert merge_status(repo, "memory") == []
     assert repo.tip(pending_ref("memory", "peer")) is None  # pruned by default
+
+
+def test_the_ui_merge_list_moves_no_ref_even_for_an_entry_merged_since(tmp_path):
+    from got_core.ui.review import merges_view
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    base = repo.commit_files("memory", {"a.txt": "a\n"}, "base\n")
+    theirs = repo.commit_files("refs/heads/peer", {"a.txt": "theirs\n"}, "theirs\n", parents=[base])
+    repo.commit_files("memory", {"a.txt": "ours\n"}, "ours\n")
+    assert merge_recorded(repo, theirs, name="peer").status == "conflicted"
+    repo.merge(theirs, into="memory", strategy="theirs")
+    before = objects_and_refs(repo.gitdir)
+    assert merges_view(repo) == {"merges": []}
+    assert objects_and_refs(repo.gitdir) == before  # the UI's one write is a resolution

@@ -188,9 +188,17 @@ def test_exit_statuses_that_abort(tmp_path, status):
     before = git(repo.gitdir, "for-each-ref")
     cmd = [sys.executable, "-c", f"import sys; sys.exit({status})"]
     with pytest.raises(BisectError, match=f"status {status}"):
-        bisect_memory(repo, good=seed, check=cmd, scratch=tmp_path / "scratch")
+        bisect_memory(repo, good=seed, check=cmd, scratch=tmp_path / "scratch" / "deep")
     assert git(repo.gitdir, "for-each-ref") == before  # nothing recorded
-    assert list((tmp_path / "scratch").iterdir()) == []  # scratch cleaned up
+    assert not (tmp_path / "scratch").exists()  # the directories it created are gone
+
+
+def test_a_scratch_directory_that_existed_is_kept_with_its_files(tmp_path):
+    repo, seed, _ = build(tmp_path / "m.git", 5, 3)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("x")
+    bisect_memory(repo, good=seed, check=[sys.executable, "-c", "pass"], scratch=tmp_path / "mine")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["keep.txt"]
 
 
 def test_a_command_killed_by_a_signal_or_past_its_timeout_aborts(tmp_path):

@@ -1,0 +1,195 @@
+"""GitStore's big commits (a batch of many puts, a TTL sweep) are one pack, not a file per
+item: what they store is what git reads, and the index follows them like any commit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from gitcli import fsck_clean, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.store.base import PutOp
+from langgraph.store.memory import InMemoryStore
+from timeouts import TEST_TIMEOUT
+
+from got_core.errors import PayloadTooLargeError
+from got_core.repo import ReasoningRepo
+from got_integrations.langgraph import GitStore
+from got_integrations.langgraph._store_bulk import PACK_MIN
+
+
+def _loose(gitdir: Path) -> int:
+    return sum(1 for d in (gitdir / "objects").iterdir() if len(d.name) == 2 for _ in d.iterdir())
+
+
+def _packs(gitdir: Path) -> int:
+    return len(list((gitdir / "objects" / "pack").glob("pack-*.idx")))
+
+
+def _ops(n: int, tag: str = "v", ttl: float | None = None) -> list[PutOp]:
+    return [PutOp(("users", f"u{i % 7}", "notes"), f"k{i}", {"text": f"{tag} {i}", "n": i}, ttl=ttl) for i in range(n)]
+
+
+def test_a_big_batch_is_one_pack_and_one_commit(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    store.put(("users", "u0", "notes"), "first", {"text": "small batches stay loose"})
+    loose = _loose(gitdir)
+    store.batch(_ops(3 * PACK_MIN))
+    assert _packs(gitdir) == 1
+    assert _loose(gitdir) == loose + 1  # the commit; every blob and tree went into the pack
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "2"
+    assert fsck_clean(gitdir)[0]
+    doc = json.loads(git(gitdir, "cat-file", "blob", "refs/got/store:users/u3/notes/k10.json"))
+    assert doc["value"] == {"text": "v 10", "n": 10}
+    assert store.get(("users", "u3", "notes"), "k10").value == {"text": "v 10", "n": 10}
+    store.close()
+    for f in (gitdir / "got").glob("store-*.sqlite3*"):
+        f.unlink()  # rebuilt from git alone: the pack holds everything
+    again = GitStore(gitdir)
+    assert len(again.search(("users",), limit=1000)) == 3 * PACK_MIN + 1
+    assert again.list_namespaces(prefix=("users",)) == [("users", f"u{i}", "notes") for i in range(7)]
+    again.close()
+
+
+def test_overwrites_and_deletes_in_one_big_batch(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    store.batch(_ops(2 * PACK_MIN))
+    ops = [PutOp(op.namespace, op.key, None if i % 2 else {"text": "new"}) for i, op in enumerate(_ops(2 * PACK_MIN))]
+    store.batch(ops)
+    assert _packs(gitdir) == 2
+    assert fsck_clean(gitdir)[0]
+    listed = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert len(listed) == PACK_MIN
+    assert store.get(("users", "u1", "notes"), "k1") is None
+    assert store.get(("users", "u2", "notes"), "k2").value == {"text": "new"}
+    store.batch([PutOp(op.namespace, op.key, None) for op in _ops(2 * PACK_MIN)])  # everything deleted
+    assert git(gitdir, "ls-tree", "-r", "refs/got/store") == ""
+    assert store.search((), limit=10) == []
+    assert fsck_clean(gitdir)[0]
+
+
+def test_the_ttl_sweep_of_many_items_is_one_pack(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(gitdir, clock=lambda: now[0])
+    store.batch(_ops(PACK_MIN - 1, ttl=1.0))  # under the threshold: loose
+    store.batch([PutOp(("keep",), f"k{i}", {"i": i}) for i in range(PACK_MIN + 5)])
+    packs = _packs(gitdir)
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == PACK_MIN - 1
+    assert _packs(gitdir) == packs  # a sweep under the threshold stays loose too
+    store.batch(_ops(2 * PACK_MIN, ttl=1.0))
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == 2 * PACK_MIN
+    assert _packs(gitdir) == packs + 2
+    assert git(gitdir, "ls-tree", "--name-only", "refs/got/store").split() == ["keep"]
+    assert fsck_clean(gitdir)[0]
+    # the index dropped the swept rows as a rebuild from git would have it
+    assert store.list_namespaces() == [("keep",)]
+    assert store.index.count(None) == PACK_MIN + 5
+    store.reindex()
+    assert store.list_namespaces() == [("keep",)]
+    assert store.index.count(None) == PACK_MIN + 5
+
+
+def test_abatch_with_many_puts_is_one_commit(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    asyncio.run(store.abatch(_ops(2 * PACK_MIN, tag="async")))
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "1"
+    assert _packs(gitdir) == 1
+    assert asyncio.run(store.aget(("users", "u5", "notes"), "k5")).value == {"text": "async 5", "n": 5}
+
+
+def test_a_second_process_reads_a_packed_batch(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    reader = GitStore(gitdir)
+    assert reader.get(("users", "u1", "notes"), "k1") is None  # its index and handle are open
+    writer = GitStore(gitdir)
+    writer.batch(_ops(2 * PACK_MIN))
+    assert reader.get(("users", "u1", "notes"), "k1").value == {"text": "v 1", "n": 1}
+    assert len(reader.search(("users", "u4"), limit=100)) == len([i for i in range(2 * PACK_MIN) if i % 7 == 4])
+
+
+def test_an_oversized_item_in_a_big_batch_writes_nothing(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    store = GitStore(ReasoningRepo.open(gitdir, max_file_bytes=4096))
+    ops = _ops(2 * PACK_MIN)
+    ops[77] = PutOp(("users", "u0", "notes"), "big", {"text": "x" * 5000})
+    with pytest.raises(PayloadTooLargeError):
+        store.batch(ops)
+    assert _packs(gitdir) == 0
+    assert git(gitdir, "for-each-ref") == ""
+    assert store.search((), limit=10) == []
+
+
+_LABELS = st.sampled_from(["users", "docs", "a", "b-1", "x y", "ü", "sl/ash", "%41"])
+_NS = st.lists(_LABELS, min_size=1, max_size=3).map(tuple)
+_KEY = st.sampled_from(["k1", "k2", "..", "a/b", "Ω", "x" * 300]) | st.integers(0, 40).map(str)
+_VALUE = st.one_of(st.fixed_dictionaries({"n": st.integers(0, 3)}), st.fixed_dictionaries({"t": st.text(max_size=3)}))
+
+
+def _batch(values: st.SearchStrategy) -> st.SearchStrategy:
+    """A big batch: distinct (namespace, key) pairs, so its commit changes that many files."""
+    ops = st.tuples(_NS, _KEY, values)
+    return st.lists(ops, min_size=PACK_MIN + 8, max_size=PACK_MIN + 40, unique_by=lambda op: (op[0], op[1]))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(first=_batch(_VALUE), later=st.lists(_batch(st.none() | _VALUE), max_size=2))
+def test_big_batches_match_the_in_memory_store(
+    tmp_path_factory: pytest.TempPathFactory, first: list, later: list
+) -> None:
+    gitdir = tmp_path_factory.mktemp("bulk") / "s.git"
+    store, ref = GitStore(gitdir), InMemoryStore()
+    for ops in [first, *later]:
+        puts = [PutOp(ns, key, value) for ns, key, value in ops]
+        store.batch(puts)
+        ref.batch(puts)
+
+    def plain(items: list) -> list:
+        return sorted((tuple(i.namespace), i.key, repr(sorted(i.value.items()))) for i in items)
+
+    assert plain(store.search((), limit=10_000)) == plain(ref.search((), limit=10_000))
+    live = sorted({tuple(i.namespace) for i in ref.search((), limit=10_000)})
+    assert store.list_namespaces(limit=10_000) == live
+    assert _packs(gitdir) >= 1  # the first batch took the big-commit path
+    assert fsck_clean(gitdir)[0]
+    store.close()
+
+
+def test_concurrent_big_batches_lose_nothing(tmp_path: Path) -> None:
+    # two stores (as two processes would) race big batches on one ref: a lost compare-and-swap
+    # builds again on the winner's tree, read from the winner's pack
+    gitdir = tmp_path / "s.git"
+    stores = [GitStore(gitdir), GitStore(gitdir)]
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        try:
+            for b in range(4):
+                stores[w].batch(
+                    [PutOp(("w", str(w), f"b{b}"), f"k{i}", {"w": w, "b": b, "i": i}) for i in range(PACK_MIN + 6)]
+                )
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TEST_TIMEOUT)
+    assert not errors
+    assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "8"
+    assert len(git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()) == 8 * (PACK_MIN + 6)
+    assert fsck_clean(gitdir)[0]
+    for store in stores:
+        assert len(store.search(("w",), limit=10_000)) == 8 * (PACK_MIN + 6)
+        store.close()
