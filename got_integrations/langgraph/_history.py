@@ -36,6 +36,8 @@ class _Ns:
     head_lock: threading.RLock = field(default_factory=threading.RLock)
     writes_lock: threading.RLock = field(default_factory=threading.RLock)
     head: str | None = None  # head commit as last seen or written
+    writes_tip: str | None = None  # the writes ref as this process last wrote it (a hint: the CAS checks it)
+    writes_known: bool = False  # whether writes_tip holds such a hint
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
     # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
@@ -92,7 +94,7 @@ class HistoryOps:
                         self._keep(dst, oid, self._id_of(src, oid))
                 self._fix_head(dst)
                 self._merge_writes(src, dst)
-                dst.head, dst.ids = None, {}
+                dst.head, dst.ids, dst.writes_known = None, {}, False
         self._writes_cache.clear()
 
     def _fix_head(self, ns: _Ns) -> None:
@@ -155,7 +157,7 @@ class HistoryOps:
             tip = self.repo.tip(src.ref.writes)
             if tip is not None:
                 self.repo.set_ref(dst.ref.writes, tip, expected=None)
-            dst.head, dst.ids = None, {}
+            dst.head, dst.ids, dst.writes_known = None, {}, False
         return {
             "configurable": {
                 "thread_id": target_thread_id,
@@ -257,7 +259,7 @@ class HistoryOps:
                 for commit in tips[1:]:
                     repo.set_ref(self._free_fork_name(ns, ids[commit]), commit, expected=None)
             self._rewrite_writes(ns, keep)
-            ns.head, ns.ids, ns.known = None, {}, {}
+            ns.head, ns.ids, ns.known, ns.writes_known = None, {}, {}, False
         self._writes_cache.clear()
 
     def _rewrite_writes(self, ns: _Ns, keep: set[str]) -> None:

@@ -8,6 +8,7 @@ CLI. Every id that reaches a ref or a tree path goes through :func:`id_component
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import threading
@@ -138,7 +139,7 @@ class ThreadRef:
     thread_id: str
     checkpoint_ns: str
 
-    @property
+    @functools.cached_property  # every put and put_writes names its refs: encode the ids once
     def prefix(self) -> str:
         """``refs/got/threads/<thread>/<ns>/``."""
         return f"{THREADS_REF}{id_component(self.thread_id, 'thread id')}/{ns_component(self.checkpoint_ns)}/"

@@ -170,6 +170,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         self._objs = LRU(200_000)  # (commit, channel) -> the list's element objects, weighed by length
         self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
         self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
+        self._channels = LRU(100_000)  # commit -> the channel index its put wrote (never mutated), by channels
         self._writes_cache = LRU(4096)  # (writes tip, checkpoint id) -> [writes documents]
         self._states: dict[tuple[str, str], _Ns] = {}
         self._states_lock = threading.Lock()
@@ -192,7 +193,15 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
 
     def close(self) -> None:
         """Drop caches and release the repository's index handle."""
-        for cache in (self._blobs, self._lists, self._objs, self._files, self._docs, self._writes_cache):
+        for cache in (
+            self._blobs,
+            self._lists,
+            self._objs,
+            self._files,
+            self._docs,
+            self._channels,
+            self._writes_cache,
+        ):
             cache.clear()
         self.repo.close()
 

@@ -197,6 +197,24 @@ def test_put_writes_that_run_at_the_same_time_share_one_commit(tmp_path):
     assert len(writes) == 9
 
 
+def test_put_writes_builds_on_its_last_writes_commit_and_still_sees_other_writers(tmp_path):
+    # each saver remembers the writes tip it published last (a put_writes reads no ref);
+    # another writer moving the ref in between must cost a retry, never a lost write
+    ours = GitCheckpointSaver.from_path(tmp_path / "w.git")
+    theirs = GitCheckpointSaver.from_path(tmp_path / "w.git")  # another process, in effect
+    stored = Line(ours).put(m=["a"])
+    for i in range(3):
+        ours.put_writes(stored, [("m", [f"ours {i}"])], f"ours-{i}")
+        theirs.put_writes(stored, [("m", [f"theirs {i}"])], f"theirs-{i}")
+    ours.put_writes(stored, [("m", ["last"])], "ours-last")
+    assert ours._ns("t", "").writes_tip == ours.repo.tip(WRITES)
+    # a commit per call, each on the one before: nothing was built on a stale tip
+    assert int(git(ours.repo.gitdir, "rev-list", "--count", "--first-parent", WRITES)) == 7
+    tasks = sorted(w[0] for w in GitCheckpointSaver.from_path(tmp_path / "w.git").get_tuple(stored).pending_writes)
+    assert tasks == sorted([*(f"ours-{i}" for i in range(3)), *(f"theirs-{i}" for i in range(3)), "ours-last"])
+    assert fsck_clean(ours.repo.gitdir)[0]
+
+
 def test_a_damaged_writes_file_refuses_only_its_own_call_in_a_shared_commit(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "batch.git")
     stored = Line(saver).put(m=["a"])

@@ -1,0 +1,98 @@
+"""The pygit2 floor of a LangGraph super-step, for ``langgraph_saver.py``.
+
+``FloorSaver`` answers ``put`` / ``put_writes`` with the least the git checkpointer's
+layout writes per call, straight through pygit2 and with no serializer, no checks and
+no caches: per ``put`` three blobs (``checkpoint.json``, the new message's ``.bin`` and
+``.json``), three trees (root, channel directory, bucket), a commit and one ref move;
+per ``put_writes`` one blob, two trees (root, bucket), a commit and one ref move. With
+``one_move=True`` a ``put_writes`` writes the same objects but moves no ref: what a
+super-step would cost if its writes rode on the checkpoint's own ref move (a layout that
+cannot keep ``put_writes`` durable when it returns, so this is a bound, not a design).
+The saver's cost over this floor is its own overhead; the floor's cost against SQLite's
+in the same run is what this storage pays on this disk.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+_SIG = pygit2.Signature("floor", "floor@localhost", 0, 0)
+_BLOB = pygit2.GIT_FILEMODE_BLOB
+_TREE = pygit2.GIT_FILEMODE_TREE
+
+
+@dataclass
+class _Line:
+    """One thread's tips as the floor keeps them in memory."""
+
+    head: pygit2.Oid | None = None
+    root: pygit2.Oid | None = None
+    channel: pygit2.Oid | None = None
+    bucket: pygit2.Oid | None = None
+    length: int = 0
+    writes: pygit2.Oid | None = None
+    writes_root: pygit2.Oid | None = None
+
+
+class FloorSaver:
+    """Writes what a super-step of ``GitCheckpointSaver`` writes, and nothing else."""
+
+    def __init__(self, path: str | Path, *, one_move: bool = False) -> None:
+        self.repo = pygit2.init_repository(str(path), bare=True)
+        self.one_move = one_move
+        self.lines: dict[str, _Line] = {}
+
+    def _tree(self, base: pygit2.Oid | None, entries: dict[str, tuple[pygit2.Oid, int]]) -> pygit2.Oid:
+        builder = self.repo.TreeBuilder(self.repo[base]) if base is not None else self.repo.TreeBuilder()
+        for name, (oid, mode) in entries.items():
+            builder.insert(name, oid, mode)
+        return builder.write()
+
+    def _move(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid) -> None:
+        if old is None:
+            self.repo.references.create(name, new)
+        else:
+            self.repo.references[name].set_target(new)
+
+    def put(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: Any, new_versions: Any) -> dict:
+        thread = str(config["configurable"]["thread_id"])
+        line = self.lines.setdefault(thread, _Line())
+        doc = json.dumps({k: v for k, v in checkpoint.items() if k != "channel_values"}, default=str)
+        messages = checkpoint["channel_values"].get("messages") or []
+        last = repr(messages[-1]).encode() if messages else b"[]"
+        i = max(len(messages) - 1, 0)
+        bucket = self._tree(
+            line.bucket if i // 100 == line.length // 100 else None,
+            {
+                f"{i:06d}.bin": (self.repo.create_blob(b"msgpack\n" + last), _BLOB),
+                f"{i:06d}.json": (self.repo.create_blob(last), _BLOB),
+            },
+        )
+        channel = self._tree(line.channel, {f"{i // 100:03d}": (bucket, _TREE)})
+        root = self._tree(
+            line.root,
+            {"checkpoint.json": (self.repo.create_blob(doc.encode()), _BLOB), "messages": (channel, _TREE)},
+        )
+        parents = [line.head] if line.head is not None else []
+        commit = self.repo.create_commit(None, _SIG, _SIG, f"step {metadata.get('step')}\n", root, parents)
+        self._move(f"refs/floor/{thread}/head", line.head, commit)
+        line.head, line.root, line.channel, line.bucket, line.length = commit, root, channel, bucket, i
+        return {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config: dict[str, Any], writes: Any, task_id: str, task_path: str = "") -> None:
+        conf = config["configurable"]
+        line = self.lines.setdefault(str(conf["thread_id"]), _Line())
+        data = json.dumps([[c, repr(v)] for c, v in writes]).encode()
+        cid = str(conf["checkpoint_id"])
+        bucket = self._tree(None, {f"{cid}~{task_id}.json": (self.repo.create_blob(data), _BLOB)})
+        root = self._tree(line.writes_root, {cid[-2:]: (bucket, _TREE)})
+        parents = [line.writes] if line.writes is not None else []
+        commit = self.repo.create_commit(None, _SIG, _SIG, f"writes {task_path}\n", root, parents)
+        if not self.one_move:
+            self._move(f"refs/floor/{conf['thread_id']}/writes", line.writes, commit)
+        line.writes, line.writes_root = commit, root
