@@ -527,7 +527,9 @@ def repack(repo: ReasoningRepo) -> dict[str, int]:
     before = footprint(repo.gitdir)
     run_git(["repack", "-a", "-d", "-q"], git_dir=repo.gitdir)
     run_git(["prune-packed", "-q"], git_dir=repo.gitdir)
+    times = repo.git.ref_dir_times()
     repo.git.compress_refs()
+    repo.git.prune_empty_ref_dirs(times)  # 15k empty directories were 61 of 101 MB after gc at 100k checkpoints
     after = footprint(repo.gitdir)
     return {**{f"{k}_before": v for k, v in before.items()}, **{f"{k}_after": v for k, v in after.items()}}
 

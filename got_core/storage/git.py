@@ -904,6 +904,40 @@ class GitRepo:
         except (GitError, OSError):
             pass  # another writer holds packed-refs.lock (or the disk is read-only); packing is an optimisation
 
+    def ref_dir_times(self) -> dict[str, float]:
+        """The modification time of every directory under ``refs/`` (see :meth:`prune_empty_ref_dirs`)."""
+        times: dict[str, float] = {}
+        for dirpath, _dirs, _files in os.walk(self.gitdir / "refs"):
+            try:
+                times[dirpath] = os.stat(dirpath).st_mtime
+            except OSError:
+                continue
+        return times
+
+    def prune_empty_ref_dirs(self, times: dict[str, float], min_age: float = 60.0) -> int:
+        """Remove empty directories under ``refs/`` left by packed refs (as ``git pack-refs`` does).
+
+        ``times`` is :meth:`ref_dir_times` taken before packing (libgit2's packing locks every
+        ref it packs, which touches each directory, and a removal touches the parent).
+        ``refs/``, ``refs/heads`` and ``refs/tags`` stay (git needs them to see a repository);
+        a directory not in ``times`` or changed within ``min_age`` seconds before them is left
+        for a writer that may be about to create a ref in it. Returns how many were removed.
+        """
+        root = self.gitdir / "refs"
+        keep = {root, root / "heads", root / "tags"}
+        now = time.time()
+        removed = 0
+        for dirpath, _dirs, files in os.walk(root, topdown=False):
+            path = Path(dirpath)
+            if path in keep or files or now - times.get(dirpath, now) < min_age:
+                continue
+            try:
+                path.rmdir()  # fails, harmlessly, if a writer put something in it meanwhile
+                removed += 1
+            except OSError:
+                continue
+        return removed
+
     # ------------------------------------------------------------------ merge
     def merge_trees(
         self, base: str | None, ours: str, theirs: str, *, write: bool = True

@@ -62,3 +62,33 @@ def test_got_gc_prints_the_shrinking_size(tmp_path, capsys):
     after = footprint(repo.gitdir)["bytes"]
     printed = capsys.readouterr().out
     assert f"{before:,}" in printed and f"{after:,}" in printed and after < before
+
+
+def test_gc_removes_the_empty_ref_directories_packing_left_and_refs_still_resolve(tmp_path):
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    base = repo.commit_files("memory", {"a.txt": "a\n"}, "base\n")
+    names = [f"refs/got/threads/t{i}/ns/head" for i in range(30)]
+    for name in names:
+        repo.set_ref(name, base)
+    repo.git.compress_refs()  # packed: the directories stay, empty
+    threads = repo.gitdir / "refs" / "got" / "threads"
+    assert not any(files for _d, _s, files in os.walk(threads)) and len(list(threads.iterdir())) == 30
+    old = 1_000_000_000  # as if packed long ago
+    for folder, _dirs, _files in os.walk(repo.gitdir / "refs"):
+        os.utime(folder, (old, old))
+    recent = threads / "t0" / "ns"
+    os.utime(recent, None)  # a writer may be about to create a ref here: kept
+    repo.maintenance()
+    assert sorted(p.relative_to(repo.gitdir / "refs").as_posix() for p in (repo.gitdir / "refs").rglob("*")) == [
+        "got",
+        "got/threads",
+        "got/threads/t0",
+        "got/threads/t0/ns",
+        "heads",
+        "tags",
+    ]
+    listed = git(repo.gitdir, "for-each-ref", "--format=%(refname)", "refs/got/threads").split()
+    assert sorted(listed) == sorted(names)
+    repo.set_ref("refs/got/threads/t7/ns/head", repo.commit_files("memory", {"b.txt": "b\n"}, "more\n"))
+    assert git(repo.gitdir, "rev-parse", "refs/got/threads/t7/ns/head").strip() == repo.tip("memory")
+    assert fsck_clean(repo.gitdir)[0]
