@@ -1,0 +1,280 @@
+"""Refs (a mixin of ``GitRepo``): reading them, ref transactions (compare-and-swap under
+libgit2's locks), stale locks, packing; and libgit2's ref-name rule."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import pygit2
+from pygit2 import GitError
+
+from got_core.errors import StorageError
+from got_core.storage.git._handle import RefRace, _Handle
+from got_core.storage.refscan import packed_has_prefix
+
+
+def is_valid_ref_name(name: str) -> bool:
+    """Whether libgit2 accepts ``name`` as a ref name (``git_reference_name_is_valid``).
+
+    Names holding NUL are refused here: pygit2 hands the name to C as a NUL-terminated
+    string, so ``"refs/heads/a\\0b"`` would be judged as ``"refs/heads/a"`` (and accepted).
+    Lone surrogates (text that is not UTF-8) are refused too.
+
+    Args:
+        name: the full ref name, e.g. ``refs/heads/main``.
+
+    Returns:
+        True when libgit2 would create a ref of that name.
+    """
+    if "\x00" in name:
+        return False
+    try:
+        return bool(pygit2.reference_is_valid_name(name))
+    except UnicodeEncodeError:
+        return False
+
+
+class _Refs(_Handle):
+    """Reading refs and moving them in ref transactions."""
+
+    def ref_target(self, name: str) -> str | None:
+        """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
+        try:
+            ref = self._r.references.get(name)
+        except (GitError, ValueError):
+            return None
+        if ref is None:
+            return None
+        try:
+            if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
+                ref = ref.resolve()
+            return str(ref.target)
+        except (GitError, KeyError):
+            return None
+
+    def peel_to_commit(self, oid: str) -> str | None:
+        """The commit an object (annotated tag or commit) points to, or None."""
+        try:
+            obj = self._r.get(oid)
+            return None if obj is None else str(obj.peel(pygit2.Commit).id)
+        except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
+            return None
+
+    def list_refs(self, prefix: str = "refs/") -> dict[str, str]:
+        """All direct refs under ``prefix``: name -> target SHA (tags not peeled)."""
+        out = {}
+        for ref in self._r.references.iterator():
+            name = ref.name
+            if not name.startswith(prefix):
+                continue
+            target = ref.target
+            if isinstance(target, str):  # symbolic
+                continue
+            out[name] = str(target)
+        return out
+
+    def direct_targets(self, names: Iterable[str]) -> dict[str, str | None]:
+        """Target SHA of each named direct ref, as :meth:`list_refs` would list it.
+
+        None for a name that is not a ref now: absent, symbolic, or not a valid ref name
+        (a stray file under ``refs/``).
+        """
+        refs = self._r.references
+        out: dict[str, str | None] = {}
+        for name in names:
+            try:
+                ref = refs.get(name)
+                target = None if ref is None else ref.target
+            except (GitError, ValueError, UnicodeError, pygit2.InvalidSpecError):
+                target = None
+            out[name] = None if target is None or isinstance(target, str) else str(target)
+        return out
+
+    def cas_ref(self, name: str, new: str, expected: str | None) -> None:
+        """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
+
+        One ref transaction (:meth:`cas_refs`): the ref is written under its lock file
+        after a check, under that lock, that it still holds ``expected``. Only
+        :mod:`got_core.storage.refs` calls this; everything else moves refs through that
+        module's retry primitive.
+
+        Raises:
+            RefRace: the ref did not hold ``expected``, or another writer held its lock.
+            StorageError: the disk refused the write (the ref is unchanged).
+        """
+        self.cas_refs({name: (expected, new)})
+
+    def delete_ref(self, name: str, expected: str | None = None) -> bool:
+        """Delete a ref (only while it still points at ``expected`` when given); False when absent.
+
+        Raises:
+            RefRace: the ref moved away from ``expected`` or its lock was held.
+            StorageError: the disk refused the change.
+        """
+        found: list[bool] = []
+
+        def delete() -> None:
+            ref = self._r.references.get(name)
+            if ref is None:
+                found.append(False)
+                return
+            if expected is not None and str(ref.target) != expected:
+                raise RefRace(name)
+            ref.delete()
+            found.append(True)
+
+        self._ref_op(name, expected, delete, check_value=expected is not None)
+        return found[-1]
+
+    def cas_refs(self, updates: Mapping[str, tuple[str | None, str | None]]) -> None:
+        """Move several refs at once: ``{name: (expected, new)}`` (``new`` None deletes).
+
+        Every ref is locked first (libgit2's ref transaction), each is checked against its
+        expected value under its lock, and only then are they all written. A ref that is
+        created must not collide with another's path (``refs/a`` beside ``refs/a/b``),
+        checked here with a lookup per parent and a binary search of ``packed-refs``:
+        libgit2's plain ref writes check that by walking every packed ref, which made each
+        write cost O(refs) (ARCHITECTURE §6).
+
+        Raises:
+            RefRace: a ref did not hold its expected value, or a lock was held.
+            StorageError: the disk refused the writes, or a new ref's name collides
+                with an existing ref's path.
+        """
+        if not updates:
+            return
+        try:
+            with self._r.transaction() as txn:
+                for name in sorted(updates):
+                    self._lock_ref(txn, name, updates[name][0])
+                for name, (expected, new) in sorted(updates.items()):
+                    if self.ref_target(name) != expected:
+                        raise RefRace(name)
+                    if expected is None and new is not None:
+                        self._check_ref_path_free(name)
+                    if new is None:
+                        txn.remove(name)
+                    else:
+                        txn.set_target(name, new)
+        except RefRace:
+            raise
+        except (GitError, OSError, ValueError) as exc:
+            if any(self._lost_race(n, e) for n, (e, _new) in updates.items()):
+                raise RefRace(next(iter(updates))) from None
+            raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
+
+    def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
+        """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.
+
+        A writer that held the lock and then gave up (its own transaction lost) leaves
+        the ref as it was and the lock gone by the time we look, which the state cannot
+        tell apart from a disk error: the lock is tried once more before it is one.
+        """
+        for attempt in (0, 1):
+            try:
+                txn.lock_ref(name)
+                return
+            except (GitError, OSError, ValueError):
+                if self._lost_race(name, expected):
+                    raise RefRace(name) from None
+                if attempt:
+                    raise
+
+    def _check_ref_path_free(self, name: str) -> None:
+        """Refuse to create ``name`` where a ref already lives at a parent or child path."""
+        parts = name.split("/")
+        parent = next((p for k in range(2, len(parts)) if self.ref_target(p := "/".join(parts[:k]))), None)
+        clash = f"the ref {parent} exists" if parent is not None else None
+        if clash is None:
+            loose = self.gitdir / name
+            if packed_has_prefix(self.gitdir, name + "/") or (
+                loose.is_dir() and any(files for _root, _dirs, files in os.walk(loose))
+            ):
+                clash = f"refs exist under {name}/"
+        if clash is not None:
+            raise StorageError(
+                f"cannot create {name} in {self.gitdir}: {clash} (git keeps a ref and the refs under "
+                "its name apart); choose another name or delete that ref"
+            )
+
+    def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
+        """Run one ref write; a failure is a lost race when the state says so, else retried once.
+
+        A race is recognised from the repository's state, not from libgit2's message: the
+        ref's lock file exists, or the ref no longer holds ``expected``.
+        """
+        for attempt in (0, 1):
+            try:
+                op()
+                return
+            except RefRace:
+                raise
+            except pygit2.AlreadyExistsError:
+                raise RefRace(name) from None
+            except (GitError, OSError, ValueError) as exc:
+                if self._lost_race(name, expected if check_value else self.ref_target(name)):
+                    raise RefRace(name) from None
+                if attempt:
+                    raise StorageError(f"cannot update {name} in {self.gitdir}: {exc}") from None
+
+    def _lost_race(self, name: str, expected: str | None) -> bool:
+        if (self.gitdir / (name + ".lock")).exists() or (self.gitdir / "packed-refs.lock").exists():
+            return True
+        return self.ref_target(name) != expected
+
+    def break_stale_lock(self, name: str, max_age: float) -> bool:
+        """Remove ``<ref>.lock`` left by a killed writer when older than ``max_age`` seconds."""
+        for lock in (self.gitdir / (name + ".lock"), self.gitdir / "packed-refs.lock"):
+            try:
+                if time.time() - lock.stat().st_mtime > max_age:
+                    lock.unlink()
+                    return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        return False
+
+    def compress_refs(self) -> None:
+        """Pack loose refs into ``packed-refs`` (fast listing at 10k tags)."""
+        try:
+            self._r.compress_references()
+        except (GitError, OSError):
+            pass  # another writer holds packed-refs.lock (or the disk is read-only); packing is an optimisation
+
+    def ref_dir_times(self) -> dict[str, float]:
+        """The modification time of every directory under ``refs/`` (see :meth:`prune_empty_ref_dirs`)."""
+        times: dict[str, float] = {}
+        for dirpath, _dirs, _files in os.walk(self.gitdir / "refs"):
+            try:
+                times[dirpath] = os.stat(dirpath).st_mtime
+            except OSError:
+                continue
+        return times
+
+    def prune_empty_ref_dirs(self, times: dict[str, float], min_age: float = 60.0) -> int:
+        """Remove empty directories under ``refs/`` left by packed refs (as ``git pack-refs`` does).
+
+        ``times`` is :meth:`ref_dir_times` taken before packing (libgit2's packing locks every
+        ref it packs, which touches each directory, and a removal touches the parent).
+        ``refs/``, ``refs/heads`` and ``refs/tags`` stay (git needs them to see a repository);
+        a directory not in ``times`` or changed within ``min_age`` seconds before them is left
+        for a writer that may be about to create a ref in it. Returns how many were removed.
+        """
+        root = self.gitdir / "refs"
+        keep = {root, root / "heads", root / "tags"}
+        now = time.time()
+        removed = 0
+        for dirpath, _dirs, files in os.walk(root, topdown=False):
+            path = Path(dirpath)
+            if path in keep or files or now - times.get(dirpath, now) < min_age:
+                continue
+            try:
+                path.rmdir()  # fails, harmlessly, if a writer put something in it meanwhile
+                removed += 1
+            except OSError:
+                continue
+        return removed

@@ -1,0 +1,59 @@
+"""``GitRepo``, composed from one mixin per part, and ``init_bare``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+from pygit2 import GitError
+
+from got_core.errors import StorageError
+from got_core.storage._access import check_readable, refuse_unopenable
+from got_core.storage.git._commits import _Commits
+from got_core.storage.git._merge import _Merge
+from got_core.storage.git._objects import _Objects
+from got_core.storage.git._raw import _Raw
+from got_core.storage.git._refs import _Refs
+from got_core.storage.git._remotes import _Remotes
+
+
+class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw):
+    """A bare (or existing) git repository, driven through libgit2.
+
+    Args:
+        path: the repository (a bare ``*.git`` directory, or a work tree / its ``.git``).
+        create: initialise a bare repository when none exists.
+        initial_branch: HEAD's branch for a new repository.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, initial_branch: str = "master") -> None:
+        path = Path(path)
+        try:
+            self._r = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except (GitError, KeyError) as exc:
+            refuse_unopenable(path, str(exc), create)
+            try:
+                self._r = pygit2.init_repository(str(path), bare=True, initial_head=initial_branch)
+            except (GitError, OSError) as exc2:
+                raise StorageError(f"cannot create a repository at {path}: {exc2}") from None
+        else:
+            check_readable(Path(self._r.path))
+        self.gitdir = Path(self._r.path)
+        self.workdir = Path(self._r.workdir) if self._r.workdir else None
+        # tree of each commit this handle wrote lately: the next write on top of it needs
+        # that tree, and libgit2 caches objects it read, not ones it wrote
+        self._trees: dict[str, str] = {}
+        self._entries: dict[str, frozenset[bytes]] = {}  # raw entries of trees compared lately
+
+
+def init_bare(path: Path) -> None:
+    """Create an empty bare repository at ``path`` (an existing empty directory), in-process.
+
+    Raises:
+        StorageError: the directory cannot be written.
+    """
+    try:
+        pygit2.init_repository(str(path), bare=True)
+    except (GitError, OSError) as exc:
+        raise StorageError(f"cannot create a repository at {path}: {exc}") from None
