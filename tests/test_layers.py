@@ -162,6 +162,26 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: The one package that talks to pygit2 (ARCHITECTURE §5, invariant 4).
+PYGIT2_PACKAGE = "got_core.storage.git"
+
+
+def pygit2_importers(root: Path = ROOT) -> dict[str, bool]:
+    """Every module that imports pygit2 anywhere in the file -> whether it may (it is in the git package)."""
+    out = {}
+    for name, path in all_modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n == "pygit2" or n.startswith("pygit2.") for n in names):
+                out[name] = name == PYGIT2_PACKAGE or name.startswith(PYGIT2_PACKAGE + ".")
+    return out
+
+
 def _package_edges_only(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     # A package's __init__ re-exporting its own submodules is not a cycle with them.
     return {src: {d for d in dsts if not (src.startswith(d + ".") and d != "got_core")} for src, dsts in edges.items()}
@@ -232,3 +252,28 @@ def test_the_check_catches_a_cycle(tmp_path):
     (pkg / "a.py").write_text("def f():\n    from got_core.solver import b\n")
     (pkg / "b.py").write_text("from got_core.solver.a import f\n")
     assert cycles(_package_edges_only(graph(tmp_path))) == [["got_core.solver.a", "got_core.solver.b"]]
+
+
+def test_only_the_git_package_imports_pygit2():
+    importers = pygit2_importers()
+    assert sorted(name for name, allowed in importers.items() if not allowed) == []
+    assert "got_core.storage.git._handle" in importers  # the scan sees the package's own imports
+
+
+@pytest.mark.parametrize(
+    "module, code",
+    [
+        ("storage/gitcli", "import pygit2\n"),  # a sibling whose name merely starts with "git"
+        ("storage/refs", "from pygit2 import GitError\n"),
+        ("repo/base", "def f():\n    import pygit2.enums\n"),
+        ("memory/git", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pygit2.enums import SortMode\n"),
+    ],
+)
+def test_the_check_catches_pygit2_outside_the_git_package(tmp_path, module, code):
+    for pkg in ("got_core", "got_core/storage", "got_core/storage/git", "got_core/repo", "got_core/memory"):
+        (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "got_core/storage/git/_objects.py").write_text("import pygit2\n")
+    (tmp_path / f"got_core/{module}.py").write_text(code)
+    offender = "got_core." + module.replace("/", ".")
+    assert pygit2_importers(tmp_path) == {"got_core.storage.git._objects": True, offender: False}
