@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from gitcli import fsck_clean, git
 from timeouts import TEST_TIMEOUT
@@ -296,8 +297,28 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     assert "pt" in json.dumps(prefs)
     assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
 
-    # Prune (the in-memory runtime offers strategy "delete"; it refuses "keep_latest" itself) goes through the
-    # saver too: the thread's refs go, the store stays.
+    # Prune with "keep_latest": the in-memory runtime of `langgraph dev` refuses it itself, before any
+    # checkpointer is asked (langgraph_runtime_inmem/ops.py, Threads.prune: HTTP 422); nothing is touched.
+    # Our saver does it on the same repository while the server runs; the server reads the pruned thread.
+    before = {r: git(gitdir, "rev-parse", r).strip() for r in _thread_refs(gitdir, tid)}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.threads.prune([tid], strategy="keep_latest")
+    assert refused.value.response.status_code == 422
+    assert "keep_latest strategy is not supported in in-memory runtime" in refused.value.response.text
+    assert {r: git(gitdir, "rev-parse", r).strip() for r in _thread_refs(gitdir, tid)} == before
+    own = GitCheckpointSaver(str(gitdir))
+    try:
+        await own.aprune([tid], strategy="keep_latest")
+    finally:
+        own.close()
+    assert list(_checkpoint_commits(gitdir, head)) == [new_id]  # only the latest checkpoint is left on head
+    assert git(gitdir, "rev-list", "--count", head).strip() == "1"
+    kept = await client.threads.get_state(tid)
+    assert kept["checkpoint"]["checkpoint_id"] == new_id and kept["values"] == latest["values"]
+    assert [s["checkpoint"]["checkpoint_id"] for s in await client.threads.get_history(tid, limit=100)] == [new_id]
+
+    # Prune with "delete" goes through the saver (Threads.delete -> adelete_thread): the thread's refs go,
+    # the store stays.
     pruned = await client.threads.prune([tid])
     assert pruned["pruned_count"] == 1
     assert _thread_refs(gitdir, tid) == []
