@@ -198,6 +198,9 @@ class GitDaemon:
                 self._proc.wait(timeout=TEST_TIMEOUT)
         self._proc = None
 
+    def trust(self, monkeypatch: object, home: Path) -> None:
+        """Nothing to configure: git's own protocol has no keys or certificates (every kind has ``trust``)."""
+
     def receive_packs(self) -> int:
         """How many push services (``git-receive-pack``) the daemon ran so far."""
         return self.log.read_text(encoding="utf-8", errors="replace").count("receive-pack") if self.log.exists() else 0
@@ -352,7 +355,8 @@ class HttpGit:
         return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/{name}"
 
     def trust(self, monkeypatch: object, home: Path) -> None:
-        """Trust the private CA in this process and its children, as a deployment would.
+        """Trust the private CA in this process and its children, as a deployment would
+        (nothing to do for plain HTTP).
 
         A child process (the ``got`` CLI, a worker) trusts it through ``SSL_CERT_FILE``:
         pygit2 hands Python's default verify paths, which read that variable, to libgit2
@@ -361,7 +365,9 @@ class HttpGit:
         """
         import pygit2
 
-        assert self.ca_file is not None, "trust() is for a server started with tls=True"
+        if not self.tls:
+            return  # plain HTTP: nothing to trust
+        assert self.ca_file is not None, "trust() is called once the server is started"
         pygit2.settings.set_ssl_cert_locations(str(self.ca_file), ssl.get_default_verify_paths().capath)
         monkeypatch.setenv("SSL_CERT_FILE", str(self.ca_file))  # type: ignore[attr-defined]
 
@@ -578,9 +584,10 @@ ALL_SERVERS = (*SERVERS, "https-backend")
 
 def serve(kind: str, base: Path) -> GitDaemon | HttpGit | SshGit:
     """A server of ``kind`` (one of :data:`ALL_SERVERS`) for the bare repositories under ``base``
-    (not started: use it as a context manager). All have ``base``, ``url(name)`` and
-    ``receive_packs()``; an :class:`SshGit` or an HTTPS :class:`HttpGit` also wants ``trust``
-    once started."""
+    (not started: use it as a context manager). All have ``base``, ``url(name)``,
+    ``receive_packs()`` and ``trust(monkeypatch, home)``, which configures what a deployment
+    would (an SSH key and ``known_hosts``, a private CA; nothing for git:// and http://):
+    call it once the server is started."""
     if kind == "git-daemon":
         return GitDaemon(base)
     if kind == "http-backend":

@@ -45,8 +45,7 @@ def git_server(request, tmp_path, monkeypatch):
     (git://), ``git http-backend`` behind a local HTTP server (http://) and behind a local
     HTTPS server with a private CA (https://), and an SSH server (ssh://)."""
     with serve(request.param, tmp_path / "served") as server:
-        if isinstance(server, SshGit) or getattr(server, "tls", False):  # what a deployment configures:
-            server.trust(monkeypatch, Path(os.environ["HOME"]))  # key + known_hosts / the private CA
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # what a deployment configures (key, known_hosts, CA)
         yield server
 
 
