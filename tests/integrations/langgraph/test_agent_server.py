@@ -196,15 +196,17 @@ graph = builder.compile()
 def _example_server(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, Path, Path]]:
     """``langgraph dev`` serving a copy of the example (the cookbook's ``serve``), the repository outside it.
 
-    Yields ``(url, gitdir, log, gate)``; ``extra_env`` goes to the server (e.g. ``GOT_AES_KEY``)."""
+    Yields ``(url, gitdir, log, gate)``; ``extra_env`` goes to the server (e.g. ``GOT_AES_KEY``). A second
+    call in the same ``tmp_path`` restarts the server on the same folder and repository."""
     if not Path(sys.executable).with_name("langgraph").exists():
         pytest.skip("the langgraph CLI is not installed (extra 'server')")
     app = tmp_path / "app"
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
-    (app / "gated.py").write_text(GATED_GRAPH, encoding="utf-8")
-    config = json.loads((app / "langgraph.json").read_text(encoding="utf-8"))
-    config["graphs"]["gated"] = "./gated.py:graph"
-    (app / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    if not app.exists():
+        shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
+        (app / "gated.py").write_text(GATED_GRAPH, encoding="utf-8")
+        config = json.loads((app / "langgraph.json").read_text(encoding="utf-8"))
+        config["graphs"]["gated"] = "./gated.py:graph"
+        (app / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
     gitdir = tmp_path / "data" / "agent.git"
     log = tmp_path / "server.log"
     gate = tmp_path / "gate"
@@ -409,6 +411,13 @@ async def test_agent_server_with_a_key_keeps_nothing_readable_at_rest_and_reads_
         assert text.encode() not in dump, text
     clean, report = fsck_clean(gitdir)
     assert clean, report
+
+    # A fresh server process on the same repository and key decrypts what the first one wrote.
+    with _example_server(tmp_path, {"GOT_AES_KEY": "0123456789abcdef0123456789abcdef"}) as (url, _, _, _):
+        client = get_client(url=url, timeout=TEST_TIMEOUT)
+        again = await client.threads.get_state(tid)
+        assert again["checkpoint"]["checkpoint_id"] == ids[0] and again["values"] == state["values"]
+        assert (await client.store.get_item(["users", "alice"], "prefs"))["value"] == {"dessert": pref}
 
 
 @pytest.mark.slow
