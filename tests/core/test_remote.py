@@ -210,8 +210,10 @@ def test_unreachable_server_fails_with_remote_error(tmp_path, git_server):
         repo.push(url, merge="review")
 
 
-def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path):
-    with HttpGit(tmp_path / "served", password="s3cret") as server:
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path, monkeypatch, tls):
+    with HttpGit(tmp_path / "served", password="s3cret", tls=tls) as server:
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # the private CA (and SSL_CERT_FILE for the CLI)
         make_bare(server.base)
         url = server.url("central.git")
         repo = ReasoningRepo.init(tmp_path / "a.git")
@@ -263,8 +265,10 @@ def test_cli_push_fetch_merge_against_a_url(tmp_path, git_server, capsys):
     assert a.tip("memory") == git(served, "rev-parse", "memory").strip()
 
 
-def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch):
-    with HttpGit(tmp_path / "served", password="s3cret") as server:
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch, tls):
+    with HttpGit(tmp_path / "served", password="s3cret", tls=tls) as server:
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # the private CA, for https
         served = make_bare(server.base)
         url = server.url("central.git")
         repo = ReasoningRepo.init(tmp_path / "a.git")
