@@ -1,4 +1,4 @@
-"""Real git servers on 127.0.0.1 for the tests: ``git daemon``, ``git http-backend`` and SSH.
+"""Real git servers on 127.0.0.1 for the tests: ``git daemon``, ``git http-backend`` (HTTP and HTTPS) and SSH.
 
 Both are stock git. :class:`GitDaemon` serves every bare repository under a base directory
 over ``git://127.0.0.1:PORT/<name>.git`` with receive-pack enabled (pushes allowed, no
@@ -6,6 +6,9 @@ authentication: git's own protocol has none). :class:`HttpGit` serves the same l
 over ``http://127.0.0.1:PORT/<name>.git`` through ``git http-backend`` run as a CGI
 program behind a small threaded HTTP server; with ``password`` set it answers 401 to
 every request that does not carry HTTP basic credentials for it, like a hosted server.
+With ``tls=True`` it serves ``https://127.0.0.1:PORT/<name>.git`` instead, with a server
+certificate signed by a private CA made at start (``cryptography``, which asyncssh brings):
+:meth:`HttpGit.trust` trusts that CA the way a deployment does (``SSL_CERT_FILE``).
 
 :class:`SshGit` is an SSH server (asyncssh, in a thread of the test process) that runs stock
 ``git-upload-pack`` / ``git-receive-pack`` for the same layout at ``ssh://git@127.0.0.1:PORT/
@@ -25,6 +28,7 @@ import os
 import shlex
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -33,7 +37,17 @@ from pathlib import Path
 from gitcli import git
 from timeouts import TEST_TIMEOUT, deadline
 
-__all__ = ["SERVERS", "GitDaemon", "HttpGit", "SshGit", "free_port", "make_bare", "serve"]
+__all__ = [
+    "ALL_SERVERS",
+    "SERVERS",
+    "GitDaemon",
+    "HttpGit",
+    "SshGit",
+    "free_port",
+    "make_bare",
+    "make_private_ca",
+    "serve",
+]
 
 
 def free_port() -> int:
@@ -49,6 +63,61 @@ def make_bare(base: Path, name: str = "central.git") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "--bare")
     return path
+
+
+def make_private_ca(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Path]:
+    """A private certificate authority and a server certificate it signed for ``host`` (an IP
+    address, in the certificate's subjectAltName), written under ``directory``.
+
+    Returns:
+        ``(ca.pem, server.pem, server-key.pem)``: the CA certificate a client must trust, the
+        server's certificate and its private key (PEM, no passphrase).
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    valid = {"not_valid_before": now - datetime.timedelta(hours=1), "not_valid_after": now + datetime.timedelta(days=1)}
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "GitOfThoughts test CA")])
+    ca = (
+        x509.CertificateBuilder(issuer_name=ca_name, subject_name=ca_name, public_key=ca_key.public_key(), **valid)
+        .serial_number(x509.random_serial_number())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )  # keyCertSign, cRLSign
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder(
+            issuer_name=ca_name,
+            subject_name=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]),
+            public_key=key.public_key(),
+            **valid,
+        )
+        .serial_number(x509.random_serial_number())
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file, cert_file, key_file = directory / "ca.pem", directory / "server.pem", directory / "server-key.pem"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    key_file.chmod(0o600)
+    return ca_file, cert_file, key_file
 
 
 def _git_exe() -> str:
@@ -129,6 +198,9 @@ class GitDaemon:
                 self._proc.wait(timeout=TEST_TIMEOUT)
         self._proc = None
 
+    def trust(self, monkeypatch: object, home: Path) -> None:
+        """Nothing to configure: git's own protocol has no keys or certificates (every kind has ``trust``)."""
+
     def receive_packs(self) -> int:
         """How many push services (``git-receive-pack``) the daemon ran so far."""
         return self.log.read_text(encoding="utf-8", errors="replace").count("receive-pack") if self.log.exists() else 0
@@ -167,6 +239,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):  # the TLS handshake runs here, in the request's thread
+            self.request.settimeout(TEST_TIMEOUT)
+            self.request.do_handshake()
+        super().setup()
 
     def _serve(self) -> None:
         owner = self.server.owner
@@ -233,6 +311,12 @@ class _HttpServer(http.server.ThreadingHTTPServer):
     owner: HttpGit
     daemon_threads = True
 
+    def finish_request(self, request: object, client_address: object) -> None:
+        try:
+            super().finish_request(request, client_address)  # type: ignore[arg-type]
+        except (ssl.SSLError, ConnectionError):
+            pass  # an untrusting client hung up during the handshake: nothing to serve
+
 
 class HttpGit:
     """``git http-backend`` behind a local HTTP server on 127.0.0.1 and a free port.
@@ -241,15 +325,19 @@ class HttpGit:
         base: the directory whose bare repositories are served.
         password: when set, every request without basic credentials ``agent:<password>``
             gets 401 (what a hosted server does), so a client must bring credentials.
+        tls: serve HTTPS with a certificate from a private CA made at start (``ca_file``).
 
     Attributes:
         requests: every request line seen; refused: how many got 401.
+        ca_file: with ``tls``, the private CA's certificate a client must trust (else ``None``).
     """
 
-    def __init__(self, base: Path, *, password: str | None = None) -> None:
+    def __init__(self, base: Path, *, password: str | None = None, tls: bool = False) -> None:
         self.base = Path(base).resolve()
         self.base.mkdir(parents=True, exist_ok=True)
         self.password = password
+        self.tls = tls
+        self.ca_file: Path | None = None
         self.requests: list[str] = []
         self.refused = 0
         self.lock = threading.Lock()
@@ -263,13 +351,37 @@ class HttpGit:
         return int(self._server.server_address[1])
 
     def url(self, name: str = "central.git") -> str:
-        """The ``http://`` URL of the repository ``base/name``."""
-        return f"http://127.0.0.1:{self.port}/{name}"
+        """The ``http://`` (``https://`` with ``tls``) URL of the repository ``base/name``."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/{name}"
+
+    def trust(self, monkeypatch: object, home: Path) -> None:
+        """Trust the private CA in this process and its children, as a deployment would
+        (nothing to do for plain HTTP).
+
+        A child process (the ``got`` CLI, a worker) trusts it through ``SSL_CERT_FILE``:
+        pygit2 hands Python's default verify paths, which read that variable, to libgit2
+        when it is imported. This process imported pygit2 already, so the CA is added to
+        libgit2's (process-wide, additive) locations with ``set_ssl_cert_locations`` too.
+        """
+        import pygit2
+
+        if not self.tls:
+            return  # plain HTTP: nothing to trust
+        assert self.ca_file is not None, "trust() is called once the server is started"
+        pygit2.settings.set_ssl_cert_locations(str(self.ca_file), ssl.get_default_verify_paths().capath)
+        monkeypatch.setenv("SSL_CERT_FILE", str(self.ca_file))  # type: ignore[attr-defined]
 
     def start(self) -> HttpGit:
         """Start serving and wait until it answers."""
         self._server = _HttpServer(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        if self.tls:
+            self.ca_file, cert, key = make_private_ca(self.base.parent / f"{self.base.name}-tls")
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            self._server.socket = context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         _wait_listening(self.port)
@@ -462,18 +574,26 @@ class SshGit:
         self.stop()
 
 
-#: The kinds of server :func:`serve` starts: git's own protocol, smart HTTP, and SSH.
+#: Kinds of server :func:`serve` starts that a test may use without configuring anything but
+#: an SSH server's ``trust``: git's own protocol, smart HTTP, and SSH.
 SERVERS = ("git-daemon", "http-backend", "ssh")
+#: Every kind :func:`serve` starts: :data:`SERVERS` and smart HTTP over TLS (``https-backend``),
+#: whose private CA the test must trust (:meth:`HttpGit.trust`) once it is started.
+ALL_SERVERS = (*SERVERS, "https-backend")
 
 
 def serve(kind: str, base: Path) -> GitDaemon | HttpGit | SshGit:
-    """A server of ``kind`` (one of :data:`SERVERS`) for the bare repositories under ``base``
-    (not started: use it as a context manager). All have ``base``, ``url(name)`` and
-    ``receive_packs()``; an :class:`SshGit` also wants :meth:`SshGit.trust` once started."""
+    """A server of ``kind`` (one of :data:`ALL_SERVERS`) for the bare repositories under ``base``
+    (not started: use it as a context manager). All have ``base``, ``url(name)``,
+    ``receive_packs()`` and ``trust(monkeypatch, home)``, which configures what a deployment
+    would (an SSH key and ``known_hosts``, a private CA; nothing for git:// and http://):
+    call it once the server is started."""
     if kind == "git-daemon":
         return GitDaemon(base)
     if kind == "http-backend":
         return HttpGit(base)
+    if kind == "https-backend":
+        return HttpGit(base, tls=True)
     if kind == "ssh":
         return SshGit(base)
-    raise ValueError(f"no git server kind {kind!r}; one of {SERVERS}")
+    raise ValueError(f"no git server kind {kind!r}; one of {ALL_SERVERS}")

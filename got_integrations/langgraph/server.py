@@ -37,8 +37,12 @@ inside the current directory is refused (:class:`~got_core.errors.ConfigError`) 
 
 The server probes the saver's optional methods at start-up; :class:`GitCheckpointSaver`
 implements all of them (``adelete_thread``, ``adelete_for_runs``, ``acopy_thread``,
-``aprune``), so thread deletion, thread copies, rollback of cancelled runs and history
-pruning all act on the git refs. The in-memory server runs no TTL sweeper for a custom
+``aprune``), so thread deletion, thread copies, rollback of cancelled runs and thread
+pruning all act on the git refs. Pruning with ``strategy="keep_latest"`` never reaches the
+saver under ``langgraph dev``: its in-memory runtime answers HTTP 422 itself
+(``Threads.prune`` in ``langgraph_runtime_inmem/ops.py``); run
+``GitCheckpointSaver(repo).aprune(ids, strategy="keep_latest")`` on the same repository
+instead (safe while the server runs). The in-memory server runs no TTL sweeper for a custom
 store; :func:`store` starts the store's own when ``GOT_STORE_TTL_MINUTES`` is set.
 """
 

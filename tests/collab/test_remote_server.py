@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
+from gitserver import ALL_SERVERS, HttpGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core.cli import main
@@ -49,12 +49,12 @@ print(json.dumps({"commits": commits, "private": private.oid}))
 """
 
 
-@pytest.fixture(params=SERVERS)
+@pytest.fixture(params=ALL_SERVERS)
 def git_server(request, tmp_path, monkeypatch):
-    """``git daemon`` (git://), then ``git http-backend`` behind a local HTTP server (http://)."""
+    """Each git server kind: git://, http://, ssh:// and https:// (a private CA, trusted here)."""
     with serve(request.param, tmp_path / "served") as server:
-        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
-            server.trust(monkeypatch, Path(os.environ["HOME"]))
+        # a deployment's trust (SSH key and known_hosts, the CA file), for this test and its children
+        server.trust(monkeypatch, Path(os.environ["HOME"]))
         yield server
 
 

@@ -1,9 +1,10 @@
-"""fetch / push / merge against real git servers on 127.0.0.1 (``git daemon``, ``git http-backend``).
+"""fetch / push / merge against real git servers on 127.0.0.1 (``git daemon``, ``git http-backend``, SSH).
 
-The tests taking ``git_server`` run once per server: git's own protocol and smart HTTP.
+The tests taking ``git_server`` run once per server: git's own protocol, smart HTTP, smart
+HTTPS (a private CA made at test time, trusted as a deployment trusts one) and SSH.
 
-libgit2 (pygit2) speaks ``git://`` and ``http://`` itself, so no ``git`` binary runs on
-our side of these transfers; the servers are stock git, started by the fixtures.
+libgit2 (pygit2) speaks ``git://``, ``http(s)://`` and ``ssh://`` itself, so no ``git`` binary
+runs on our side of these transfers; the servers are stock git, started by the fixtures.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
-from gitserver import SERVERS, HttpGit, SshGit, make_bare, serve
+from gitserver import ALL_SERVERS, HttpGit, SshGit, make_bare, serve
 from timeouts import TEST_TIMEOUT
 
 from got_core import ReasoningRepo
@@ -38,13 +39,13 @@ def _quarantines(repo: ReasoningRepo) -> list[str]:
     return [p.name for p in repo.gitdir.iterdir() if p.name.startswith(QUARANTINE_PREFIX)]
 
 
-@pytest.fixture(params=SERVERS)
+@pytest.fixture(params=ALL_SERVERS)
 def git_server(request, tmp_path, monkeypatch):
-    """Each test that takes it runs twice: against ``git daemon`` (git://) and against
-    ``git http-backend`` behind a local HTTP server (http://), both on 127.0.0.1."""
+    """Each test that takes it runs once per server kind, all on 127.0.0.1: ``git daemon``
+    (git://), ``git http-backend`` behind a local HTTP server (http://) and behind a local
+    HTTPS server with a private CA (https://), and an SSH server (ssh://)."""
     with serve(request.param, tmp_path / "served") as server:
-        if isinstance(server, SshGit):  # a deployment's key and known_hosts, for this test and its children
-            server.trust(monkeypatch, Path(os.environ["HOME"]))
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # what a deployment configures (key, known_hosts, CA)
         yield server
 
 
@@ -209,8 +210,10 @@ def test_unreachable_server_fails_with_remote_error(tmp_path, git_server):
         repo.push(url, merge="review")
 
 
-def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path):
-    with HttpGit(tmp_path / "served", password="s3cret") as server:
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_server_that_asks_for_credentials_fails_fast_never_prompting(tmp_path, monkeypatch, tls):
+    with HttpGit(tmp_path / "served", password="s3cret", tls=tls) as server:
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # the private CA (and SSL_CERT_FILE for the CLI)
         make_bare(server.base)
         url = server.url("central.git")
         repo = ReasoningRepo.init(tmp_path / "a.git")
@@ -262,8 +265,10 @@ def test_cli_push_fetch_merge_against_a_url(tmp_path, git_server, capsys):
     assert a.tip("memory") == git(served, "rev-parse", "memory").strip()
 
 
-def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch):
-    with HttpGit(tmp_path / "served", password="s3cret") as server:
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_path, monkeypatch, tls):
+    with HttpGit(tmp_path / "served", password="s3cret", tls=tls) as server:
+        server.trust(monkeypatch, Path(os.environ["HOME"]))  # the private CA, for https
         served = make_bare(server.base)
         url = server.url("central.git")
         repo = ReasoningRepo.init(tmp_path / "a.git")
@@ -375,3 +380,69 @@ def test_an_ssh_server_with_no_key_configured_fails_fast_never_prompting(tmp_pat
         with pytest.raises(CredentialsRequiredError, match="asks for credentials"):
             repo.fetch(server.url(), name="central")
         assert git(served, "for-each-ref").strip() == "" and server.receive_packs() == 0
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "got_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=TEST_TIMEOUT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_an_https_server_with_a_private_ca_is_trusted_through_ssl_cert_file_and_refused_without(tmp_path):
+    """What a user does for a private CA: ``SSL_CERT_FILE=ca.pem got push https://...``.
+
+    pygit2 hands libgit2 Python's default verify paths when it is imported (they read
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), so the setting is per process: the client side
+    runs as the ``got`` CLI in its own process, as a user would run it."""
+    with HttpGit(tmp_path / "served", tls=True) as server:
+        served = make_bare(server.base)
+        url = server.url("central.git")
+        assert url.startswith("https://127.0.0.1:") and server.ca_file is not None
+        a = ReasoningRepo.init(tmp_path / "a.git")
+        first = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+
+        # Not trusted (the system CAs only): refused at the handshake, one clear line, nothing sent, no prompt.
+        for verb in (["push", url, "--merge", "review"], ["fetch", url], ["merge", url]):
+            proc = _cli(*verb, "-r", str(a.gitdir), env=env)
+            assert proc.returncode not in (0, None), proc.stdout
+            out = proc.stdout + proc.stderr
+            assert "TLS certificate of 127.0.0.1 is not valid" in out and "Traceback" not in out, out
+        assert server.requests == [] and server.receive_packs() == 0  # not one HTTP request got through
+        assert git(served, "for-each-ref").strip() == "" and not _quarantines(a)
+
+        # Trusted through SSL_CERT_FILE: the same commands go through, over TLS.
+        trusted = {**env, "SSL_CERT_FILE": str(server.ca_file)}
+        proc = _cli("push", url, "-r", str(a.gitdir), env=trusted)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert git(served, "rev-parse", "memory").strip() == first
+        b = ReasoningRepo.init(tmp_path / "b.git")
+        b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
+        proc = _cli("push", url, "--merge", "review", "-r", str(b.gitdir), env=trusted)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert git(served, "ls-tree", "-r", "--name-only", "memory").split() == ["lessons/a.md", "lessons/b.md"]
+        for verb in (["fetch", url], ["merge", url]):
+            proc = _cli(*verb, "-r", str(a.gitdir), env=trusted)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert a.tip("memory") == git(served, "rev-parse", "memory").strip()
+        assert server.receive_packs() >= 2 and fsck_clean(served)[0]
+
+
+def test_an_untrusted_https_certificate_fails_fast_with_remote_error_in_process(tmp_path):
+    with HttpGit(tmp_path / "served", tls=True) as server:  # a fresh CA this process was never told about
+        served = make_bare(server.base)
+        repo = ReasoningRepo.init(tmp_path / "a.git")
+        repo.commit_files("memory", {"x.md": "x\n"}, "x\n")
+        before = repo.git.list_refs()
+        repo.lock_timeout = TEST_TIMEOUT  # a refusal must not be retried until this deadline
+        with pytest.raises(RemoteError, match="TLS certificate") as info:
+            repo.push(server.url(), merge="review")
+        assert not isinstance(info.value, (PushRejectedError, CredentialsRequiredError))
+        with pytest.raises(RemoteError, match="TLS certificate"):
+            repo.fetch(server.url(), name="central")
+        assert server.requests == [] and repo.git.list_refs() == before and not _quarantines(repo)
+        assert git(served, "for-each-ref").strip() == ""

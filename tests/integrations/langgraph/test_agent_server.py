@@ -3,7 +3,9 @@
 The slow test starts the real server from a copy of ``cookbooks/agent_server`` on
 127.0.0.1 (a free port, no browser, no tracing, no version check: nothing leaves the
 machine), drives it with ``langgraph_sdk`` and checks with the real ``git`` binary that
-what the server saved is commits on the thread's refs. The fast tests cover the
+what the server saved is commits on the thread's refs; a second start with ``GOT_AES_KEY``
+checks that no object holds a message or store value in the clear and that the server
+still reads them all back. The fast tests cover the
 factories' configuration: the watched-directory guard, the default location, the key.
 """
 
@@ -13,12 +15,15 @@ import asyncio
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from gitcli import fsck_clean, git
 from timeouts import TEST_TIMEOUT
@@ -187,25 +192,37 @@ graph = builder.compile()
 """
 
 
-@pytest.fixture
-def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path, Path]]:
-    """``langgraph dev`` serving a copy of the example (the cookbook's ``serve``), the repository outside it."""
+@contextmanager
+def _example_server(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, Path, Path]]:
+    """``langgraph dev`` serving a copy of the example (the cookbook's ``serve``), the repository outside it.
+
+    Yields ``(url, gitdir, log, gate)``; ``extra_env`` goes to the server (e.g. ``GOT_AES_KEY``). A second
+    call in the same ``tmp_path`` restarts the server on the same folder and repository."""
     if not Path(sys.executable).with_name("langgraph").exists():
         pytest.skip("the langgraph CLI is not installed (extra 'server')")
     app = tmp_path / "app"
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
-    (app / "gated.py").write_text(GATED_GRAPH, encoding="utf-8")
-    config = json.loads((app / "langgraph.json").read_text(encoding="utf-8"))
-    config["graphs"]["gated"] = "./gated.py:graph"
-    (app / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    if not app.exists():
+        shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
+        (app / "gated.py").write_text(GATED_GRAPH, encoding="utf-8")
+        config = json.loads((app / "langgraph.json").read_text(encoding="utf-8"))
+        config["graphs"]["gated"] = "./gated.py:graph"
+        (app / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
     gitdir = tmp_path / "data" / "agent.git"
     log = tmp_path / "server.log"
     gate = tmp_path / "gate"
-    with _load("demo").serve(app, gitdir, log, timeout=TEST_TIMEOUT, extra_env={"GOT_TEST_GATE": str(gate)}) as url:
+    env = {"GOT_TEST_GATE": str(gate), **(extra_env or {})}
+    with _load("demo").serve(app, gitdir, log, timeout=TEST_TIMEOUT, extra_env=env) as url:
         try:
             yield url, gitdir, log, gate
         finally:
             gate.write_text("open")  # a failed test must not leave a node holding the server's shutdown
+
+
+@pytest.fixture
+def agent_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path, Path]]:
+    """``langgraph dev`` serving a copy of the example, no key: what it saves is readable with ``git``."""
+    with _example_server(tmp_path) as served:
+        yield served
 
 
 @pytest.mark.slow
@@ -296,8 +313,28 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     assert "pt" in json.dumps(prefs)
     assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
 
-    # Prune (the in-memory runtime offers strategy "delete"; it refuses "keep_latest" itself) goes through the
-    # saver too: the thread's refs go, the store stays.
+    # Prune with "keep_latest": the in-memory runtime of `langgraph dev` refuses it itself, before any
+    # checkpointer is asked (langgraph_runtime_inmem/ops.py, Threads.prune: HTTP 422); nothing is touched.
+    # Our saver does it on the same repository while the server runs; the server reads the pruned thread.
+    before = {r: git(gitdir, "rev-parse", r).strip() for r in _thread_refs(gitdir, tid)}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.threads.prune([tid], strategy="keep_latest")
+    assert refused.value.response.status_code == 422
+    assert "keep_latest strategy is not supported in in-memory runtime" in refused.value.response.text
+    assert {r: git(gitdir, "rev-parse", r).strip() for r in _thread_refs(gitdir, tid)} == before
+    own = GitCheckpointSaver(str(gitdir))
+    try:
+        await own.aprune([tid], strategy="keep_latest")
+    finally:
+        own.close()
+    assert list(_checkpoint_commits(gitdir, head)) == [new_id]  # only the latest checkpoint is left on head
+    assert git(gitdir, "rev-list", "--count", head).strip() == "1"
+    kept = await client.threads.get_state(tid)
+    assert kept["checkpoint"]["checkpoint_id"] == new_id and kept["values"] == latest["values"]
+    assert [s["checkpoint"]["checkpoint_id"] for s in await client.threads.get_history(tid, limit=100)] == [new_id]
+
+    # Prune with "delete" goes through the saver (Threads.delete -> adelete_thread): the thread's refs go,
+    # the store stays.
     pruned = await client.threads.prune([tid])
     assert pruned["pruned_count"] == 1
     assert _thread_refs(gitdir, tid) == []
@@ -326,6 +363,61 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     assert clean, report
     # The server never reloaded: the repository sits outside the directory it watches.
     assert log.read_text(errors="replace").count("Application started up") == 1
+
+
+@pytest.mark.slow
+async def test_agent_server_with_a_key_keeps_nothing_readable_at_rest_and_reads_it_back(tmp_path: Path) -> None:
+    """``GOT_AES_KEY`` set for the server: no object in the repository holds a message, answer or store
+    value in the clear (``git cat-file`` over every object), and the server reads all of it back."""
+    from langgraph_sdk import get_client
+
+    plan = "Sail to Tromsoe, then hike the Lyngen Alps"  # the reviewer's correction: messages, answer, store
+    note = "also pack the crampons"  # a message sent through update_state
+    pref = "Kvæfjord cake"  # a store value sent through the API
+    with _example_server(tmp_path, {"GOT_AES_KEY": "0123456789abcdef0123456789abcdef"}) as (url, gitdir, log, _):
+        client = get_client(url=url, timeout=TEST_TIMEOUT)
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "agent", input={"messages": [{"role": "user", "content": "a trip"}]})
+        paused = await client.threads.get_state(tid)
+        assert paused["next"] == ["review"] and "research" in paused["interrupts"][0]["value"]["plan"]
+        done = await client.runs.wait(tid, "agent", command={"resume": plan})
+        assert done["messages"][-1]["content"] == f"Approved. {plan}"
+        await client.threads.update_state(tid, {"messages": [{"role": "user", "content": note}]})
+        await client.store.put_item(["users", "alice"], "prefs", {"dessert": pref})
+
+        # Read back through the server: state, history, store get / search (a value filter decrypts).
+        state = await client.threads.get_state(tid)
+        contents = [m["content"] for m in state["values"]["messages"]]
+        assert contents[-3:] == [f"Use this plan instead: {plan}", f"Approved. {plan}", note]
+        history = await client.threads.get_history(tid, limit=100)
+        ids = [h["checkpoint"]["checkpoint_id"] for h in history]
+        head = f"refs/got/threads/{encode_component(tid)}/root/head"
+        assert list(_checkpoint_commits(gitdir, head)) == ids  # still one commit per checkpoint
+        assert [i["value"]["plan"] for i in (await client.store.search_items(["plans"]))["items"]] == [plan]
+        assert (await client.store.get_item(["users", "alice"], "prefs"))["value"] == {"dessert": pref}
+        found = await client.store.search_items(["users"], filter={"dessert": pref})
+        assert [i["key"] for i in found["items"]] == ["prefs"]
+        assert log.read_text(errors="replace").count("Application started up") == 1
+
+    # At rest: every object of the repository, loose or packed, as git prints it.
+    dump = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
+        timeout=TEST_TIMEOUT,
+    ).stdout
+    assert b"refs/got/store" in git(gitdir, "for-each-ref").encode() and len(dump) > 0
+    for text in (plan, note, pref, "Approved", "research", "Tromsoe", "crampons"):
+        assert text.encode() not in dump, text
+    clean, report = fsck_clean(gitdir)
+    assert clean, report
+
+    # A fresh server process on the same repository and key decrypts what the first one wrote.
+    with _example_server(tmp_path, {"GOT_AES_KEY": "0123456789abcdef0123456789abcdef"}) as (url, _, _, _):
+        client = get_client(url=url, timeout=TEST_TIMEOUT)
+        again = await client.threads.get_state(tid)
+        assert again["checkpoint"]["checkpoint_id"] == ids[0] and again["values"] == state["values"]
+        assert (await client.store.get_item(["users", "alice"], "prefs"))["value"] == {"dessert": pref}
 
 
 @pytest.mark.slow
