@@ -58,8 +58,6 @@ from got_integrations.langgraph._layout import (
     json_roundtrips,
     jsonable,
     message_summary,
-    one_line,
-    pack_segment,
     parse_json,
     render_json,
     segment_path,
@@ -69,6 +67,7 @@ from got_integrations.langgraph._layout import (
     writes_path,
 )
 from got_integrations.langgraph._reading import Typed
+from got_integrations.langgraph._render import checkpoint_message, update_segments, writes_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from got_core.repo import ReasoningRepo
@@ -261,7 +260,7 @@ class WriteOps:
                     put(elem_path(base, i) + ".bin", frame(typed[i]))
             if same_list and old is not None:
                 drop(old, keep=len(value))
-            self._segments(base, typed, first_changed, old["length"] if same_list and old else 0, files, put, remove)
+            update_segments(base, typed, first_changed, old["length"] if same_list and old else 0, files, put, remove)
             parent_weight = self._lists.weight((parent, name)) if previous is not None else None
             if parent_weight is not None and keep == len(previous or ()):
                 weight = parent_weight + sum(len(d) + 64 for _, d in typed[keep:])
@@ -273,30 +272,6 @@ class WriteOps:
             if name not in versions:
                 drop(old)
         return changes, channels, files, lists, summary
-
-    @staticmethod
-    def _segments(
-        base: str,
-        typed: builtins.list[Typed],
-        first_changed: int,
-        old_length: int,
-        files: dict[str, str],
-        put: Any,
-        remove: Any,
-    ) -> None:
-        """Bring a list's segments up to date: segments the new length does not have go (a
-        bucket that filled up replaces its small segments), segments over a changed element
-        or new ones are written; the rest are the parent's blobs."""
-        wanted = segment_ranges(len(typed))
-        paths = {segment_path(base, s, n) for s, n in wanted}
-        for s, n in segment_ranges(old_length):
-            if segment_path(base, s, n) not in paths:
-                remove(segment_path(base, s, n))
-        for s, n in wanted:
-            path = segment_path(base, s, n)
-            if s + n <= first_changed and path in files:
-                continue
-            put(path, pack_segment(typed[s : s + n]))
 
     def _document(
         self,
@@ -337,23 +312,8 @@ class WriteOps:
     def _message(
         self, ns: _Ns, checkpoint_id: str, parent_id: str | None, metadata: Mapping[str, Any], summary: str
     ) -> str:
-        """A checkpoint's commit message: step, source, a summary and trailers; ids only when
-        the saver is not readable (the core's search index holds every commit message)."""
-        if self.readable:
-            head = f"step {metadata.get('step', '?')} ({metadata.get('source', '?')})" + (
-                f" {summary}" if summary else ""
-            )
-        else:
-            head = f"checkpoint {one_line(checkpoint_id, 60)}"
-        lines = [head, "", f"Thread: {one_line(ns.ref.thread_id, 200)}"]
-        if ns.ref.checkpoint_ns:
-            lines.append(f"Namespace: {one_line(ns.ref.checkpoint_ns, 200)}")
-        lines.append(f"Checkpoint: {one_line(checkpoint_id, 200)}")
-        if parent_id:
-            lines.append(f"Parent-Checkpoint: {one_line(parent_id, 200)}")
-        if self.readable and metadata.get("run_id"):
-            lines.append(f"Run: {one_line(metadata['run_id'], 200)}")
-        return "\n".join(lines) + "\n"
+        """A checkpoint's commit message (see :func:`checkpoint_message`)."""
+        return checkpoint_message(self.readable, ns.ref, checkpoint_id, parent_id, metadata, summary)
 
     # ------------------------------------------------------------------ put
     def put(
@@ -573,7 +533,7 @@ class WriteOps:
             )
         requests = [r for rs in changed.values() for r in rs]
         channels = sorted({str(e["channel"]) for path in changed for e in docs[path]["entries"].values()})
-        message = self._writes_message(requests, channels)
+        message = writes_message(requests, channels)
         oid = self.repo.prepare_commit([tip] if tip else [], files, message)
         return Publish(oid, (errors, oid))
 
@@ -601,17 +561,3 @@ class WriteOps:
             "task_path": old_path,
             "entries": entries,
         }
-
-    @staticmethod
-    def _writes_message(requests: builtins.list[_WriteRequest], channels: builtins.list[str]) -> str:
-        """``writes <nodes> -> <channels>`` and a ``Checkpoint:`` / ``Task:`` trailer per request."""
-        nodes = dict.fromkeys(
-            r.task_path.rsplit(",", 1)[-1].strip() if r.task_path else r.task_id[:8] for r in requests
-        )
-        lines = [f"writes {one_line(', '.join(nodes), 40)} -> {one_line(', '.join(channels), 60)}", ""]
-        lines += [f"Checkpoint: {one_line(c, 200)}" for c in dict.fromkeys(r.checkpoint_id for r in requests)]
-        for r in requests:
-            lines.append(f"Task: {one_line(r.task_id, 200)}")
-            if r.task_path:
-                lines.append(f"Task-Path: {one_line(r.task_path, 200)}")
-        return "\n".join(lines) + "\n"
