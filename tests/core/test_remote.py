@@ -412,6 +412,7 @@ def test_an_https_server_with_a_private_ca_is_trusted_through_ssl_cert_file_and_
             assert proc.returncode not in (0, None), proc.stdout
             out = proc.stdout + proc.stderr
             assert "TLS certificate of 127.0.0.1 is not valid" in out and "Traceback" not in out, out
+            assert "SSL_CERT_FILE=" in out, out  # says what to do
         assert server.requests == [] and server.receive_packs() == 0  # not one HTTP request got through
         assert git(served, "for-each-ref").strip() == "" and not _quarantines(a)
 

@@ -139,7 +139,10 @@ class _NoPrompt(pygit2.RemoteCallbacks):
                 f"{self._url}: the SSH host key of {name} is not the one ~/.ssh/known_hosts lists for it, "
                 "or it is not listed; check the key and add it (ssh-keyscan), then try again"
             )
-        raise RemoteError(f"{self._url}: the TLS certificate of {name} is not valid; nothing was sent")
+        raise RemoteError(
+            f"{self._url}: the TLS certificate of {name} is not valid; nothing was sent. A server whose "
+            "certificate a private CA signed: start the process with SSL_CERT_FILE=/path/to/ca.pem"
+        )
 
     def transfer_progress(self, stats):
         if self._progress is not None:
