@@ -49,6 +49,17 @@ def git_server(request, tmp_path, monkeypatch):
         yield server
 
 
+def _two_clones(tmp_path, url, files):
+    """Repositories a and b sharing one root commit of ``files`` on memory through central at ``url``."""
+    a = ReasoningRepo.init(tmp_path / "a.git")
+    b = ReasoningRepo.init(tmp_path / "b.git")
+    root = a.commit_files("memory", files, "root\n")
+    a.push(url)
+    b.fetch(url, name="central")
+    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    return a, b, root
+
+
 def test_push_fetch_merge_over_a_git_server(tmp_path, git_server):
     served = make_bare(git_server.base)
     url = git_server.url("central.git")
@@ -75,12 +86,7 @@ def test_push_fetch_merge_over_a_git_server(tmp_path, git_server):
 def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_path, git_server):
     served = make_bare(git_server.base)
     url = git_server.url("central.git")
-    a = ReasoningRepo.init(tmp_path / "a.git")
-    b = ReasoningRepo.init(tmp_path / "b.git")
-    root = a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
-    a.push(url)
-    b.fetch(url, name="central")
-    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    a, b, root = _two_clones(tmp_path, url, {"README.md": "shared\n"})
     ta = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
     tb = b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
     a.push(url)
@@ -106,12 +112,7 @@ def test_a_non_fast_forward_is_refused_then_merged_and_pushed_never_forced(tmp_p
 def test_a_conflicting_push_is_left_for_a_decision(tmp_path, git_server):
     served = make_bare(git_server.base)
     url = git_server.url("central.git")
-    a = ReasoningRepo.init(tmp_path / "a.git")
-    b = ReasoningRepo.init(tmp_path / "b.git")
-    a.commit_files("memory", {"lessons/units.md": "base\n"}, "root\n")
-    a.push(url)
-    b.fetch(url, name="central")
-    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    a, b, _root = _two_clones(tmp_path, url, {"lessons/units.md": "base\n"})
     ta = a.commit_files("memory", {"lessons/units.md": "Always convert units.\n"}, "a\n")
     a.push(url)
     tb = b.commit_files("memory", {"lessons/units.md": "Never convert units.\n"}, "b\n")
@@ -293,12 +294,7 @@ def test_a_token_from_the_environment_is_offered_once_and_only_to_its_host(tmp_p
 def test_a_file_url_works_like_a_path(tmp_path):
     central = ReasoningRepo.init(tmp_path / "central.git")
     url = central.gitdir.resolve().as_uri()  # file:///...
-    a = ReasoningRepo.init(tmp_path / "a.git")
-    b = ReasoningRepo.init(tmp_path / "b.git")
-    a.commit_files("memory", {"README.md": "shared\n"}, "root\n")
-    a.push(url)
-    b.fetch(url, name="central")
-    b.set_ref("memory", "refs/remotes/central/memory", expected=None)
+    a, b, _root = _two_clones(tmp_path, url, {"README.md": "shared\n"})
     ta = a.commit_files("memory", {"lessons/a.md": "A\n"}, "a\n")
     a.push(url)
     tb = b.commit_files("memory", {"lessons/b.md": "B\n"}, "b\n")
