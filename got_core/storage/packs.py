@@ -28,10 +28,23 @@ from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import check_path
-from got_core.storage.git import fsync_enabled
+from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.objects import TREE_MODE
 
-__all__ = ["TYPE_CODES", "build_tree_objects", "pack_bytes", "sha1_repository", "tree_object", "write_pack"]
+__all__ = [
+    "TYPE_CODES",
+    "build_tree_objects",
+    "commit_object",
+    "object_id",
+    "pack_bytes",
+    "pack_index_ids",
+    "sha1_repository",
+    "signed_commit",
+    "tree_entries_of",
+    "tree_object",
+    "write_pack",
+    "write_pack_named",
+]
 
 #: Pack type codes of the objects a pack here may hold.
 TYPE_CODES = {"commit": 1, "tree": 2, "blob": 3}
@@ -143,8 +156,15 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     Raises:
         StorageError: the pack directory cannot be written.
     """
+    return write_pack_named(gitdir, objects, fsync=fsync)[1]
+
+
+def write_pack_named(
+    gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool | None = None
+) -> tuple[str | None, list[str]]:
+    """:func:`write_pack`, also returning the pack's name (its checksum; None: no objects)."""
     if not objects:
-        return []
+        return None, []
     if fsync is None:
         fsync = fsync_enabled()
     pack, index, ids = pack_bytes(objects)
@@ -179,7 +199,7 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
                 os.close(dir_fd)
     except OSError as exc:
         raise StorageError(f"cannot write a pack in {folder}: {exc}") from None
-    return ids
+    return name, ids
 
 
 def tree_object(entries: Mapping[bytes, tuple[bytes, bytes]]) -> bytes:
@@ -227,7 +247,13 @@ def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[b
     found = _ENTRY.findall(data)
     if sum(len(entry) for entry, _, _ in found) != len(data):  # the matches cover it exactly, or it is damaged
         raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
-    return {name: (name + b"/" if mode in _TREE_MODES else name, entry) for entry, mode, name in found}
+    out: dict[bytes, tuple[bytes, bytes]] = {}
+    for entry, mode, name in found:
+        if mode[:1] == b"0":  # libgit2 rewrites a mode as plain octal ("040000" -> "40000"): so do we
+            entry = b"%o " % int(mode, 8) + entry[len(mode) + 1 :]
+        # sorted as libgit2 sorts (a name ends in "/" when its mode's type bits say directory)
+        out[name] = (name + b"/" if mode in _TREE_MODES or int(mode, 8) & 0o170000 == TREE_MODE else name, entry)
+    return out
 
 
 def _build(
@@ -260,3 +286,77 @@ def _build(
     data = tree_object(entries)
     out.append(("tree", data))
     return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
+
+
+def object_id(kind: str, data: bytes) -> str:
+    """The SHA-1 id git gives an object of ``kind`` holding ``data``."""
+    return hashlib.sha1(b"%s %d\0" % (kind.encode("ascii"), len(data)) + data).hexdigest()
+
+
+def _person(raw_name: bytes, raw_email: bytes, time: int, offset: int) -> bytes:
+    """``name <email> time +hhmm``, as libgit2's ``git_signature__writebuf`` writes it."""
+    sign = b"-" if offset < 0 else b"+"
+    offset = abs(offset)
+    return b"%s <%s> %d %s%02d%02d" % (raw_name, raw_email, time, sign, offset // 60, offset % 60)
+
+
+def commit_object(
+    tree: str,
+    parents: Sequence[str],
+    author: tuple[bytes, bytes, int, int],
+    committer: tuple[bytes, bytes, int, int],
+    message: bytes,
+) -> bytes:
+    """The raw commit libgit2's ``git_commit_create`` writes (no encoding header).
+
+    ``author`` and ``committer`` are (raw name, raw email, time, offset in minutes), the
+    name and email already trimmed and checked by ``git_signature_new``.
+    """
+    lines = [b"tree " + tree.encode("ascii")]
+    lines += [b"parent " + p.encode("ascii") for p in parents]
+    lines.append(b"author " + _person(*author))
+    lines.append(b"committer " + _person(*committer))
+    return b"\n".join(lines) + b"\n\n" + message
+
+
+def signed_commit(payload: bytes, signature: bytes, field: bytes = b"gpgsig") -> bytes:
+    """``payload`` with ``signature`` as a header, as ``git_commit_create_with_signature`` writes it.
+
+    Raises:
+        StorageError: the payload has no header (not a commit).
+    """
+    end = payload.find(b"\n\n")
+    if end < 0:
+        raise StorageError("cannot sign a commit without a header")
+    return payload[: end + 1] + field + b" " + signature.replace(b"\n", b"\n ") + b"\n" + payload[end + 1 :]
+
+
+def pack_index_ids(idx: Path) -> list[str]:
+    """The object ids a version-2 pack index lists, in its (sorted) order.
+
+    Raises:
+        CorruptRepositoryError: not a version-2 index, or cut short.
+    """
+    with open(idx, "rb") as f:
+        head = f.read(8 + 1024)
+        if len(head) < 8 + 1024 or head[:8] != b"\xfftOc" + struct.pack(">I", 2):
+            raise CorruptRepositoryError(f"{idx} is not a version-2 pack index; run `got gc`")
+        count = struct.unpack(">I", head[-4:])[0]
+        raw = f.read(20 * count)
+    if len(raw) != 20 * count:
+        raise CorruptRepositoryError(f"{idx} is cut short; run `got gc`")
+    return [raw[i : i + 20].hex() for i in range(0, len(raw), 20)]
+
+
+def tree_entries_of(kind: str, data: bytes, oid: str = "") -> dict[bytes, tuple[int, str]]:
+    """The entries of a raw tree: name -> (mode, hex id).
+
+    Raises:
+        CorruptRepositoryError: not a tree, or not well formed.
+    """
+    if kind != "tree":
+        raise CorruptRepositoryError(f"object {oid} is a {kind}, expected a tree; run `got fsck`")
+    found = _ENTRY.findall(data)
+    if sum(len(entry) for entry, _, _ in found) != len(data):
+        raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
+    return {name: (int(mode, 8), entry[-20:].hex()) for entry, mode, name in found}
