@@ -69,7 +69,10 @@ class _Objects(_Staging):
         obj = self._get(oid)
         if not isinstance(obj, pygit2.Blob):
             raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
-        return obj.data
+        try:
+            return obj.data  # libgit2 may read the content only now (a pack that went away since)
+        except GitError as exc:
+            raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
 
     def has_object(self, oid: str) -> bool:
         """Whether the object database holds ``oid`` (staged objects count: they are written before any ref moves)."""
