@@ -141,7 +141,7 @@ def test_reads_inside_the_builder_see_staged_objects(tmp_path: Path) -> None:
 
 def test_a_lost_race_writes_nothing_and_the_retry_reuses_the_objects(tmp_path: Path) -> None:
     repo = ReasoningRepo.init(tmp_path / "r.git")
-    base = repo.commit_files("refs/heads/t", {"f": "0"}, "base")
+    repo.commit_files("refs/heads/t", {"f": "0"}, "base")
     other = GitRepo(repo.gitdir)  # another writer, in this process
     packs = pack_count(repo.gitdir)
     calls: list[str | None] = []

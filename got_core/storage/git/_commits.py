@@ -278,9 +278,9 @@ class _Commits(_Staging):
         known = self._entries.get(tree)
         if known is not None:
             return known
-        found = self._in_memory(tree)
-        if found is not None:
-            kind, data = (pygit2.GIT_OBJECT_TREE if found[0] == "tree" else pygit2.GIT_OBJECT_BLOB), found[1]
+        staged = self._in_memory(tree)
+        if staged is not None:
+            kind, data = (pygit2.GIT_OBJECT_TREE if staged[0] == "tree" else pygit2.GIT_OBJECT_BLOB), staged[1]
         else:
             try:
                 kind, data = self._r.odb.read(tree)
