@@ -22,6 +22,7 @@ import os
 import re
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -143,8 +144,23 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     return pack, index, ids
 
 
+class _Joined(threading.local):
+    """The ref move being built in this thread (set by ``storage/git/_staging``): gitdir and stager."""
+
+    gitdir: Path | None = None
+    stage: Callable[[str, bytes], str | None] | None = None
+
+
+#: While a builder of a ref move runs, a pack written here for the same repository joins
+#: that move's pack (one pack per move): ``storage/git/_staging`` sets and clears it.
+JOINED = _Joined()
+
+
 def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool | None = None) -> list[str]:
     """Store ``objects`` (kind, content) as one pack in ``gitdir``; returns their ids in order.
+
+    Inside the builder of a ref move on the same repository the objects join that move's
+    pack instead (written, with the move's own objects, before any ref moves).
 
     ``fsync`` (default: as libgit2 does in this process, :func:`~got_core.storage.git.fsync_enabled`)
     flushes the pack, its index and the directory to disk before returning.
@@ -156,6 +172,11 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     Raises:
         StorageError: the pack directory cannot be written.
     """
+    stage = JOINED.stage
+    if stage is not None and JOINED.gitdir == Path(gitdir):
+        ids = [stage(kind, data) for kind, data in objects]
+        if all(i is not None for i in ids):
+            return [i for i in ids if i is not None]
     return write_pack_named(gitdir, objects, fsync=fsync)[1]
 
 

@@ -6,7 +6,7 @@ new object against the object database first, which misses and rescans ``objects
 opens :meth:`_Staging.staged_writes` around it), the blobs, trees and commits this handle
 writes are kept in memory instead: their ids computed in Python from the bytes libgit2
 would write, reads of them answered from memory. :meth:`_Staging.flush_staged` writes them
-as one pack (:func:`~got_core.storage.packs.write_pack`); the ref transaction calls it
+as one pack (:func:`~got_core.storage.packs.write_pack_named`); the ref transaction calls it
 after every ref is locked and checked, before any ref moves, so no ref ever points at
 an object that is only in memory, a lost race writes nothing (the objects stay staged and
 are reused by the next attempt), and a killed writer leaves at most a pack of
@@ -23,13 +23,14 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pygit2
 
 from got_core.errors import CorruptRepositoryError
 from got_core.storage.git._handle import _Handle
 from got_core.storage.git._settings import fsync_enabled
-from got_core.storage.packs import object_id, write_pack
+from got_core.storage.packs import JOINED, object_id, write_pack_named
 
 #: Objects of the last flushes kept in memory (trees and commits: the next write's base).
 _RECENT_MAX = 256
@@ -71,11 +72,13 @@ class _Staging(_Handle):
             yield
             return
         self._staging += 1
+        joined = (JOINED.gitdir, JOINED.stage)
         if self._staging == 1:
             handles = getattr(_ACTIVE, "handles", None)
             if handles is None:
                 handles = _ACTIVE.handles = []
             handles.append(self)
+            JOINED.gitdir, JOINED.stage = Path(self.gitdir), self._stage  # write_pack joins this move
         ok = False
         try:
             yield
@@ -84,6 +87,7 @@ class _Staging(_Handle):
             self._staging -= 1
             if self._staging == 0:
                 _ACTIVE.handles.remove(self)
+                JOINED.gitdir, JOINED.stage = joined
                 if ok:
                     self.flush_staged()
                 else:
@@ -138,7 +142,7 @@ class _Staging(_Handle):
         if not self._staged:
             return
         objects = list(self._staged.values())
-        write_pack(self.gitdir, objects, fsync=fsync_enabled())
+        write_pack_named(self.gitdir, objects, fsync=fsync_enabled())  # not write_pack: that would join us
         self._packs_written += 1
         if len(self._recent) + len(objects) > _RECENT_MAX:
             self._recent.clear()
