@@ -235,3 +235,51 @@ def test_a_missing_base_tree_is_a_typed_error_inside_a_move(tmp_path: Path) -> N
     with pytest.raises(CorruptRepositoryError):
         repo.update_ref("refs/heads/t", lambda _tip: Publish(repo.git.build_tree("1" * 40, {"a": b"x"})))
     assert repo.tip("refs/heads/t") is None and pack_count(repo.gitdir) == 0
+
+
+def test_a_git_subprocess_inside_a_builder_sees_the_staged_objects(tmp_path: Path) -> None:
+    from got_core.storage.gitcli import run_git
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+
+    def build(_tip: str | None) -> Publish:
+        oid = repo.prepare_commit([], {"f": "seen by git"}, "staged")
+        shown = run_git(["show", f"{oid}:f"], git_dir=repo.gitdir).stdout  # the git binary reads the disk
+        return Publish(oid, shown)
+
+    assert repo.update_ref("refs/heads/t", build) == b"seen by git"
+    assert fsck_clean(repo.gitdir)[0]
+
+
+_FSYNC_PROBE = """
+import os, sys
+synced = []
+real = os.fsync
+def counting(fd):
+    synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return real(fd)
+os.fsync = counting
+from got_core import Node, ReasoningRepo
+repo = ReasoningRepo(sys.argv[1], create=True, fsync=sys.argv[2] == "1")
+synced.clear()
+repo.commit_node(Node("durable?", scores={"s": 1}))
+print(sum(p.endswith((".pack", ".idx")) or "/tmp_" in p for p in synced), sum(p.endswith("/pack") for p in synced))
+"""
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_move_s_pack_is_fsynced_exactly_when_asked(tmp_path: Path, durable: bool) -> None:
+    import subprocess
+    import sys
+
+    # libgit2's fsync switch is process-wide: probe it in a process of its own
+    out = subprocess.run(
+        [sys.executable, "-c", _FSYNC_PROBE, str(tmp_path / "r.git"), "1" if durable else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    ).stdout
+    files, folder = map(int, out.split())
+    assert (files, folder >= 1) == ((2, True) if durable else (0, False))  # the pack, its index, the directory
+    assert fsck_clean(tmp_path / "r.git")[0] and pack_count(tmp_path / "r.git") == 1
