@@ -102,6 +102,7 @@ def test_a_killed_writer_leaves_a_valid_repository(tmp_path: Path) -> None:
     acked = [writer.stdout.readline().split() for _ in range(60)]  # well past the first consolidation
     writer.send_signal(signal.SIGKILL)
     writer.wait(timeout=TIMEOUT)
+    writer.stdout.close()
     assert fsck_clean(gitdir)[0]  # whatever it was writing is at most unreachable
     nodes = set(git(gitdir, "rev-list", "w/k").split())
     assert {n for n, _ in acked} <= nodes
