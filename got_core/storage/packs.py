@@ -34,11 +34,15 @@ from got_core.storage.objects import TREE_MODE
 
 __all__ = [
     "TYPE_CODES",
+    "assemble_pack",
     "build_tree_objects",
     "commit_object",
+    "install_pack",
     "object_id",
     "pack_bytes",
     "pack_index_ids",
+    "pack_records",
+    "records_of",
     "sha1_repository",
     "signed_commit",
     "tree_entries_of",
@@ -93,22 +97,42 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     Duplicates are packed once. Raises:
         StorageError: an object kind a pack here does not hold.
     """
-    entries: dict[bytes, tuple[int, int]] = {}  # binary id -> (crc32, offset)
     ids: list[str] = []
-    parts = [b""]
-    offset = 12
+    records = records_of(objects, ids)
+    pack, index = assemble_pack(records)
+    return pack, index, ids
+
+
+def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = None) -> dict[bytes, bytes]:
+    """The pack entries of ``objects`` (kind, content): binary id -> header and deflated content.
+
+    ``ids`` (when given) receives each object's hex id, in order, duplicates included.
+
+    Raises:
+        StorageError: an object kind a pack here does not hold.
+    """
+    records: dict[bytes, bytes] = {}
     for kind, data in objects:
         if kind not in TYPE_CODES:
             raise StorageError(f"cannot pack an object of kind {kind!r}")
         digest = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).digest()
-        ids.append(digest.hex())
-        if digest in entries:
-            continue
-        record = _header(kind, len(data)) + _deflate(data)
+        if ids is not None:
+            ids.append(digest.hex())
+        if digest not in records:
+            records[digest] = _header(kind, len(data)) + _deflate(data)
+    return records
+
+
+def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
+    """A version-2 pack of whole entries (binary id -> header and deflated content, no deltas)
+    and its version-2 index."""
+    entries: dict[bytes, tuple[int, int]] = {}  # binary id -> (crc32, offset)
+    parts = [b"PACK" + struct.pack(">II", 2, len(records))]
+    offset = 12
+    for digest, record in records.items():
         entries[digest] = (zlib.crc32(record), offset)
         parts.append(record)
         offset += len(record)
-    parts[0] = b"PACK" + struct.pack(">II", 2, len(entries))
     pack = b"".join(parts)
     checksum = hashlib.sha1(pack).digest()
     pack += checksum
@@ -141,7 +165,46 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
         )
     )
     index += hashlib.sha1(index).digest()
-    return pack, index, ids
+    return pack, index
+
+
+def pack_records(idx: Path) -> dict[bytes, bytes] | None:
+    """The whole entries of the pack beside ``idx`` (binary id -> header and deflated content),
+    each checked against the index's CRC, to copy into another pack without inflating them.
+
+    None when the pack holds a delta or an annotated tag (as packs git wrote may): read
+    those objects whole instead.
+
+    Raises:
+        CorruptRepositoryError: the index or the pack is cut short or damaged.
+        OSError: the files cannot be read (gone: another process repacked).
+    """
+    index = Path(idx).read_bytes()
+    data = Path(idx).with_suffix(".pack").read_bytes()
+    if len(index) < 8 + 1024 + 40 or index[:8] != b"\xfftOc" + struct.pack(">I", 2):
+        raise CorruptRepositoryError(f"{idx} is not a version-2 pack index; run `got gc`")
+    count = struct.unpack_from(">I", index, 8 + 1020)[0]
+    base = 8 + 1024
+    if len(index) < base + 28 * count + 40 or data[:4] != b"PACK" or len(data) < 32:
+        raise CorruptRepositoryError(f"{idx} or its pack is cut short; run `got gc`")
+    ids = [index[base + 20 * i : base + 20 * i + 20] for i in range(count)]
+    crcs = struct.unpack_from(f">{count}I", index, base + 20 * count)
+    offsets = struct.unpack_from(f">{count}I", index, base + 24 * count)
+    if any(o & 0x80000000 for o in offsets):
+        return None  # over 2 GiB: never one of ours
+    order = sorted(range(count), key=lambda i: offsets[i])
+    end = len(data) - 20
+    out: dict[bytes, bytes] = {}
+    for k, i in enumerate(order):
+        start = offsets[i]
+        stop = offsets[order[k + 1]] if k + 1 < count else end
+        record = data[start:stop]
+        if not record or (record[0] >> 4) & 7 not in (1, 2, 3):
+            return None  # a delta or a tag
+        if zlib.crc32(record) != crcs[i]:
+            raise CorruptRepositoryError(f"an object in {idx.with_suffix('.pack')} is damaged; run `got fsck`")
+        out[ids[i]] = record
+    return out
 
 
 class _Joined(threading.local):
@@ -186,9 +249,19 @@ def write_pack_named(
     """:func:`write_pack`, also returning the pack's name (its checksum; None: no objects)."""
     if not objects:
         return None, []
+    pack, index, ids = pack_bytes(objects)
+    return install_pack(gitdir, pack, index, fsync=fsync), ids
+
+
+def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None = None) -> str:
+    """Put a pack and its index in ``gitdir`` (the pack first, each under a temporary name);
+    returns the pack's name.
+
+    Raises:
+        StorageError: the pack directory cannot be written.
+    """
     if fsync is None:
         fsync = fsync_enabled()
-    pack, index, ids = pack_bytes(objects)
     name = pack[-20:].hex()
     folder = Path(gitdir) / "objects" / "pack"
     final = {suffix: folder / f"pack-{name}.{suffix}" for suffix in ("pack", "idx")}
@@ -220,7 +293,7 @@ def write_pack_named(
                 os.close(dir_fd)
     except OSError as exc:
         raise StorageError(f"cannot write a pack in {folder}: {exc}") from None
-    return name, ids
+    return name
 
 
 def tree_object(entries: Mapping[bytes, tuple[bytes, bytes]]) -> bytes:

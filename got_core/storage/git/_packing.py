@@ -26,7 +26,7 @@ from pygit2 import GitError
 from got_core.errors import CorruptRepositoryError
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.git._staging import _Staging
-from got_core.storage.packs import pack_index_ids, write_pack_named
+from got_core.storage.packs import TYPE_CODES, assemble_pack, install_pack, pack_index_ids, pack_records, records_of
 
 #: Packs tolerated before the small ones are merged.
 MAX_PACKS = 16
@@ -99,10 +99,9 @@ class _Packing(_Staging):
                 if not entry.name.endswith(".idx") or not entry.name.startswith("pack-"):
                     continue
                 idx = Path(entry.path)
-                pack = idx.with_suffix(".pack")
                 if any(idx.with_suffix(s).exists() for s in (".keep", ".promisor")):
                     continue  # git's markers: leave these packs alone
-                if pack.stat().st_size > MERGE_LIMIT_BYTES:
+                if idx.with_suffix(".pack").stat().st_size > MERGE_LIMIT_BYTES:
                     continue
                 packs.append((_weight(idx), idx))
         except OSError:
@@ -117,17 +116,21 @@ class _Packing(_Staging):
         if split < 2:
             return 0
         chosen = [idx for _, idx in packs[:split]]
-        objects: dict[str, tuple[str, bytes]] = {}
+        records: dict[bytes, bytes] = {}
         try:
             for idx in chosen:
-                for oid in pack_index_ids(idx):
-                    if oid not in objects:
-                        objects[oid] = self._raw_read(oid)
+                copied = pack_records(idx)  # our packs: entries copied as they are, no inflating
+                if copied is None:
+                    whole = [self._raw_read(oid) for oid in pack_index_ids(idx)]
+                    if any(kind not in TYPE_CODES for kind, _ in whole):
+                        return 0  # annotated tags are not packed here: `got gc` folds such packs
+                    copied = records_of(whole)
+                for digest, record in copied.items():
+                    records.setdefault(digest, record)
         except (CorruptRepositoryError, OSError, GitError):
             return 0  # a pack vanished or is damaged: leave it to `got gc`
-        if any(kind not in ("commit", "tree", "blob") for kind, _ in objects.values()):
-            return 0  # annotated tags are not packed here: `got gc` folds such packs
-        name, _ids = write_pack_named(self.gitdir, list(objects.values()), fsync=fsync_enabled())
+        pack, index = assemble_pack(records)
+        name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         merged = 0
         for idx in chosen:
             if idx.name == f"pack-{name}.idx":
