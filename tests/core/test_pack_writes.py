@@ -283,3 +283,17 @@ def test_a_move_s_pack_is_fsynced_exactly_when_asked(tmp_path: Path, durable: bo
     files, folder = map(int, out.split())
     assert (files, folder >= 1) == ((2, True) if durable else (0, False))  # the pack, its index, the directory
     assert fsck_clean(tmp_path / "r.git")[0] and pack_count(tmp_path / "r.git") == 1
+
+
+def test_gc_finds_deltas_between_objects_written_as_packs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def written(name: str) -> int:
+        repo = ReasoningRepo.init(tmp_path / name)
+        for i in range(150):
+            repo.commit_node(Node(f"thought {i} about the same long problem statement " * 4, scores={"s": i / 150}))
+        repo.maintenance()
+        return int(git(repo.gitdir, "count-objects", "-v").split("size-pack: ")[1].split()[0])
+
+    packed = written("packed.git")
+    monkeypatch.setenv("GOT_PACK_WRITES", "0")
+    loose = written("loose.git")
+    assert packed <= loose * 1.2  # whole objects in one pack are not left without deltas

@@ -294,7 +294,13 @@ class _Objects(_Staging):
         node = tree
         parts = check_path(path)
         for i, part in enumerate(parts):
-            found = tree_entries_of(*self._raw_read(node), node).get(part.encode("utf-8"))
+            entries = self._parsed.get(node)
+            if entries is None:
+                entries = tree_entries_of(*self._raw_read(node), node)
+                if len(self._parsed) >= 32:
+                    self._parsed.pop(next(iter(self._parsed)))
+                self._parsed[node] = entries  # a tree never changes: a notes write asks it two or three paths
+            found = entries.get(part.encode("utf-8"))
             if found is None:
                 return None
             mode, node = found

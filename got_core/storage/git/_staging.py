@@ -57,6 +57,7 @@ class _Staging(_Handle):
     _staged_bytes: int
     _staging: int  # depth of nested staged_writes scopes
     _recent: dict[str, tuple[str, bytes]]  # trees and commits of the last flushes
+    _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
     _sha1: bool
     _packs_written: int
 
