@@ -125,7 +125,7 @@ class _Objects(_Staging):
                 ids[path] = str(value)
             else:
                 ids[path] = self.write_blob(value)
-        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids)
+        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids, self._built)
         for kind, data in trees:
             self._stage(kind, data)
         if root is None:

@@ -58,6 +58,7 @@ class _Staging(_Handle):
     _staging: int  # depth of nested staged_writes scopes
     _recent: dict[str, tuple[str, bytes]]  # trees and commits of the last flushes
     _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
+    _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of large trees built lately
     _sha1: bool
     _packs_written: int
 
