@@ -132,7 +132,7 @@ class _Commits(_Staging):
         (``commit``, ``tree``, ``blob``). Open a fresh :class:`GitRepo` to check what is
         on disk now: libgit2 caches objects it has read.
         """
-        found = self._in_memory(oid)
+        found = self._staged.get(oid)  # staged only: what is on disk is the question, never a copy
         if found is not None:
             return check_object(oid, found[0], found[1], expected)
         try:

@@ -32,8 +32,9 @@ from got_core.storage.git._handle import _Handle
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.packs import JOINED, object_id, write_pack_named
 
-#: Objects of the last flushes kept in memory (trees and commits: the next write's base).
-_RECENT_MAX = 256
+#: Objects of the last flushes kept in memory (the next write's base, the next read).
+_RECENT_MAX = 512
+_RECENT_MAX_BYTES = 4 << 20
 #: Staging stops (the objects are flushed) once this many bytes are in memory.
 _STAGED_MAX_BYTES = 64 << 20
 
@@ -56,7 +57,8 @@ class _Staging(_Handle):
     _staged: dict[str, tuple[str, bytes]]  # id -> (kind, content), in write order
     _staged_bytes: int
     _staging: int  # depth of nested staged_writes scopes
-    _recent: dict[str, tuple[str, bytes]]  # trees and commits of the last flushes
+    _recent: dict[str, tuple[str, bytes]]  # objects of the last flushes (on disk)
+    _recent_bytes: int
     _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
     _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of large trees built lately
     _sha1: bool
@@ -146,11 +148,16 @@ class _Staging(_Handle):
         objects = list(self._staged.values())
         write_pack_named(self.gitdir, objects, fsync=fsync_enabled())  # not write_pack: that would join us
         self._packs_written += 1
-        if len(self._recent) + len(objects) > _RECENT_MAX:
+        # what a move wrote is what the next reads and the next move's builder ask for (its
+        # base trees, a checkpoint read right after its put): answered from memory, libgit2
+        # would first miss the new pack and re-list objects/pack
+        size = sum(len(data) for _kind, data in objects)
+        if len(self._recent) + len(objects) > _RECENT_MAX or self._recent_bytes + size > _RECENT_MAX_BYTES:
             self._recent.clear()
-        for oid, (kind, data) in self._staged.items():
-            if kind != "blob":
-                self._recent[oid] = (kind, data)
+            self._recent_bytes = 0
+        if size <= _RECENT_MAX_BYTES:
+            self._recent.update(self._staged)
+            self._recent_bytes += size
         self._staged.clear()
         self._staged_bytes = 0
 
