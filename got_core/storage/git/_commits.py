@@ -136,7 +136,7 @@ class _Commits(_Staging):
         if found is not None:
             return check_object(oid, found[0], found[1], expected)
         try:
-            kind, data = self._r.odb.read(oid)
+            kind, data = self._odb_read(oid)
         except KeyError:
             return "is missing", None
         except (GitError, ValueError, OSError) as exc:
@@ -166,7 +166,7 @@ class _Commits(_Staging):
             if found is not None and found[0] == "commit":
                 return rev
             try:
-                obj = self._r.get(rev)
+                obj = self._lookup(rev)
             except (GitError, ValueError):
                 obj = None
             if obj is not None and obj.type == pygit2.GIT_OBJECT_COMMIT:
@@ -283,7 +283,7 @@ class _Commits(_Staging):
             kind, data = (pygit2.GIT_OBJECT_TREE if staged[0] == "tree" else pygit2.GIT_OBJECT_BLOB), staged[1]
         else:
             try:
-                kind, data = self._r.odb.read(tree)
+                kind, data = self._odb_read(tree)
             except (GitError, ValueError, KeyError) as exc:
                 raise CorruptRepositoryError(f"tree {tree} cannot be read: {exc}; run `got fsck`") from None
         if kind != pygit2.GIT_OBJECT_TREE:

@@ -58,9 +58,28 @@ class _Handle:
     _trees: dict[str, str]
     _entries: dict[str, frozenset[bytes]]  # raw entries of trees compared lately
 
+    # A miss is asked twice: libgit2 re-lists objects/pack on a miss, and a pack it listed
+    # can be merged away (storage/git/_packing.py) before it opens it; the merged pack was
+    # written first, so the second ask (which re-lists again) finds the object there.
+    def _lookup(self, oid: str) -> pygit2.Object | None:
+        obj = self._r.get(oid)
+        return obj if obj is not None else self._r.get(oid)
+
+    def _odb_read(self, oid: str) -> tuple[int, bytes]:
+        try:
+            return self._r.odb.read(oid)
+        except KeyError:
+            return self._r.odb.read(oid)
+
+    def _odb_header(self, oid: str) -> tuple[int, int]:
+        try:
+            return self._r.odb.read_header(oid)
+        except KeyError:
+            return self._r.odb.read_header(oid)
+
     def _get(self, oid: str) -> pygit2.Object:
         try:
-            obj = self._r.get(oid)
+            obj = self._lookup(oid)
         except (GitError, ValueError) as exc:
             raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
         if obj is None:

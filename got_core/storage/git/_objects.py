@@ -79,7 +79,7 @@ class _Objects(_Staging):
         if oid in self._staged:
             return True
         try:
-            return oid in self._r
+            return oid in self._r or oid in self._r  # asked twice: see _Handle._lookup
         except (GitError, ValueError):
             return False
 
@@ -89,7 +89,7 @@ class _Objects(_Staging):
         if found is not None:
             return found[0] == "tree"
         try:
-            obj = self._r.get(oid)
+            obj = self._lookup(oid)
         except (GitError, ValueError, TypeError):
             return False
         return obj is not None and obj.type == pygit2.GIT_OBJECT_TREE
@@ -254,7 +254,7 @@ class _Objects(_Staging):
                 raise CorruptRepositoryError(f"object {oid} is not a blob; run `got fsck`")
             return len(found[1])
         try:
-            kind, size = self._r.odb.read_header(oid)
+            kind, size = self._odb_header(oid)
         except (GitError, ValueError, KeyError) as exc:
             raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
         if kind != pygit2.GIT_OBJECT_BLOB:

@@ -22,7 +22,7 @@ class _Raw(_Staging):
         if found is not None:
             return found
         try:
-            kind, data = self._r.odb.read(oid)
+            kind, data = self._odb_read(oid)
         except (GitError, ValueError, KeyError) as exc:
             raise CorruptRepositoryError(f"object {oid} cannot be read from {self.gitdir}: {exc}") from None
         return _TYPE_NAMES.get(int(kind), "unknown"), data
@@ -33,7 +33,7 @@ class _Raw(_Staging):
         if found is not None:
             return found[0], len(found[1])
         try:
-            kind, size = self._r.odb.read_header(oid)
+            kind, size = self._odb_header(oid)
         except (GitError, ValueError, KeyError):
             return None
         return _TYPE_NAMES.get(int(kind), "unknown"), int(size)

@@ -63,7 +63,7 @@ class _Refs(_Staging):
             return oid
         self._flush_for_libgit2()
         try:
-            obj = self._r.get(oid)
+            obj = self._lookup(oid)
             return None if obj is None else str(obj.peel(pygit2.Commit).id)
         except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
             return None

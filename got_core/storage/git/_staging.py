@@ -125,7 +125,7 @@ class _Staging(_Handle):
         if found is not None:
             return found
         try:
-            kind, data = self._r.odb.read(oid)
+            kind, data = self._odb_read(oid)
         except (pygit2.GitError, ValueError, KeyError) as exc:
             raise CorruptRepositoryError(
                 f"object {oid} cannot be read from {self.gitdir}: {exc}; run `got fsck`"
