@@ -43,8 +43,9 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-from got_core.storage.git import GitRepo
+from got_core.storage.git import CommitData, GitRepo
 from got_core.storage.index_query import MAX_FTS_PHRASE, CommitRow, IndexQueries, RankedRow, register_functions
 from got_core.storage.index_write import MAX_INDEXED_BLOB, Changes, IndexWriter
 from got_core.storage.refscan import (
@@ -63,6 +64,8 @@ from got_core.storage.refscan import (
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
 SCHEMA_VERSION = "8"
+
+_T = TypeVar("_T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -118,6 +121,18 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
+#: Objects of our own writes kept for the next syncs (see DerivedIndex.note_objects).
+_KNOWN_LIMIT = 512
+
+
+def _remember(cache: dict[str, _T], key: str, value: _T) -> None:
+    """Keep ``value`` under ``key``, dropping the oldest entry once the cache is full."""
+    cache.pop(key, None)
+    if len(cache) >= _KNOWN_LIMIT:
+        del cache[next(iter(cache))]
+    cache[key] = value
+
+
 def _loose_limit(total_refs: int) -> int:
     """Loose refs one directory may hold before a writing process packs refs.
 
@@ -159,6 +174,10 @@ class DerivedIndex(IndexWriter, IndexQueries):
         self._pending_lock = threading.Lock()
         # notes commits this process wrote: commit -> (parent, {path: blob or None})
         self._notes_hints: dict[str, tuple[str | None, dict[str, str | None]]] = {}
+        # commits and note blobs this process wrote, by id (content-addressed, so true for
+        # good): a sync after our own write applies it without reading git (index_write)
+        self._known_commits: dict[str, CommitData] = {}
+        self._known_blobs: dict[str, bytes] = {}
         # the lines of packed-refs the index reflects, and the stamp they were read at
         self._packed: tuple[Stamp, frozenset[bytes]] | None = None
         self._clock_probe = self.path.parent / "index.clock"
@@ -234,6 +253,21 @@ class DerivedIndex(IndexWriter, IndexQueries):
             if len(self._notes_hints) >= 256:
                 self._notes_hints.clear()
             self._notes_hints[commit] = (parent, dict(changes))
+
+    def note_objects(self, commits: Iterable[CommitData] = (), blobs: Mapping[str, bytes] | None = None) -> None:
+        """Hear of objects this process wrote (commits, and blobs by id -> content).
+
+        An object's id names its content, so what is heard stays true; the sync that
+        applies a ref moved to one of these commits (or a note held in one of these
+        blobs) reads nothing from git for it. At most :data:`_KNOWN_LIMIT` of each are
+        kept (the oldest go first); an object not kept is read from git as before.
+        """
+        with self._pending_lock:
+            for c in commits:
+                _remember(self._known_commits, c.oid, c)
+            for oid, data in (blobs or {}).items():
+                if len(data) <= MAX_INDEXED_BLOB:
+                    _remember(self._known_blobs, oid, bytes(data))
 
     def sync(self) -> None:
         """Bring the index up to date with the repository (cheap when nothing moved)."""
