@@ -60,6 +60,7 @@ from got_core.storage.refscan import (
     scan,
     stamp_of,
 )
+from got_core.storage.refwatch import open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
@@ -181,6 +182,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
         # the lines of packed-refs the index reflects, and the stamp they were read at
         self._packed: tuple[Stamp, frozenset[bytes]] | None = None
         self._clock_probe = self.path.parent / "index.clock"
+        # inotify watches on the ref directories, so a sync after a write lists none (refwatch)
+        self._watch = open_watch(git.gitdir)
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -316,16 +319,17 @@ class DerivedIndex(IndexWriter, IndexQueries):
         db = self.db
         db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes; the look happens under it
         try:
-            obs, data, _notes_behind = self._state()
+            obs, data, notes_behind = self._state()
             self._adopt(obs, data)
             clock = fs_clock(self._clock_probe)
-            look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock)
+            look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock, self._watch)
             delta, packed = self._delta(look)
             if packed is not None:  # the bytes of packed-refs this sync made the index reflect
                 db.execute("INSERT OR REPLACE INTO meta VALUES('packed_digest', ?)", (packed[2],))
             changes = Changes()
             self._apply(delta, changes)
-            self._sync_notes(changes)
+            if notes_behind or self.notes_ref in delta:
+                self._sync_notes(changes)
             if changes.any:
                 self._tri_batch()
             self._store(look)
@@ -337,6 +341,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
             db.execute("ROLLBACK")
             self._obs_gen = self._data_gen = None  # reload both from the database next time
             self._loose = {}
+            if self._watch is not None:
+                self._watch.reset()  # the events this look read are not in the index
             raise
         self._adopt_look(look, new_obs)
         if packed is not None:
@@ -460,3 +466,5 @@ class DerivedIndex(IndexWriter, IndexQueries):
             except sqlite3.Error:
                 pass  # another process is reading; the log is folded by the last one out
             self.db.close()
+            if self._watch is not None:
+                self._watch.close()

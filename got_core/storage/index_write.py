@@ -46,6 +46,7 @@ class Changes:
         self.commits: list[int] = []  # times of commits added to the index
         self.members: dict[str, list[int]] = {}  # ref -> times of commits it now reaches
         self.shrunk: set[str] = set()  # refs that lost memberships
+        self.added: set[str] = set()  # commits added to the index
         self.any = False
 
 
@@ -108,7 +109,7 @@ class IndexWriter:
                 db.execute("DELETE FROM tags WHERE name=?", (short,))
             else:
                 db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
-                if self._commit_row(target) is None:
+                if target not in changes.added and self._commit_row(target) is None:
                     missing.append(target)
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
@@ -156,6 +157,7 @@ class IndexWriter:
         if crow is None:
             crow = self._add_commit(commit)
             changes.commits.append(commit.time)
+            changes.added.add(tip)
         self.db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (name, crow))
         changes.members.setdefault(name, []).append(commit.time)
         return True
@@ -262,6 +264,7 @@ class IndexWriter:
                 if crow is None:
                     crow = self._add_commit(c)
                     changes.commits.append(c.time)
+                    changes.added.add(c.oid)
                 elif ref is None:
                     continue
                 if ref is not None and reached is not None:
