@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.core.test_index_sync import agrees_with_fresh_index, node, stock
 
 from got_core import ReasoningRepo
 from got_core.storage import refscan
 from got_core.storage.refwatch import open_watch
+from tests.core.test_index_sync import agrees_with_fresh_index, node, stock
 
 
 def _watched(path: Path) -> ReasoningRepo:
