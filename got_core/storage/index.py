@@ -9,8 +9,12 @@ once, and cheaply:
   and of the loose ref files in the directories that changed (the "racy git" rule
   included). When nothing moved, a sync is one SQLite read and one ``lstat`` per ref
   directory. The observation is stored in the index, so a new process starts from it;
+* on Linux, inotify watches on the ref directories (:mod:`got_core.storage.refwatch`)
+  say which entries of a changed directory changed, so it is not listed again;
 * this process's own ref moves are reported by the ref-transaction primitive
-  (:meth:`note_moves`) and are candidates whatever the stamps say;
+  (:meth:`note_moves`) and are candidates whatever the stamps say; the commits and note
+  blobs it wrote are handed over too (:meth:`note_objects`), so applying our own write
+  reads nothing from git;
 * after ``packed-refs`` changed, its lines are compared with the ones read last time
   (kept in memory); a process that has none lists every ref once;
 * only the candidates' values are read and compared with the values the index last

@@ -31,7 +31,10 @@ and size in every stamp. Our own writes are reported too (:meth:`Scanner.scan`'s
 A write of our own cannot be folded into the stored observation without listing its
 directory again: the mtime it leaves behind hides any other writer's change in the same
 directory made since the last look. The directories a write touches are listed again
-(only those, and only their loose refs, which packing keeps few).
+(only those, and only their loose refs, which packing keeps few), unless a
+:class:`~got_core.storage.refwatch.RefWatch` has watched the directory since before the
+previous look: then the kernel's events name the entries that changed, and only those
+are looked at.
 """
 
 from __future__ import annotations

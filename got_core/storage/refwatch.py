@@ -36,6 +36,7 @@ import errno
 import os
 import struct
 import sys
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -137,6 +138,14 @@ def open_watch(gitdir: Path) -> RefWatch | None:
     return RefWatch(gitdir, lib, fd)
 
 
+def _close_fd(fd: int, pid: int) -> None:
+    if os.getpid() == pid:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # closed already
+
+
 class RefWatch:
     """inotify watches on the directories under ``refs/`` (see the module docstring).
 
@@ -152,6 +161,8 @@ class RefWatch:
         self._dirs: dict[str, int] = {}
         self._last: dict[str, set[str]] = {}  # names the previous read reported, per directory
         self._dropped: set[int] = set()  # watches removed on purpose: their last events are expected
+        # an index dropped without close() must not keep an inotify instance (128 per user by default)
+        self._finalizer = weakref.finalize(self, _close_fd, fd, self._pid)
 
     def usable(self) -> bool:
         """False in a forked child (the descriptor is the parent's) or after :meth:`close`."""
@@ -251,8 +262,7 @@ class RefWatch:
 
     def close(self) -> None:
         """Close the descriptor (in the process that opened it)."""
-        if self.usable():
-            os.close(self._fd)
+        self._finalizer()
         self._fd = -1
         self._wd.clear()
         self._dirs.clear()
