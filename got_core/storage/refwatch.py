@@ -30,8 +30,6 @@ directories as before.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -39,6 +37,10 @@ import sys
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ctypes
 
 __all__ = ["RefWatch", "open_watch"]
 
@@ -82,8 +84,15 @@ MAX_WATCHES = 4096
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # only where watches are used: not on `import got_core`
+
     try:
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        try:
+            lib = ctypes.CDLL("libc.so.6", use_errno=True)  # glibc; find_library runs ldconfig, slow
+        except OSError:
+            import ctypes.util
+
+            lib = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         lib.inotify_init1.argtypes = [ctypes.c_int]
         lib.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         lib.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
