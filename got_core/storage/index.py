@@ -64,7 +64,7 @@ from got_core.storage.refscan import (
     scan,
     stamp_of,
 )
-from got_core.storage.refwatch import open_watch
+from got_core.storage.refwatch import RefWatch, open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
@@ -186,8 +186,11 @@ class DerivedIndex(IndexWriter, IndexQueries):
         # the lines of packed-refs the index reflects, and the stamp they were read at
         self._packed: tuple[Stamp, frozenset[bytes]] | None = None
         self._clock_probe = self.path.parent / "index.clock"
-        # inotify watches on the ref directories, so a sync after a write lists none (refwatch)
-        self._watch = open_watch(git.gitdir)
+        # inotify watches on the ref directories, so a sync after a write lists none (refwatch);
+        # opened at the first sync after a write of this process (a reader never pays for it;
+        # GOT_REF_WATCH=always opens it at the first sync, =0 never)
+        self._watch: RefWatch | None = None
+        self._watch_tried = False
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -325,6 +328,9 @@ class DerivedIndex(IndexWriter, IndexQueries):
         try:
             obs, data, notes_behind = self._state()
             self._adopt(obs, data)
+            if not self._watch_tried and (pending or os.environ.get("GOT_REF_WATCH") == "always"):
+                self._watch_tried = True
+                self._watch = open_watch(self.git.gitdir)
             clock = fs_clock(self._clock_probe)
             look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock, self._watch)
             delta, packed = self._delta(look)

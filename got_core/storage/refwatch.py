@@ -25,7 +25,9 @@ What makes that safe:
 
 Anywhere this cannot hold (not Linux, no ``inotify_init1``, no watches left, a remote
 file system, ``GOT_REF_WATCH=0``), :func:`open_watch` returns None and the scan lists
-directories as before.
+directories as before. The derived index opens its watch at the first sync after a write
+of its own process (a process that only reads keeps the first query's cost low: loading
+``ctypes`` takes milliseconds); ``GOT_REF_WATCH=always`` opens it at the first sync.
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ def _watched(path: Path) -> ReasoningRepo:
     repo = ReasoningRepo.init(path)
     for i in range(6):
         repo.commit_node(node(f"alpha history {i}", i / 10))
-    repo.grep("alpha")  # opens the index (and its watches)
-    index = repo._index
-    assert index is not None and index._watch is not None, "inotify is available on Linux's local file systems"
-    repo.grep("alpha")  # the look after the first one: its directories are watched since before it
+    repo.grep("alpha")  # opens the index
+    assert repo._index is not None and repo._index._watch is None, "a process that only read opens no watch"
+    repo.commit_node(node("alpha opening", 0.1))
+    repo.grep("alpha")  # the first sync after a write of ours opens the watches
+    assert repo._index._watch is not None, "inotify is available on Linux's local file systems"
+    repo.grep("alpha")  # the look after that one: its directories are watched since before it
     return repo
 
 
