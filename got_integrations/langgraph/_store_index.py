@@ -24,12 +24,16 @@ never in a tracked tree), and can be deleted at any time.
   trusted (the clock may not have ticked between two writes), as git itself does. Each
   batch reads inside one SQLite read snapshot, kept open across batches (up to
   :data:`READ_HOLD`) while the stamp holds, so a steady-state read is one statement.
+* **Own writes, held.** The rows of this process's latest small commits stay in memory
+  (:mod:`got_integrations.langgraph._store_pending`) until a read needs them in the file;
+  gets answer from them first. Several puts then cost one index transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -38,11 +42,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from got_core.errors import CorruptRepositoryError, StorageError
+from got_core.errors import CorruptRepositoryError, GotError, StorageError
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
+from got_integrations.langgraph._store_pending import DEFER_ROWS, PendingRows
 
 __all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
+
+logger = logging.getLogger("got_integrations.langgraph.store")
 
 SCHEMA = "got-store-index/1"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
@@ -156,6 +163,7 @@ class ItemIndex:
         self._stamp_seen: tuple | None = None  # the ref's stamp when the index was last found at its tip
         self._tip: str | None = None  # the tip this connection last saw in the index
         self._reading: float | None = None  # when the read snapshot now open began
+        self._pending = PendingRows()  # our latest commits' rows, not yet in the file
         self.db = self._connect(self.path)
 
     # ------------------------------------------------------------------ the file
@@ -206,7 +214,8 @@ class ItemIndex:
         self._tip = None
 
     def close(self) -> None:
-        """Close the SQLite connection."""
+        """Write the held rows and close the SQLite connection."""
+        self._flush_quietly()
         try:
             self._end_read()
             self.db.close()
@@ -238,7 +247,7 @@ class ItemIndex:
             return None
         return ("packed", st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def fresh(self) -> str | None:
+    def fresh(self, *, held_rows: bool = False) -> str | None:
         """Bring the index to the ref's current tip and open a read snapshot of it.
 
         Returns the tip the snapshot holds: every read until the next call (or write)
@@ -248,17 +257,25 @@ class ItemIndex:
         does (syncs follow the ref, and a writer's own update comes after its ref move,
         which changes the file), so no statement is needed to know it is current.
 
+        Args:
+            held_rows: the caller reads only with :meth:`get` and :meth:`rows_at`, which
+                answer from this process's held rows first: while the ref is still at the
+                last commit they hold, they stay held (otherwise they are written first).
+
         Raises:
             CorruptRepositoryError: see :meth:`sync`.
         """
+        pending = self._pending
+        if pending and not held_rows:
+            self._flush_quietly()
         stamp = self._stamp()
         if stamp is not None and stamp == self._stamp_seen:
             if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
-                return self._tip
+                return pending.tip if pending else self._tip
             self._end_read()
             self._begin_read()
             if self._meta_tip() == self._tip:
-                return self._tip
+                return pending.tip if pending else self._tip
         for _ in range(1000):
             self._end_read()
             # read after the stamp: a move in between only costs a re-read. The ref's direct
@@ -267,6 +284,13 @@ class ItemIndex:
             target = self.repo.git.ref_target(self.ref)
             self._begin_read()
             held = self._meta_tip()
+            if pending:
+                if target == pending.tip and pending.covers(held):  # the file's rows plus ours: the tip
+                    self._tip, self._stamp_seen = held, stamp
+                    return pending.tip
+                self._end_read()
+                self._flush_quietly()  # another writer moved the ref: ours go in first, then catch up
+                continue
             if held is not None and target == held:  # the snapshot holds the ref's tip
                 self._tip, self._stamp_seen = held, stamp
                 return held
@@ -310,6 +334,7 @@ class ItemIndex:
             CorruptRepositoryError: an item file that is not what the store writes (the
                 index is left as it was, so every query keeps reporting it).
         """
+        self._flush()
         self._tip = self._meta_tip()
         if self._tip == tip:
             return tip
@@ -323,6 +348,7 @@ class ItemIndex:
 
     def rebuild(self) -> None:
         """Drop every row and index the ref's tree again."""
+        self._pending.clear()
         with self._write():
             self._reset(self.db)
             tip = self.repo.tip(self.ref)
@@ -352,12 +378,38 @@ class ItemIndex:
                 upserts.append(self.row_of(path, new))
         self._apply(upserts, deletes)
 
-    def apply_own(self, parent: str | None, commit: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
-        """Record a commit this process just published on ``parent``: its rows are known.
+    def apply_own(
+        self, parent: str | None, commit: str, upserts: Sequence[Row], deleted: Sequence[Row], *, hold: bool = False
+    ) -> None:
+        """Record a commit this process just published on ``parent``: its new rows and the
+        rows it deleted are known.
 
-        When the index is not at ``parent`` (another writer came between), it is caught
-        up from git instead.
+        With ``hold``, a small commit's rows stay in memory (``_store_pending``) until a
+        read needs them in the file; otherwise they are written now, with any held before.
+        When the index is not at ``parent`` (another writer came between), it is caught up
+        from git instead.
         """
+        pending = self._pending
+        if not pending.extends(parent):  # another writer came between: ours first
+            self._flush()
+        pending.add(parent, commit, upserts, deleted)
+        if not hold or len(upserts) + len(deleted) >= DEFER_ROWS or pending.full():
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the held rows into the file (one transaction)."""
+        if self._pending:
+            self._record(*self._pending.take())
+
+    def _flush_quietly(self) -> None:
+        """:meth:`_flush`, where a failure only means the next sync catches up from git."""
+        try:
+            self._flush()
+        except (GotError, sqlite3.Error) as exc:
+            logger.warning("GitStore index did not record this process's writes (%s); it catches up from git", exc)
+
+    def _record(self, parent: str | None, commit: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        """Bring the index from ``parent`` to ``commit``, whose changed rows are given."""
         with self._write():
             stored = self._meta_tip()
             if stored == commit:
@@ -425,6 +477,7 @@ class ItemIndex:
         the items :meth:`expired` listed at ``now_us`` (the index at ``parent`` is the one
         that listed them), so one statement deletes their rows.
         """
+        self._flush()
         with self._write():
             stored = self._meta_tip()
             if stored == commit:
@@ -465,15 +518,29 @@ class ItemIndex:
             db.executemany("DELETE FROM spaces WHERE ns=? AND n <= 0", shrunk)
 
     # ------------------------------------------------------------------ queries
+    def _settle(self) -> None:
+        """Held rows into the file before a query only the file answers (callers ask
+        :meth:`fresh` without ``held_rows`` first, so this is a safety net)."""
+        if self._pending:
+            self._flush_quietly()
+
     def get(self, ns: bytes, key: bytes) -> Row | None:
-        """The row of one item, or None."""
+        """The row of one item, or None (this process's held rows first)."""
+        if self._pending:
+            held = self._pending.by_key
+            if (ns, key) in held:
+                return held[(ns, key)]
         row = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
         return Row(*row) if row else None
 
     def rows_at(self, paths: Iterable[str]) -> dict[str, Row]:
-        """The rows of the item files at ``paths`` (absent ones left out)."""
+        """The rows of the item files at ``paths`` (absent ones left out; held rows first)."""
         paths = list(paths)
         out: dict[str, Row] = {}
+        if self._pending:
+            held = self._pending.by_path
+            out = {p: r for p in paths if (r := held.get(p)) is not None}
+            paths = [p for p in paths if p not in held]
         for i in range(0, len(paths), _CHUNK):
             part = paths[i : i + _CHUNK]
             marks = ",".join("?" * len(part))
@@ -483,6 +550,7 @@ class ItemIndex:
 
     def count(self, prefix: bytes | None) -> int:
         """Items under a namespace prefix (None: all), live or not."""
+        self._settle()
         if prefix is None:
             row = self.db.execute("SELECT v FROM meta WHERE k='total'").fetchone()
             return int(row[0]) if row else 0
@@ -505,6 +573,7 @@ class ItemIndex:
         ``want`` (how many rows the caller expects to keep) picks the plan: walking the
         recency index until enough rows matched, or reading the prefix's range and sorting.
         """
+        self._settle()
         clauses: list[str] = [_LIVE, *where]
         args: list[Any] = [now_us, *params]
         plan = "items_recent"  # newest first over everything: stop once enough rows matched
@@ -532,6 +601,7 @@ class ItemIndex:
 
     def namespaces(self, now_us: int, prefix: bytes | None = None) -> Iterator[bytes]:
         """Namespaces holding a live item, in tuple order, optionally under ``prefix``."""
+        self._settle()
         sql = "SELECT ns FROM spaces WHERE (forever OR max_exp > ?)"
         args: list[Any] = [now_us]
         if prefix is not None:
@@ -542,4 +612,5 @@ class ItemIndex:
 
     def expired(self, now_us: int) -> list[str]:
         """Paths of the items expired at ``now_us`` (from the expiry index)."""
+        self._settle()
         return [p for (p,) in self.db.execute("SELECT path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,))]

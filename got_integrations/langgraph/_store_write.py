@@ -113,8 +113,8 @@ class StoreWritesMixin:
             return
         self._ensure_vectors(embed_texts, embed_docs)  # before the commit: a failed embedding writes nothing
         head = f"store: {summary[0]}" + (f" (+{len(summary) - 1} more)" if len(summary) > 1 else "")
-        deletes = [p for p, v in changes.items() if v is None]
-        self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deletes)
+        deleted = [existing[p] for p, v in changes.items() if v is None]
+        self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deleted)
 
     def _refreshed(self, row: Row, expires: datetime) -> bytes:
         """The item file of ``row`` with a new expiry (from the index when it holds the value)."""
@@ -140,11 +140,12 @@ class StoreWritesMixin:
         changes: dict[str, bytes | None],
         message: str,
         upserts: list[Row],
-        deletes: list[str],
+        deleted: list[Row],
         swept_at: int | None = None,
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given
-        (or, for a TTL sweep at ``swept_at``, from the expiry it swept)."""
+        (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
+        swept). A small commit's rows are held in memory until a read needs them in the file."""
         # many files: one pack of blobs and trees instead of a file each (both check every path and size)
         build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
@@ -153,7 +154,7 @@ class StoreWritesMixin:
             if swept_at is not None:
                 self.index.apply_sweep(parent, commit, swept_at)
             else:
-                self.index.apply_own(parent, commit, upserts, deletes)
+                self.index.apply_own(parent, commit, upserts, deleted, hold=True)
         except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up
             logger.warning("GitStore index did not record commit %s (%s); the next read catches up", commit, exc)
         return commit

@@ -325,7 +325,9 @@ class GitStore(StoreWritesMixin, TTLSweeperMixin, BaseStore):
                     puts.pop(path, None)  # last write wins, in order
                     puts[path] = op
             refresh: dict[str, Row] = {}
-            tip = self.index.fresh()  # one snapshot for every read of the batch
+            # one snapshot for every read of the batch; gets and puts also see the rows of our
+            # latest writes that the index holds in memory, so those need not reach the file
+            tip = self.index.fresh(held_rows=all(isinstance(op, (GetOp, PutOp)) for op in ops))
             results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
             existing = self.index.rows_at(puts) if puts else {}
             if puts or refresh:
