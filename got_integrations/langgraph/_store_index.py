@@ -32,20 +32,18 @@ never in a tracked tree), and can be deleted at any time.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from got_core.errors import CorruptRepositoryError, GotError, StorageError
 from got_core.repo import ReasoningRepo
-from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
 from got_integrations.langgraph._store_pending import DEFER_ROWS, PendingRows
+from got_integrations.langgraph._store_query import CHUNK, INSERT, ItemQueries, Row, prefix_bounds, row_of_doc
 
 __all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
 
@@ -61,7 +59,6 @@ READ_HOLD = 0.5
 MMAP_BYTES = 256 << 20
 #: Above this many changed files a sync recounts the namespaces in one pass.
 _BULK = 2000
-_CHUNK = 500
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
@@ -80,58 +77,13 @@ CREATE TABLE IF NOT EXISTS spaces(
 """
 
 
-class Row(NamedTuple):
-    """One indexed item (``value``: its JSON, readable stores only)."""
-
-    ns: bytes
-    key: bytes
-    path: str
-    blob: str
-    created: str
-    updated: str
-    updated_us: int
-    exp: int | None
-    ttl: float | None
-    idx: str | None
-    value: str | None
-
-
-_COLS = ", ".join(Row._fields)
-_INSERT = f"INSERT OR REPLACE INTO items({_COLS}) VALUES({', '.join('?' * len(Row._fields))})"
-_LIVE = "(exp IS NULL OR exp > ?)"
-
-
-def row_of_doc(doc: dict[str, Any], path: str, blob: str, *, values: bool) -> Row:
-    """The row of an item document (its value only with ``values``: readable stores)."""
-    expires = doc.get("expires_at")
-    ttl = doc.get("ttl")
-    return Row(
-        ns_blob(tuple(doc["namespace"])),
-        key_blob(doc["key"]),
-        path,
-        blob,
-        doc["created_at"],
-        doc["updated_at"],
-        to_us(doc["updated_at"]),
-        to_us(expires) if expires is not None else None,
-        float(ttl) if ttl is not None else None,
-        json.dumps(doc.get("index")),
-        value_json(doc["value"]) if values else None,
-    )
-
-
 def index_path(gitdir: Path, ref: str, mode: str) -> Path:
     """Where the index of ``ref`` lives (one file per ref and per mode)."""
     digest = hashlib.sha256(ref.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return gitdir / "got" / f"store-{digest}-{mode}.sqlite3"
 
 
-def prefix_bounds(prefix: bytes) -> tuple[bytes, bytes]:
-    """``[lo, hi)`` holding exactly the namespaces equal to ``prefix`` or below it."""
-    return prefix, prefix + b"\x01"
-
-
-class ItemIndex:
+class ItemIndex(ItemQueries):
     """The derived index of one store ref (see the module doc).
 
     Args:
@@ -143,6 +95,8 @@ class ItemIndex:
         path: the SQLite file (default :func:`index_path`); in memory when the git
             directory cannot be written.
     """
+
+    _pending: PendingRows
 
     def __init__(
         self,
@@ -455,8 +409,8 @@ class ItemIndex:
         db = self.db
         paths = [r.path for r in upserts] + list(deletes)
         old: dict[str, bytes] = {}
-        for i in range(0, len(paths), _CHUNK):
-            part = paths[i : i + _CHUNK]
+        for i in range(0, len(paths), CHUNK):
+            part = paths[i : i + CHUNK]
             marks = ",".join("?" * len(part))
             old.update(db.execute(f"SELECT path, ns FROM items WHERE path IN ({marks})", part).fetchall())
         delta: dict[bytes, int] = {}
@@ -469,7 +423,7 @@ class ItemIndex:
             else:
                 delta[row.ns] = delta.get(row.ns, 0) + 1
         db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
-        db.executemany(_INSERT, upserts)
+        db.executemany(INSERT, upserts)
         self._recount(delta, set(delta) | {r.ns for r in upserts})
 
     def apply_sweep(self, parent: str | None, commit: str, now_us: int) -> None:
@@ -503,8 +457,8 @@ class ItemIndex:
         # one statement per chunk of namespaces (a bulk batch touches a thousand): each row's
         # count moves by its delta, its expiry summary is two index seeks
         pairs = [(ns, delta.get(ns, 0)) for ns in touched]
-        for i in range(0, len(pairs), _CHUNK):
-            part = pairs[i : i + _CHUNK]
+        for i in range(0, len(pairs), CHUNK):
+            part = pairs[i : i + CHUNK]
             db.execute(
                 f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
                 "INSERT OR REPLACE INTO spaces SELECT d.ns, "
@@ -516,101 +470,3 @@ class ItemIndex:
         shrunk = [(ns,) for ns, d in pairs if d < 0]
         if shrunk:
             db.executemany("DELETE FROM spaces WHERE ns=? AND n <= 0", shrunk)
-
-    # ------------------------------------------------------------------ queries
-    def _settle(self) -> None:
-        """Held rows into the file before a query only the file answers (callers ask
-        :meth:`fresh` without ``held_rows`` first, so this is a safety net)."""
-        if self._pending:
-            self._flush_quietly()
-
-    def get(self, ns: bytes, key: bytes) -> Row | None:
-        """The row of one item, or None (this process's held rows first)."""
-        if self._pending:
-            held = self._pending.by_key
-            if (ns, key) in held:
-                return held[(ns, key)]
-        row = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
-        return Row(*row) if row else None
-
-    def rows_at(self, paths: Iterable[str]) -> dict[str, Row]:
-        """The rows of the item files at ``paths`` (absent ones left out; held rows first)."""
-        paths = list(paths)
-        out: dict[str, Row] = {}
-        if self._pending:
-            held = self._pending.by_path
-            out = {p: r for p in paths if (r := held.get(p)) is not None}
-            paths = [p for p in paths if p not in held]
-        for i in range(0, len(paths), _CHUNK):
-            part = paths[i : i + _CHUNK]
-            marks = ",".join("?" * len(part))
-            for row in self.db.execute(f"SELECT {_COLS} FROM items WHERE path IN ({marks})", part):
-                out[row[2]] = Row(*row)
-        return out
-
-    def count(self, prefix: bytes | None) -> int:
-        """Items under a namespace prefix (None: all), live or not."""
-        self._settle()
-        if prefix is None:
-            row = self.db.execute("SELECT v FROM meta WHERE k='total'").fetchone()
-            return int(row[0]) if row else 0
-        lo, hi = prefix_bounds(prefix)
-        return int(
-            self.db.execute("SELECT coalesce(sum(n), 0) FROM spaces WHERE ns>=? AND ns<?", (lo, hi)).fetchone()[0]
-        )
-
-    def search(
-        self,
-        prefix: bytes | None,
-        now_us: int,
-        where: Sequence[str] = (),
-        params: Sequence[Any] = (),
-        *,
-        want: int | None = None,
-    ) -> Iterator[Row]:
-        """Live rows under ``prefix``, newest first, passing the SQL conditions ``where``.
-
-        ``want`` (how many rows the caller expects to keep) picks the plan: walking the
-        recency index until enough rows matched, or reading the prefix's range and sorting.
-        """
-        self._settle()
-        clauses: list[str] = [_LIVE, *where]
-        args: list[Any] = [now_us, *params]
-        plan = "items_recent"  # newest first over everything: stop once enough rows matched
-        if prefix is not None:
-            lo, hi = prefix_bounds(prefix)
-            spaces = self.db.execute("SELECT ns FROM spaces WHERE ns>=? AND ns<? LIMIT 2", (lo, hi)).fetchall()
-            if not spaces:
-                return
-            if len(spaces) == 1:  # one namespace: its own recency order, no sort
-                clauses.append("ns=?")
-                args.append(spaces[0][0])
-                plan = "items_ns_recent"
-            else:
-                clauses.append("ns>=? AND ns<?")
-                args += [lo, hi]
-                here, total = self.count(prefix), self.count(None)
-                if want is None or here * here <= 8 * want * max(total, 1):
-                    plan = "items_ns_exp"  # a small part of the store: read its range, then sort
-        sql = (
-            f"SELECT {_COLS} FROM items INDEXED BY {plan} WHERE {' AND '.join(clauses)} "
-            "ORDER BY updated_us DESC, ns DESC, key DESC"
-        )
-        for row in self.db.execute(sql, args):
-            yield Row(*row)
-
-    def namespaces(self, now_us: int, prefix: bytes | None = None) -> Iterator[bytes]:
-        """Namespaces holding a live item, in tuple order, optionally under ``prefix``."""
-        self._settle()
-        sql = "SELECT ns FROM spaces WHERE (forever OR max_exp > ?)"
-        args: list[Any] = [now_us]
-        if prefix is not None:
-            sql += " AND ns>=? AND ns<?"
-            args += prefix_bounds(prefix)
-        for (ns,) in self.db.execute(sql + " ORDER BY ns", args):
-            yield ns
-
-    def expired(self, now_us: int) -> list[str]:
-        """Paths of the items expired at ``now_us`` (from the expiry index)."""
-        self._settle()
-        return [p for (p,) in self.db.execute("SELECT path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,))]

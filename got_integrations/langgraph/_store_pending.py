@@ -14,10 +14,8 @@ it does after any other process's write (ARCHITECTURE §5, invariant 2).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from got_integrations.langgraph._store_index import Row
+from got_integrations.langgraph._store_query import Row
 
 __all__ = ["DEFER_ROWS", "MAX_COMMITS", "MAX_ROWS", "PendingRows"]
 

@@ -33,7 +33,7 @@ def _truth(gitdir: Path) -> dict[tuple[tuple[str, ...], str], dict]:
     """(namespace, key) -> value of every item on the store ref, read by the git binary."""
     out = {}
     for entry in filter(None, git(gitdir, "ls-tree", "-r", "-z", "refs/got/store").split("\x00")):
-        meta, path = entry.split("\t", 1)
+        meta, _path = entry.split("\t", 1)
         doc = json.loads(git(gitdir, "cat-file", "blob", meta.split()[2]))
         out[(tuple(doc["namespace"]), doc["key"])] = doc["value"]
     return out
