@@ -9,6 +9,7 @@ rows built here, so nothing is read back (ARCHITECTURE §3: one write).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +22,16 @@ from got_core.errors import GotError, InvalidInputError
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
 from got_integrations.langgraph._store_bulk import BulkWriter
-from got_integrations.langgraph._store_doc import ItemCodec, dump, loads_value, ns_from_blob, to_us, value_json
+from got_integrations.langgraph._store_doc import (
+    ItemCodec,
+    dump,
+    key_blob,
+    loads_value,
+    ns_blob,
+    ns_from_blob,
+    to_us,
+    value_json,
+)
 from got_integrations.langgraph._store_index import ItemIndex, Row
 
 __all__ = ["EmbedDocs", "StoreWritesMixin"]
@@ -43,10 +53,7 @@ class StoreWritesMixin:
     _docs: LRU
     _bulk: BulkWriter
 
-    # the host's row and embedding helpers
-    def _row(self, doc: dict[str, Any], path: str, blob: str) -> Row:  # pragma: no cover - the host defines it
-        raise NotImplementedError
-
+    # the host's embedding helpers
     def _texts(self, doc: dict[str, Any]) -> list[tuple[str, str]]:  # pragma: no cover - the host defines it
         raise NotImplementedError
 
@@ -86,19 +93,40 @@ class StoreWritesMixin:
             old = existing.get(path)
             alive = old is not None and (old.exp is None or old.exp > now_us)
             ttl = op.ttl if op.ttl is not None else None
+            expires = now + timedelta(minutes=float(ttl)) if ttl is not None else None
+            created = old.created if old is not None and alive else now_iso
+            index = op.index if op.index is False or op.index is None else list(op.index)
             doc = {
                 "namespace": list(op.namespace),
                 "key": op.key,
                 "value": dict(op.value),
-                "created_at": old.created if old is not None and alive else now_iso,
+                "created_at": created,
                 "updated_at": now_iso,
                 "ttl": ttl,
-                "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
-                "index": op.index if op.index is False or op.index is None else list(op.index),
+                "expires_at": expires.isoformat() if expires is not None else None,
+                "index": index,
             }
-            data = changes[path] = self._codec.encode(doc)
+            data, text = self._codec.encode_readable(doc)
+            changes[path] = data
             sha = blob_sha(data)
-            upserts.append(self._row(doc, path, sha))
+            # the row ``row_of_doc`` would build from the file, from what is at hand (no re-parsing)
+            if self.readable and text is None:
+                text = value_json(doc["value"])
+            upserts.append(
+                Row(
+                    ns_blob(op.namespace),
+                    key_blob(op.key),
+                    path,
+                    sha,
+                    created,
+                    now_iso,
+                    now_us,
+                    to_us(expires) if expires is not None else None,
+                    float(ttl) if ttl is not None else None,
+                    "null" if index is None else "false" if index is False else json.dumps(index),
+                    text if self.readable else None,
+                )
+            )
             if not self.readable:  # what a reader decoding the file gets back
                 self._docs.put(sha, {**doc, "value": loads_value(value_json(doc["value"]))}, 512)
             embed_texts.extend(t for _, t in self._texts(doc))

@@ -127,3 +127,37 @@ def test_a_killed_process_loses_only_held_rows_and_the_index_catches_up(tmp_path
     assert _file_tip(reopened) != reopened.repo.tip(reopened.ref)  # the killed process wrote no row
     assert reopened.get(("k",), "k9").value == {"i": 9} and reopened.get(("k",), "k3") is None
     assert _answers(reopened) == _truth(gitdir) and len(_truth(gitdir)) == 10
+
+
+def _rows(store: GitStore) -> list[tuple]:
+    store.list_namespaces()  # held rows into the file
+    db = sqlite3.connect(store.index.path)
+    try:
+        return db.execute("SELECT * FROM items ORDER BY path").fetchall()
+    finally:
+        db.close()
+
+
+def test_the_rows_a_write_hands_over_are_the_rows_a_rebuild_reads(tmp_path):
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"r" * 16)
+    now = [datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)]
+    for name, options in (
+        ("plain", {}),
+        ("sealed", {"serde": serde}),
+        ("both", {"serde": JsonPlusSerializer(), "readable": True}),
+    ):
+        store = GitStore(tmp_path / f"{name}.git", clock=lambda: now[0], **options)
+        store.batch(
+            [PutOp(("big", f"n{i % 3}"), f"k{i}", {"i": i, "t": ("a", i)}, index=["i"]) for i in range(70)]
+        )  # a bulk commit (written at once) ...
+        store.put(("ü", "läbel"), "kéy\x00nul", {"text": "ünïcode", "nested": {"x": [1, 2.5, None]}})
+        now[0] += timedelta(seconds=1)
+        store.put(("ttl",), "t", {"v": 1}, ttl=1.5, index=False)  # ... and held ones
+        store.put(("big", "n1"), "k1", {"i": -1})  # an overwrite keeps the creation time
+        store.delete(("big", "n2"), "k2")
+        written = _rows(store)
+        store.reindex()
+        assert written == _rows(store), name
