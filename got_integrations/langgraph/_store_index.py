@@ -49,7 +49,7 @@ __all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bou
 
 logger = logging.getLogger("got_integrations.langgraph.store")
 
-SCHEMA = "got-store-index/1"
+SCHEMA = "got-store-index/2"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
 RACY_NS = 100_000_000
 #: Longest a read snapshot is kept open between calls (an open snapshot keeps SQLite from
@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS items(
     exp INTEGER, ttl REAL, idx TEXT, value TEXT);
 CREATE UNIQUE INDEX IF NOT EXISTS items_nk ON items(ns, key);
 CREATE UNIQUE INDEX IF NOT EXISTS items_path ON items(path);
-CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp);
+CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_exp ON items(exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_recent ON items(updated_us, ns, key);
 CREATE INDEX IF NOT EXISTS items_ns_recent ON items(ns, updated_us, key);
@@ -455,16 +455,18 @@ class ItemIndex(ItemQueries):
             db.execute("INSERT INTO spaces SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns")
             return
         # one statement per chunk of namespaces (a bulk batch touches a thousand): each row's
-        # count moves by its delta, its expiry summary is two index seeks
+        # count moves by its delta; its expiry summary reads only the namespace's items that
+        # expire (the partial index items_ns_exp, which items without a TTL never enter, so
+        # they cost no index write): an item never expires when the count exceeds theirs
         pairs = [(ns, delta.get(ns, 0)) for ns in touched]
         for i in range(0, len(pairs), CHUNK):
             part = pairs[i : i + CHUNK]
             db.execute(
-                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
-                "INSERT OR REPLACE INTO spaces SELECT d.ns, "
-                "coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta, "
-                "EXISTS(SELECT 1 FROM items i WHERE i.ns=d.ns AND i.exp IS NULL), "
-                "(SELECT max(exp) FROM items i WHERE i.ns=d.ns) FROM d",
+                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}), "
+                "c(ns, n) AS (SELECT d.ns, coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta FROM d) "
+                "INSERT OR REPLACE INTO spaces SELECT c.ns, c.n, "
+                "c.n > (SELECT count(*) FROM items i WHERE i.ns=c.ns AND i.exp IS NOT NULL), "
+                "(SELECT max(exp) FROM items i WHERE i.ns=c.ns AND i.exp IS NOT NULL) FROM c",
                 [v for pair in part for v in pair],
             )
         shrunk = [(ns,) for ns, d in pairs if d < 0]

@@ -156,7 +156,7 @@ class ItemQueries:
                 args += [lo, hi]
                 here, total = self.count(prefix), self.count(None)
                 if want is None or here * here <= 8 * want * max(total, 1):
-                    plan = "items_ns_exp"  # a small part of the store: read its range, then sort
+                    plan = "items_nk"  # a small part of the store: read its range, then sort
         sql = (
             f"SELECT {_COLS} FROM items INDEXED BY {plan} WHERE {' AND '.join(clauses)} "
             "ORDER BY updated_us DESC, ns DESC, key DESC"

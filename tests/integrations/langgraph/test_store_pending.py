@@ -161,3 +161,38 @@ def test_the_rows_a_write_hands_over_are_the_rows_a_rebuild_reads(tmp_path):
         written = _rows(store)
         store.reindex()
         assert written == _rows(store), name
+
+
+def test_namespace_summaries_follow_items_with_and_without_ttl(tmp_path):
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(tmp_path / "m.git", clock=lambda: now[0])
+
+    def summaries_agree_with_items() -> None:
+        store.list_namespaces()  # held rows into the file
+        db = sqlite3.connect(store.index.path)
+        try:
+            kept = db.execute("SELECT ns, n, forever, max_exp FROM spaces ORDER BY ns").fetchall()
+            counted = db.execute(
+                "SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns ORDER BY ns"
+            ).fetchall()
+        finally:
+            db.close()
+        assert kept == counted
+
+    store.put(("m",), "short", {"v": 1}, ttl=1.0)
+    store.put(("m",), "kept", {"v": 2})
+    store.batch([PutOp(("bulk", f"b{i % 2}"), f"k{i}", {"i": i}, ttl=1.0 if i % 3 else None) for i in range(80)])
+    summaries_agree_with_items()
+    now[0] += timedelta(minutes=2)
+    assert store.list_namespaces() == [("bulk", "b0"), ("bulk", "b1"), ("m",)]  # each keeps an item without TTL
+    store.delete(("m",), "kept")
+    summaries_agree_with_items()
+    assert store.list_namespaces() == [("bulk", "b0"), ("bulk", "b1")]  # only an expired item is left in m
+    store.put(("m",), "later", {"v": 3}, ttl=5.0)
+    assert ("m",) in store.list_namespaces()
+    assert store.sweep_ttl() == 1 + sum(1 for i in range(80) if i % 3)
+    summaries_agree_with_items()
+    now[0] += timedelta(minutes=10)
+    assert store.list_namespaces() == [("bulk", "b0"), ("bulk", "b1")]
+    store.reindex()
+    summaries_agree_with_items()
