@@ -223,6 +223,17 @@ class ItemIndex(ItemQueries):
         if pending and not held_rows:
             self._flush_quietly()
         stamp = self._stamp()
+        if (
+            pending
+            and self._reading is not None
+            and time.monotonic() - self._reading < READ_HOLD
+            and pending.covers(self._tip)
+            and self.repo.git.ref_target(self.ref) == pending.tip
+        ):
+            # right after our own write: the snapshot still open holds the file at a tip our
+            # held rows cover, and the ref is still at our last commit: no statement needed
+            self._stamp_seen = stamp
+            return pending.tip
         if stamp is not None and stamp == self._stamp_seen:
             if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
                 return pending.tip if pending else self._tip
