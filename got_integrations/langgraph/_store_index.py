@@ -223,6 +223,14 @@ class ItemIndex(ItemQueries):
         if pending and not held_rows:
             self._flush_quietly()
         stamp = self._stamp()
+        if stamp is not None and stamp == self._stamp_seen:
+            if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
+                return pending.tip if pending else self._tip
+            self._end_read()
+            self._begin_read()
+            if self._meta_tip() == self._tip:
+                return pending.tip if pending else self._tip
+            self._end_read()  # the file moved: the snapshot below is not the one self._tip names
         if (
             pending
             and self._reading is not None
@@ -234,13 +242,6 @@ class ItemIndex(ItemQueries):
             # held rows cover, and the ref is still at our last commit: no statement needed
             self._stamp_seen = stamp
             return pending.tip
-        if stamp is not None and stamp == self._stamp_seen:
-            if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
-                return pending.tip if pending else self._tip
-            self._end_read()
-            self._begin_read()
-            if self._meta_tip() == self._tip:
-                return pending.tip if pending else self._tip
         for _ in range(1000):
             self._end_read()
             # read after the stamp: a move in between only costs a re-read. The ref's direct
