@@ -12,6 +12,7 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from gitcli import git
 from langgraph.store.base import GetOp, PutOp
 
@@ -196,3 +197,48 @@ def test_namespace_summaries_follow_items_with_and_without_ttl(tmp_path):
     assert store.list_namespaces() == [("bulk", "b0"), ("bulk", "b1")]
     store.reindex()
     summaries_agree_with_items()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from got_integrations.langgraph import GitStore
+    store = GitStore(sys.argv[1])
+    for i in range(int(sys.argv[2])):
+        store.put(("w", "other"), f"k{i % 5}", {"i": i})
+        if i % 4 == 3:
+            store.delete(("w", "other"), f"k{(i * 3) % 5}")
+    """
+)
+
+
+@pytest.mark.slow
+def test_our_held_puts_racing_another_writer_process_agree_with_git(tmp_path):
+    gitdir = tmp_path / "race.git"
+    store = GitStore(gitdir)
+    store.put(("w", "seed"), "k", {"i": -1})
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(gitdir), "80"])
+    rounds = checked = 0
+    while writer.poll() is None or not checked:
+        store.put(("w", "mine"), f"k{rounds % 6}", {"i": rounds})  # held, on whatever the other wrote
+        rounds += 1
+        before = store.repo.tip(store.ref)
+        mine = {k: store.get(("w", "mine"), k) for k in (f"k{j}" for j in range(6))}
+        theirs = {k: store.get(("w", "other"), k) for k in (f"k{j}" for j in range(5))}
+        if store.repo.tip(store.ref) == before:  # nothing moved during the gets: compare with git
+            truth = _truth_at(gitdir, before)
+            assert {k: i.value for k, i in mine.items() if i} == truth.get(("w", "mine"), {})
+            assert {k: i.value for k, i in theirs.items() if i} == truth.get(("w", "other"), {})
+            checked += 1
+    assert writer.wait() == 0
+    assert _answers(store) == _truth(gitdir) == _answers(GitStore(gitdir))
+
+
+def _truth_at(gitdir: Path, rev: str) -> dict[tuple[str, ...], dict[str, dict]]:
+    """namespace -> key -> value on ``rev``, read by the git binary."""
+    out: dict[tuple[str, ...], dict[str, dict]] = {}
+    for entry in filter(None, git(gitdir, "ls-tree", "-r", "-z", rev).split("\x00")):
+        meta, _path = entry.split("\t", 1)
+        doc = json.loads(git(gitdir, "cat-file", "blob", meta.split()[2]))
+        out.setdefault(tuple(doc["namespace"]), {})[doc["key"]] = doc["value"]
+    return out
