@@ -10,6 +10,9 @@ rotates each round, so disk and CPU noise from other processes hits them alike):
 * ``put``: a new key in a random namespace (one commit / one transaction each);
 * ``get``: a random existing key, in steady state (no write in the last 150 ms);
 * ``get after put``: a get of the key just written (a read right after a write);
+* ``put then search``: a put and a filtered search in its namespace, timed together (GitStore's
+  index holds the rows of its latest small commits in memory and writes them at the first read
+  that needs its file, so this is where that write is paid);
 * ``list_namespaces``: the first 100 namespaces; and with ``prefix`` + ``max_depth=2``;
 * ``search in a namespace`` / ``cross-namespace search``: filtered on value fields, limit 10;
 * ``TTL sweep``: 1% of the store written with a 0.6 s TTL, expired, then swept (5 rounds);
@@ -61,6 +64,7 @@ OPS = [
     "put",
     "get",
     "get after put",
+    "put then search",
     "list_namespaces",
     "list_namespaces prefix+depth",
     "search in a namespace",
@@ -226,9 +230,19 @@ def run_size(size: int, workdir: Path, rounds: int, pg: LocalPostgres | None) ->
         store.put(("memories", f"user{u}"), f"raw{i}", _value(i, u))
         return lambda: store.get(("memories", f"user{u}"), f"raw{i}")
 
+    def put_then_search(store: Any, i: int) -> Callable[[], Any]:
+        u = (i * 104729) % users
+
+        def both() -> Any:
+            store.put(("memories", f"user{u}"), f"ps{i}", _value(i, u))
+            return store.search(("memories", f"user{u}"), filter={"kind": "pref"}, limit=10)
+
+        return both
+
     step("put", rounds, put, steady=False)
     step("get", rounds, get)
     step("get after put", rounds, get_after_put, steady=False)
+    step("put then search", rounds, put_then_search, steady=False)
     step("list_namespaces", rounds, lambda s, i: lambda: s.list_namespaces(limit=100))
     step(
         "list_namespaces prefix+depth",

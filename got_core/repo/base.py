@@ -13,6 +13,7 @@ Every ref move goes through :meth:`RepoBase.update_ref` (the primitive of
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -28,7 +29,7 @@ from got_core.errors import (
 )
 from got_core.names import check_path, encode_component, short_ref
 from got_core.signing import Signer
-from got_core.storage.git import BlobId, GitRepo, enable_fsync
+from got_core.storage.git import BlobId, CommitData, GitRepo, enable_fsync
 from got_core.storage.index import DerivedIndex
 from got_core.storage.refnames import branch_ref, check_ref_name, tag_ref
 from got_core.storage.refs import Keep, Publish, RetryPolicy, update_ref, update_refs
@@ -40,6 +41,7 @@ __all__ = ["DEFAULT_NOTES_REF", "MAX_FILE_BYTES", "Keep", "Publish", "RepoBase"]
 DEFAULT_NOTES_REF = "refs/notes/got"
 #: Largest single file accepted by :meth:`RepoBase.commit_files` (override per repo).
 MAX_FILE_BYTES = 32 * 1024 * 1024
+_FULL_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _MISSING: Any = object()
 
 
@@ -431,15 +433,16 @@ class RepoBase:
     def _new_commit(self, tree: str, parents: Sequence[str], message: str) -> str:
         """:meth:`write_commit` for a tree and parents the caller has just written or
         resolved itself, and a cleaned message (the write path's builders): no re-reads."""
-        return self.git.write_commit(
-            tree,
-            parents,
-            message,
-            self.identity,
-            self.identity,
-            self.clock.now(),
-            self.signer.sign if self.signer else None,
+        when = self.clock.now()
+        oid = self.git.write_commit(
+            tree, parents, message, self.identity, self.identity, when, self.signer.sign if self.signer else None
         )
+        index = self._index
+        if index is not None and all(_FULL_OID.fullmatch(p) for p in parents):
+            # the sync after a ref moves here indexes the commit from this, not from git
+            name, email = self.identity.name, self.identity.email
+            index.note_objects([CommitData(oid, tree, tuple(parents), message, name, email, int(when[0]))])
+        return oid
 
     # ------------------------------------------------------------------ reading files
     def read_file(self, rev: str, path: str) -> bytes:
@@ -548,6 +551,13 @@ class RepoBase:
         index = self._index
         if index is not None and ref == index.notes_ref:
             index.note_notes_commit(commit, parent, changes)
+
+    def _blobs_written(self, bodies: Mapping[str, bytes]) -> None:
+        """Blobs this repository wrote (id -> content), e.g. notes: the index reads a note it
+        applies from here rather than from git."""
+        index = self._index
+        if index is not None:
+            index.note_objects(blobs=bodies)
 
     def _idx(self) -> DerivedIndex:
         """The derived index, synced with git (call it once per query, and query the result)."""

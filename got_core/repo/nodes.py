@@ -106,7 +106,10 @@ def commit_node(
         )
         scores_blob = files["scores.json"]
         if not isinstance(scores_blob, BlobId) and scores_blob is not None:
-            scores_blob = files["scores.json"] = BlobId(git.write_blob(scores_blob))  # the note reuses it
+            data = scores_blob
+            scores_blob = files["scores.json"] = BlobId(git.write_blob(data))  # the note reuses it
+            if notes_ref is not None:
+                repo._blobs_written({scores_blob: data})  # so the index reads the note from here
         message = clean_text(node_message(node, node_id, thought), "commit message")
         oid = repo._new_commit(git.build_tree(None, files), these, message)
         answer: dict[str, str | None] = {ref_name: oid}

@@ -110,8 +110,15 @@ def notes_commit(
     git = repo.git
     base = git.commit_tree(tip) if tip else None
     changes: dict[str, BlobId | None] = {}
+    bodies: dict[str, bytes] = {}
     for oid, data in payload.items():
-        changes[f"{oid[:2]}/{oid[2:]}"] = data if isinstance(data, BlobId) else BlobId(git.write_blob(data))
+        if isinstance(data, BlobId):
+            changes[f"{oid[:2]}/{oid[2:]}"] = data
+        else:
+            written = BlobId(git.write_blob(data))
+            changes[f"{oid[:2]}/{oid[2:]}"] = written
+            bodies[written] = data
+    repo._blobs_written(bodies)  # the index reads these notes from here once the ref moves
     if base is not None:  # notes stock git wrote flat or at another fan-out depth
         others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
         for path, blob in git.tree_entries(base, others).items():

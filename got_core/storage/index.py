@@ -9,8 +9,12 @@ once, and cheaply:
   and of the loose ref files in the directories that changed (the "racy git" rule
   included). When nothing moved, a sync is one SQLite read and one ``lstat`` per ref
   directory. The observation is stored in the index, so a new process starts from it;
+* on Linux, inotify watches on the ref directories (:mod:`got_core.storage.refwatch`)
+  say which entries of a changed directory changed, so it is not listed again;
 * this process's own ref moves are reported by the ref-transaction primitive
-  (:meth:`note_moves`) and are candidates whatever the stamps say;
+  (:meth:`note_moves`) and are candidates whatever the stamps say; the commits and note
+  blobs it wrote are handed over too (:meth:`note_objects`), so applying our own write
+  reads nothing from git;
 * after ``packed-refs`` changed, its lines are compared with the ones read last time
   (kept in memory); a process that has none lists every ref once;
 * only the candidates' values are read and compared with the values the index last
@@ -43,8 +47,9 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-from got_core.storage.git import GitRepo
+from got_core.storage.git import CommitData, GitRepo
 from got_core.storage.index_query import MAX_FTS_PHRASE, CommitRow, IndexQueries, RankedRow, register_functions
 from got_core.storage.index_write import MAX_INDEXED_BLOB, Changes, IndexWriter
 from got_core.storage.refscan import (
@@ -59,10 +64,13 @@ from got_core.storage.refscan import (
     scan,
     stamp_of,
 )
+from got_core.storage.refwatch import RefWatch, open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
 SCHEMA_VERSION = "8"
+
+_T = TypeVar("_T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -118,6 +126,18 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
+#: Objects of our own writes kept for the next syncs (see DerivedIndex.note_objects).
+_KNOWN_LIMIT = 512
+
+
+def _remember(cache: dict[str, _T], key: str, value: _T) -> None:
+    """Keep ``value`` under ``key``, dropping the oldest entry once the cache is full."""
+    cache.pop(key, None)
+    if len(cache) >= _KNOWN_LIMIT:
+        del cache[next(iter(cache))]
+    cache[key] = value
+
+
 def _loose_limit(total_refs: int) -> int:
     """Loose refs one directory may hold before a writing process packs refs.
 
@@ -159,9 +179,18 @@ class DerivedIndex(IndexWriter, IndexQueries):
         self._pending_lock = threading.Lock()
         # notes commits this process wrote: commit -> (parent, {path: blob or None})
         self._notes_hints: dict[str, tuple[str | None, dict[str, str | None]]] = {}
+        # commits and note blobs this process wrote, by id (content-addressed, so true for
+        # good): a sync after our own write applies it without reading git (index_write)
+        self._known_commits: dict[str, CommitData] = {}
+        self._known_blobs: dict[str, bytes] = {}
         # the lines of packed-refs the index reflects, and the stamp they were read at
         self._packed: tuple[Stamp, frozenset[bytes]] | None = None
         self._clock_probe = self.path.parent / "index.clock"
+        # inotify watches on the ref directories, so a sync after a write lists none (refwatch);
+        # opened at the first sync after a write of this process (a reader never pays for it;
+        # GOT_REF_WATCH=always opens it at the first sync, =0 never)
+        self._watch: RefWatch | None = None
+        self._watch_tried = False
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -235,6 +264,21 @@ class DerivedIndex(IndexWriter, IndexQueries):
                 self._notes_hints.clear()
             self._notes_hints[commit] = (parent, dict(changes))
 
+    def note_objects(self, commits: Iterable[CommitData] = (), blobs: Mapping[str, bytes] | None = None) -> None:
+        """Hear of objects this process wrote (commits, and blobs by id -> content).
+
+        An object's id names its content, so what is heard stays true; the sync that
+        applies a ref moved to one of these commits (or a note held in one of these
+        blobs) reads nothing from git for it. At most :data:`_KNOWN_LIMIT` of each are
+        kept (the oldest go first); an object not kept is read from git as before.
+        """
+        with self._pending_lock:
+            for c in commits:
+                _remember(self._known_commits, c.oid, c)
+            for oid, data in (blobs or {}).items():
+                if len(data) <= MAX_INDEXED_BLOB:
+                    _remember(self._known_blobs, oid, bytes(data))
+
     def sync(self) -> None:
         """Bring the index up to date with the repository (cheap when nothing moved)."""
         with self._lock:
@@ -282,16 +326,20 @@ class DerivedIndex(IndexWriter, IndexQueries):
         db = self.db
         db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes; the look happens under it
         try:
-            obs, data, _notes_behind = self._state()
+            obs, data, notes_behind = self._state()
             self._adopt(obs, data)
+            if not self._watch_tried and (pending or os.environ.get("GOT_REF_WATCH") == "always"):
+                self._watch_tried = True
+                self._watch = open_watch(self.git.gitdir)
             clock = fs_clock(self._clock_probe)
-            look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock)
+            look = scan(self.git.gitdir, self._seen, self._loose_of, pending, clock, self._watch)
             delta, packed = self._delta(look)
             if packed is not None:  # the bytes of packed-refs this sync made the index reflect
                 db.execute("INSERT OR REPLACE INTO meta VALUES('packed_digest', ?)", (packed[2],))
             changes = Changes()
             self._apply(delta, changes)
-            self._sync_notes(changes)
+            if notes_behind or self.notes_ref in delta:
+                self._sync_notes(changes)
             if changes.any:
                 self._tri_batch()
             self._store(look)
@@ -303,6 +351,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
             db.execute("ROLLBACK")
             self._obs_gen = self._data_gen = None  # reload both from the database next time
             self._loose = {}
+            if self._watch is not None:
+                self._watch.reset()  # the events this look read are not in the index
             raise
         self._adopt_look(look, new_obs)
         if packed is not None:
@@ -426,3 +476,5 @@ class DerivedIndex(IndexWriter, IndexQueries):
             except sqlite3.Error:
                 pass  # another process is reading; the log is folded by the last one out
             self.db.close()
+            if self._watch is not None:
+                self._watch.close()

@@ -46,6 +46,7 @@ class Changes:
         self.commits: list[int] = []  # times of commits added to the index
         self.members: dict[str, list[int]] = {}  # ref -> times of commits it now reaches
         self.shrunk: set[str] = set()  # refs that lost memberships
+        self.added: set[str] = set()  # commits added to the index
         self.any = False
 
 
@@ -64,6 +65,17 @@ class IndexWriter:
     _lock: threading.RLock
     _pending_lock: threading.Lock
     _notes_hints: dict[str, tuple[str | None, dict[str, str | None]]]
+    _known_commits: dict[str, CommitData]
+    _known_blobs: dict[str, bytes]
+
+    def _read_commit(self, oid: str) -> CommitData:
+        """A commit, from what our own write said about it when it did, else from git."""
+        known = self._known_commits.get(oid)
+        return known if known is not None else self.git.read_commit(oid)
+
+    def _peel(self, oid: str) -> str | None:
+        """The commit ``oid`` peels to (a commit we wrote is itself), else None."""
+        return oid if oid in self._known_commits else self.git.peel_to_commit(oid)
 
     def _hinted_notes(self, prev: str | None, tip: str) -> list[tuple[str, str | None, str | None]] | None:
         """The note changes from ``prev`` to ``tip`` if every commit between was heard of, else None."""
@@ -92,12 +104,12 @@ class IndexWriter:
         for name in sorted(n for n in delta if n.startswith("refs/tags/")):
             short = name[len("refs/tags/") :]
             new = delta[name][1]
-            target = self.git.peel_to_commit(new) if new is not None else None
+            target = self._peel(new) if new is not None else None
             if target is None:
                 db.execute("DELETE FROM tags WHERE name=?", (short,))
             else:
                 db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
-                if self._commit_row(target) is None:
+                if target not in changes.added and self._commit_row(target) is None:
                     missing.append(target)
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
@@ -113,13 +125,16 @@ class IndexWriter:
     def _move_branch(self, name: str, prev: str | None, oid: str | None, changes: Changes) -> None:
         """Catch one branch-like ref's memberships up from ``prev`` to ``oid`` (None: deleted)."""
         db = self.db
-        tip = self.git.peel_to_commit(oid) if oid is not None else None
+        tip = self._peel(oid) if oid is not None else None
         if tip is None:
             db.execute("DELETE FROM member WHERE ref=?", (name,))
             changes.shrunk.add(name)
             return
-        base = self.git.peel_to_commit(prev) if prev is not None else None
-        if base is not None and self._one_ahead(name, base, tip, changes):
+        # a branch moved one commit on from a commit (its tip's only parent) needs no peel of the old value
+        if prev is not None and self._one_ahead(name, prev, tip, changes):
+            return
+        base = self._peel(prev) if prev is not None else None
+        if base is not None and base != prev and self._one_ahead(name, base, tip, changes):
             return
         try:
             ahead = base is not None and self.git.is_ancestor(base, tip)
@@ -133,7 +148,7 @@ class IndexWriter:
     def _one_ahead(self, name: str, base: str, tip: str, changes: Changes) -> bool:
         """The common move, one commit on top of the old tip: index it without a history walk."""
         try:
-            commit = self.git.read_commit(tip)
+            commit = self._read_commit(tip)
         except _BROKEN:
             return False
         if commit.parents != (base,):
@@ -142,6 +157,7 @@ class IndexWriter:
         if crow is None:
             crow = self._add_commit(commit)
             changes.commits.append(commit.time)
+            changes.added.add(tip)
         self.db.execute("INSERT OR IGNORE INTO member VALUES(?,?)", (name, crow))
         changes.members.setdefault(name, []).append(commit.time)
         return True
@@ -248,6 +264,7 @@ class IndexWriter:
                 if crow is None:
                     crow = self._add_commit(c)
                     changes.commits.append(c.time)
+                    changes.added.add(c.oid)
                 elif ref is None:
                     continue
                 if ref is not None and reached is not None:
@@ -307,12 +324,15 @@ class IndexWriter:
         db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, tip or ""))
 
     def _note_body(self, blob: str) -> tuple[str | None, float | None]:
-        try:
-            if self.git.blob_size(blob) > MAX_INDEXED_BLOB:
+        raw = self._known_blobs.get(blob)  # a note this process wrote: its bytes are known
+        if raw is None:
+            try:
+                if self.git.blob_size(blob) > MAX_INDEXED_BLOB:
+                    return None, None
+                raw = self.git.read_blob(blob)
+            except _BROKEN:
                 return None, None
-            body = self.git.read_blob(blob).decode("utf-8", "replace")
-        except _BROKEN:
-            return None, None
+        body = raw.decode("utf-8", "replace")
         try:
             data = json.loads(body)
         except ValueError:

@@ -31,7 +31,10 @@ and size in every stamp. Our own writes are reported too (:meth:`Scanner.scan`'s
 A write of our own cannot be folded into the stored observation without listing its
 directory again: the mtime it leaves behind hides any other writer's change in the same
 directory made since the last look. The directories a write touches are listed again
-(only those, and only their loose refs, which packing keeps few).
+(only those, and only their loose refs, which packing keeps few), unless a
+:class:`~got_core.storage.refwatch.RefWatch` has watched the directory since before the
+previous look: then the kernel's events name the entries that changed, and only those
+are looked at.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from got_core.storage.refwatch import RefWatch
 
 __all__ = [
     "ABSENT",
@@ -216,6 +222,13 @@ def _lstat(path: Path) -> os.stat_result | None:
         return None
 
 
+def _lstat_str(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def _is_utf8(name: str) -> bool:
     try:
         name.encode("utf-8")
@@ -283,6 +296,7 @@ def scan(
     loose: Callable[[str], Mapping[str, Stamp]],
     pending: Iterable[str] = (),
     clock: int | None = None,
+    watch: RefWatch | None = None,
 ) -> Scan:
     """Look at ``refs/`` again and say which refs may have moved (see the module doc).
 
@@ -297,6 +311,10 @@ def scan(
         pending: ref names this process moved since the last look.
         clock: the file system's time taken before this look (:func:`fs_clock`);
             default the wall clock minus a margin.
+        watch: inotify watches on the ref directories (:mod:`got_core.storage.refwatch`),
+            kept by the caller from one look to the next: a directory watched since
+            before the look that took ``seen`` is not listed when its stamp moved; only
+            the entries its events name are looked at.
 
     Returns:
         A :class:`Scan`.
@@ -310,9 +328,14 @@ def scan(
     out.full = before is None or before.racy or not before.same(packed) or "refs" not in seen
     out.dirs[PACKED] = packed
     children = _children(k for k in seen if k != PACKED)
+    early = watch.changes() if watch is not None else None  # names changed before these stamps
+    trusted = {rel for rel in seen if watch.watching(rel)} if watch is not None and early is not None else set()
+    deferred: list[str] = []
     stack = ["refs"]
     while stack:
         rel = stack.pop()
+        if watch is not None:
+            watch.watch(rel)  # before the stamp: no later change escapes its events
         try:
             st: os.stat_result | None = os.lstat(f"{root}/{rel}")
         except (FileNotFoundError, NotADirectoryError):
@@ -325,45 +348,109 @@ def scan(
             out.dirs[rel] = prev
             stack.extend(children.get(rel, ()))
             continue
-        old = loose(rel) if prev is not None else {}
-        new: dict[str, Stamp] = {}
-        try:
-            with os.scandir(f"{root}/{rel}") as it:
-                entries = list(it)
-        except OSError:
-            entries = []  # removed between lstat and scandir: seen as gone next time
-        changed = out.candidates
-        for entry in entries:
-            name = entry.name
-            if not name.isascii() and not _is_utf8(name):
-                continue  # a name that is not text: no ref under it is indexed
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(f"{rel}/{name}")
-                    continue
-                if name.endswith(".lock"):
-                    continue  # a writer's lock, not a ref
-                fst = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # vanished while listed: a candidate below (not in `new`)
-            was = old.get(name)
-            if (
-                was is not None
-                and not was[3]
-                and was[0] == fst.st_ino
-                and was[1] == fst.st_mtime_ns
-                and was[2] == fst.st_size
-            ):
-                # unchanged, and not racy then, so not now (its mtime is older than an older clock):
-                # the stamp is kept as it was, and nothing is allocated for the many unchanged files
-                new[name] = was
-                continue
-            new[name] = _stamp(fst, now)  # new, racy, or another inode, mtime or size: it may have moved
-            changed.add(f"{rel}/{name}")
-        out.candidates.update(f"{rel}/{name}" for name in old.keys() - new.keys())
         out.dirs[rel] = here
-        out.files[rel] = new
+        if rel in trusted and prev is not None:
+            deferred.append(rel)  # its events, read once every stamp is taken, say what changed
+            stack.extend(children.get(rel, ()))
+            continue
+        out.files[rel] = _list(root, rel, loose(rel) if prev is not None else {}, now, out.candidates, stack)
+    if deferred and watch is not None:
+        late = watch.changes()  # after the stamps: every change they show has its event queued
+        for rel in deferred:
+            names = (early or {}).get(rel, set()) | (late or {}).get(rel, set()) if late is not None else set()
+            if names:
+                out.files[rel] = _entries(root, rel, loose(rel), names, now, out.candidates, stack)
+            else:  # no event to say what changed (or the watches broke): list it
+                out.files[rel] = _list(root, rel, loose(rel), now, out.candidates, stack)
+        while stack:  # directories that appeared under a watched one: new, so listed in full
+            rel = stack.pop()
+            watch.watch(rel)
+            sub = _lstat_str(f"{root}/{rel}")
+            if sub is None or not _stat.S_ISDIR(sub.st_mode):
+                continue
+            out.dirs[rel] = _stamp(sub, now)
+            out.files[rel] = _list(root, rel, loose(rel) if rel in seen else {}, now, out.candidates, stack)
     for rel in seen.keys() - out.dirs.keys():
         out.candidates.update(f"{rel}/{name}" for name in loose(rel))
         out.files[rel] = None
+        if watch is not None:
+            watch.forget([rel])
     return out
+
+
+def _list(
+    root: str, rel: str, old: Mapping[str, Stamp], now: int, changed: set[str], stack: list[str]
+) -> dict[str, Stamp]:
+    """List directory ``rel``: its loose refs' stamps; the ones that differ from ``old``
+    (or are new, racy, or gone) join ``changed``; subdirectories join ``stack``."""
+    new: dict[str, Stamp] = {}
+    try:
+        with os.scandir(f"{root}/{rel}") as it:
+            entries = list(it)
+    except OSError:
+        entries = []  # removed between lstat and scandir: seen as gone next time
+    for entry in entries:
+        name = entry.name
+        if not name.isascii() and not _is_utf8(name):
+            continue  # a name that is not text: no ref under it is indexed
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(f"{rel}/{name}")
+                continue
+            if name.endswith(".lock"):
+                continue  # a writer's lock, not a ref
+            fst = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # vanished while listed: a candidate below (not in `new`)
+        was = old.get(name)
+        if (
+            was is not None
+            and not was[3]
+            and was[0] == fst.st_ino
+            and was[1] == fst.st_mtime_ns
+            and was[2] == fst.st_size
+        ):
+            # unchanged, and not racy then, so not now (its mtime is older than an older clock):
+            # the stamp is kept as it was, and nothing is allocated for the many unchanged files
+            new[name] = was
+            continue
+        new[name] = _stamp(fst, now)  # new, racy, or another inode, mtime or size: it may have moved
+        changed.add(f"{rel}/{name}")
+    changed.update(f"{rel}/{name}" for name in old.keys() - new.keys())
+    return new
+
+
+def _entries(
+    root: str, rel: str, old: Mapping[str, Stamp], names: Set[str], now: int, changed: set[str], stack: list[str]
+) -> dict[str, Stamp]:
+    """Directory ``rel``'s loose refs when only ``names`` changed (its watch's events):
+    the other stamps are kept; racy ones are candidates again, as a listing makes them."""
+    new = dict(old)
+    for name, was in old.items():
+        if was.racy and name not in names:
+            st = _lstat_str(f"{root}/{rel}/{name}")
+            if st is None:
+                del new[name]
+            else:
+                new[name] = _stamp(st, now)
+            changed.add(f"{rel}/{name}")
+    for name in names:
+        if "/" in name or (not name.isascii() and not _is_utf8(name)):
+            continue
+        path = f"{rel}/{name}"
+        st = _lstat_str(f"{root}/{path}")
+        if st is None:
+            if new.pop(name, None) is not None:
+                changed.add(path)
+            continue
+        if _stat.S_ISDIR(st.st_mode):
+            stack.append(path)
+            continue
+        if name.endswith(".lock"):
+            continue
+        stamp = _stamp(st, now)
+        known = new.get(name)
+        if known is None or known.racy or not known.same(stamp):
+            changed.add(path)
+        new[name] = stamp
+    return new

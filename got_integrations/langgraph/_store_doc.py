@@ -228,8 +228,11 @@ def _json_default(value: Any) -> Any:
 
 
 def value_json(value: Any) -> str:
-    """A value as compact ASCII JSON: what a reader of its item file gets back, ready for SQLite."""
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_json_default)
+    """A value as compact ASCII JSON: what a reader of its item file gets back, ready for SQLite
+    (keys sorted, as in the file, so the row a write hands over is the row a rebuild reads)."""
+    return json.dumps(
+        value, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_json_default, sort_keys=True
+    )
 
 
 try:  # orjson comes with LangGraph's SDK; the standard library reads what it refuses
@@ -284,6 +287,22 @@ class ItemCodec:
             fields["value"] = doc["value"]
         return dump(fields)
 
+    def encode_readable(self, doc: dict[str, Any]) -> tuple[bytes, str | None]:
+        """:meth:`encode`, and the value as :func:`value_json` writes it when the codec
+        writes readable values without a serializer (else None): the write path's index
+        row takes that text instead of encoding the value a second time.
+
+        Raises:
+            InvalidInputError / UnsafePayloadError: see :meth:`encode`.
+        """
+        if self.serde is not None:
+            return self.encode(doc), None
+        try:
+            text = value_json(doc["value"])  # the check dump() would make of the value
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"store values must be JSON-serialisable (no NaN): {exc}") from None
+        return dump(doc, value_checked=True), text
+
     def parse(self, data: bytes, what: str) -> dict[str, Any]:
         """An item file's document, validated, its value not yet decoded (no decryption).
 
@@ -325,8 +344,11 @@ class ItemCodec:
         return doc
 
 
-def dump(data: dict[str, Any]) -> bytes:
+def dump(data: dict[str, Any], *, value_checked: bool = False) -> bytes:
     """Deterministic, indented JSON of an item file.
+
+    ``value_checked``: the caller has already passed ``data["value"]`` through
+    :func:`value_json` (the same check), so only the other fields are checked here.
 
     Raises:
         InvalidInputError: not JSON-serialisable, or NaN.
@@ -335,7 +357,8 @@ def dump(data: dict[str, Any]) -> bytes:
         # the standard library's C encoder decides what is accepted (orjson writes NaN as null
         # and takes types the store refuses); orjson then writes the indented file, ten times
         # faster than the standard library's indenting encoder, which is pure Python
-        json.dumps(data, allow_nan=False, default=_json_default, separators=(",", ":"))
+        checked = {k: v for k, v in data.items() if k != "value"} if value_checked else data
+        json.dumps(checked, allow_nan=False, default=_json_default, separators=(",", ":"))
         if _orjson_dumps is not None:
             try:
                 return _orjson_dumps(data, default=_json_default, option=_FILE_OPTIONS)

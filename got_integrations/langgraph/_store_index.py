@@ -24,27 +24,32 @@ never in a tracked tree), and can be deleted at any time.
   trusted (the clock may not have ticked between two writes), as git itself does. Each
   batch reads inside one SQLite read snapshot, kept open across batches (up to
   :data:`READ_HOLD`) while the stamp holds, so a steady-state read is one statement.
+* **Own writes, held.** The rows of this process's latest small commits stay in memory
+  (:mod:`got_integrations.langgraph._store_pending`) until a read needs them in the file;
+  gets answer from them first. Several puts then cost one index transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
 
-from got_core.errors import CorruptRepositoryError, StorageError
+from got_core.errors import CorruptRepositoryError, GotError, StorageError
 from got_core.repo import ReasoningRepo
-from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
+from got_integrations.langgraph._store_pending import DEFER_ROWS, PendingRows
+from got_integrations.langgraph._store_query import CHUNK, INSERT, ItemQueries, Row, prefix_bounds, row_of_doc
 
 __all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
 
-SCHEMA = "got-store-index/1"
+logger = logging.getLogger("got_integrations.langgraph.store")
+
+SCHEMA = "got-store-index/2"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
 RACY_NS = 100_000_000
 #: Longest a read snapshot is kept open between calls (an open snapshot keeps SQLite from
@@ -54,7 +59,6 @@ READ_HOLD = 0.5
 MMAP_BYTES = 256 << 20
 #: Above this many changed files a sync recounts the namespaces in one pass.
 _BULK = 2000
-_CHUNK = 500
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
@@ -64,7 +68,7 @@ CREATE TABLE IF NOT EXISTS items(
     exp INTEGER, ttl REAL, idx TEXT, value TEXT);
 CREATE UNIQUE INDEX IF NOT EXISTS items_nk ON items(ns, key);
 CREATE UNIQUE INDEX IF NOT EXISTS items_path ON items(path);
-CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp);
+CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_exp ON items(exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_recent ON items(updated_us, ns, key);
 CREATE INDEX IF NOT EXISTS items_ns_recent ON items(ns, updated_us, key);
@@ -73,58 +77,13 @@ CREATE TABLE IF NOT EXISTS spaces(
 """
 
 
-class Row(NamedTuple):
-    """One indexed item (``value``: its JSON, readable stores only)."""
-
-    ns: bytes
-    key: bytes
-    path: str
-    blob: str
-    created: str
-    updated: str
-    updated_us: int
-    exp: int | None
-    ttl: float | None
-    idx: str | None
-    value: str | None
-
-
-_COLS = ", ".join(Row._fields)
-_INSERT = f"INSERT OR REPLACE INTO items({_COLS}) VALUES({', '.join('?' * len(Row._fields))})"
-_LIVE = "(exp IS NULL OR exp > ?)"
-
-
-def row_of_doc(doc: dict[str, Any], path: str, blob: str, *, values: bool) -> Row:
-    """The row of an item document (its value only with ``values``: readable stores)."""
-    expires = doc.get("expires_at")
-    ttl = doc.get("ttl")
-    return Row(
-        ns_blob(tuple(doc["namespace"])),
-        key_blob(doc["key"]),
-        path,
-        blob,
-        doc["created_at"],
-        doc["updated_at"],
-        to_us(doc["updated_at"]),
-        to_us(expires) if expires is not None else None,
-        float(ttl) if ttl is not None else None,
-        json.dumps(doc.get("index")),
-        value_json(doc["value"]) if values else None,
-    )
-
-
 def index_path(gitdir: Path, ref: str, mode: str) -> Path:
     """Where the index of ``ref`` lives (one file per ref and per mode)."""
     digest = hashlib.sha256(ref.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return gitdir / "got" / f"store-{digest}-{mode}.sqlite3"
 
 
-def prefix_bounds(prefix: bytes) -> tuple[bytes, bytes]:
-    """``[lo, hi)`` holding exactly the namespaces equal to ``prefix`` or below it."""
-    return prefix, prefix + b"\x01"
-
-
-class ItemIndex:
+class ItemIndex(ItemQueries):
     """The derived index of one store ref (see the module doc).
 
     Args:
@@ -136,6 +95,8 @@ class ItemIndex:
         path: the SQLite file (default :func:`index_path`); in memory when the git
             directory cannot be written.
     """
+
+    _pending: PendingRows
 
     def __init__(
         self,
@@ -156,6 +117,7 @@ class ItemIndex:
         self._stamp_seen: tuple | None = None  # the ref's stamp when the index was last found at its tip
         self._tip: str | None = None  # the tip this connection last saw in the index
         self._reading: float | None = None  # when the read snapshot now open began
+        self._pending = PendingRows()  # our latest commits' rows, not yet in the file
         self.db = self._connect(self.path)
 
     # ------------------------------------------------------------------ the file
@@ -206,7 +168,8 @@ class ItemIndex:
         self._tip = None
 
     def close(self) -> None:
-        """Close the SQLite connection."""
+        """Write the held rows and close the SQLite connection."""
+        self._flush_quietly()
         try:
             self._end_read()
             self.db.close()
@@ -238,7 +201,7 @@ class ItemIndex:
             return None
         return ("packed", st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def fresh(self) -> str | None:
+    def fresh(self, *, held_rows: bool = False) -> str | None:
         """Bring the index to the ref's current tip and open a read snapshot of it.
 
         Returns the tip the snapshot holds: every read until the next call (or write)
@@ -248,17 +211,37 @@ class ItemIndex:
         does (syncs follow the ref, and a writer's own update comes after its ref move,
         which changes the file), so no statement is needed to know it is current.
 
+        Args:
+            held_rows: the caller reads only with :meth:`get` and :meth:`rows_at`, which
+                answer from this process's held rows first: while the ref is still at the
+                last commit they hold, they stay held (otherwise they are written first).
+
         Raises:
             CorruptRepositoryError: see :meth:`sync`.
         """
+        pending = self._pending
+        if pending and not held_rows:
+            self._flush_quietly()
         stamp = self._stamp()
         if stamp is not None and stamp == self._stamp_seen:
             if self._reading is not None and time.monotonic() - self._reading < READ_HOLD:
-                return self._tip
+                return pending.tip if pending else self._tip
             self._end_read()
             self._begin_read()
             if self._meta_tip() == self._tip:
-                return self._tip
+                return pending.tip if pending else self._tip
+            self._end_read()  # the file moved: the snapshot below is not the one self._tip names
+        if (
+            pending
+            and self._reading is not None
+            and time.monotonic() - self._reading < READ_HOLD
+            and pending.covers(self._tip)
+            and self.repo.git.ref_target(self.ref) == pending.tip
+        ):
+            # right after our own write: the snapshot still open holds the file at a tip our
+            # held rows cover, and the ref is still at our last commit: no statement needed
+            self._stamp_seen = stamp
+            return pending.tip
         for _ in range(1000):
             self._end_read()
             # read after the stamp: a move in between only costs a re-read. The ref's direct
@@ -267,6 +250,13 @@ class ItemIndex:
             target = self.repo.git.ref_target(self.ref)
             self._begin_read()
             held = self._meta_tip()
+            if pending:
+                if target == pending.tip and pending.covers(held):  # the file's rows plus ours: the tip
+                    self._tip, self._stamp_seen = held, stamp
+                    return pending.tip
+                self._end_read()
+                self._flush_quietly()  # another writer moved the ref: ours go in first, then catch up
+                continue
             if held is not None and target == held:  # the snapshot holds the ref's tip
                 self._tip, self._stamp_seen = held, stamp
                 return held
@@ -310,6 +300,7 @@ class ItemIndex:
             CorruptRepositoryError: an item file that is not what the store writes (the
                 index is left as it was, so every query keeps reporting it).
         """
+        self._flush()
         self._tip = self._meta_tip()
         if self._tip == tip:
             return tip
@@ -323,6 +314,7 @@ class ItemIndex:
 
     def rebuild(self) -> None:
         """Drop every row and index the ref's tree again."""
+        self._pending.clear()
         with self._write():
             self._reset(self.db)
             tip = self.repo.tip(self.ref)
@@ -352,12 +344,38 @@ class ItemIndex:
                 upserts.append(self.row_of(path, new))
         self._apply(upserts, deletes)
 
-    def apply_own(self, parent: str | None, commit: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
-        """Record a commit this process just published on ``parent``: its rows are known.
+    def apply_own(
+        self, parent: str | None, commit: str, upserts: Sequence[Row], deleted: Sequence[Row], *, hold: bool = False
+    ) -> None:
+        """Record a commit this process just published on ``parent``: its new rows and the
+        rows it deleted are known.
 
-        When the index is not at ``parent`` (another writer came between), it is caught
-        up from git instead.
+        With ``hold``, a small commit's rows stay in memory (``_store_pending``) until a
+        read needs them in the file; otherwise they are written now, with any held before.
+        When the index is not at ``parent`` (another writer came between), it is caught up
+        from git instead.
         """
+        pending = self._pending
+        if not pending.extends(parent):  # another writer came between: ours first
+            self._flush()
+        pending.add(parent, commit, upserts, deleted)
+        if not hold or len(upserts) + len(deleted) >= DEFER_ROWS or pending.full():
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the held rows into the file (one transaction)."""
+        if self._pending:
+            self._record(*self._pending.take())
+
+    def _flush_quietly(self) -> None:
+        """:meth:`_flush`, where a failure only means the next sync catches up from git."""
+        try:
+            self._flush()
+        except (GotError, sqlite3.Error) as exc:
+            logger.warning("GitStore index did not record this process's writes (%s); it catches up from git", exc)
+
+    def _record(self, parent: str | None, commit: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        """Bring the index from ``parent`` to ``commit``, whose changed rows are given."""
         with self._write():
             stored = self._meta_tip()
             if stored == commit:
@@ -403,8 +421,8 @@ class ItemIndex:
         db = self.db
         paths = [r.path for r in upserts] + list(deletes)
         old: dict[str, bytes] = {}
-        for i in range(0, len(paths), _CHUNK):
-            part = paths[i : i + _CHUNK]
+        for i in range(0, len(paths), CHUNK):
+            part = paths[i : i + CHUNK]
             marks = ",".join("?" * len(part))
             old.update(db.execute(f"SELECT path, ns FROM items WHERE path IN ({marks})", part).fetchall())
         delta: dict[bytes, int] = {}
@@ -417,7 +435,7 @@ class ItemIndex:
             else:
                 delta[row.ns] = delta.get(row.ns, 0) + 1
         db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
-        db.executemany(_INSERT, upserts)
+        db.executemany(INSERT, upserts)
         self._recount(delta, set(delta) | {r.ns for r in upserts})
 
     def apply_sweep(self, parent: str | None, commit: str, now_us: int) -> None:
@@ -425,6 +443,7 @@ class ItemIndex:
         the items :meth:`expired` listed at ``now_us`` (the index at ``parent`` is the one
         that listed them), so one statement deletes their rows.
         """
+        self._flush()
         with self._write():
             stored = self._meta_tip()
             if stored == commit:
@@ -448,98 +467,20 @@ class ItemIndex:
             db.execute("INSERT INTO spaces SELECT ns, count(*), max(exp IS NULL), max(exp) FROM items GROUP BY ns")
             return
         # one statement per chunk of namespaces (a bulk batch touches a thousand): each row's
-        # count moves by its delta, its expiry summary is two index seeks
+        # count moves by its delta; its expiry summary reads only the namespace's items that
+        # expire (the partial index items_ns_exp, which items without a TTL never enter, so
+        # they cost no index write): an item never expires when the count exceeds theirs
         pairs = [(ns, delta.get(ns, 0)) for ns in touched]
-        for i in range(0, len(pairs), _CHUNK):
-            part = pairs[i : i + _CHUNK]
+        for i in range(0, len(pairs), CHUNK):
+            part = pairs[i : i + CHUNK]
             db.execute(
-                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
-                "INSERT OR REPLACE INTO spaces SELECT d.ns, "
-                "coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta, "
-                "EXISTS(SELECT 1 FROM items i WHERE i.ns=d.ns AND i.exp IS NULL), "
-                "(SELECT max(exp) FROM items i WHERE i.ns=d.ns) FROM d",
+                f"WITH d(ns, delta) AS (VALUES {','.join(['(?,?)'] * len(part))}), "
+                "c(ns, n) AS (SELECT d.ns, coalesce((SELECT n FROM spaces s WHERE s.ns=d.ns), 0) + d.delta FROM d) "
+                "INSERT OR REPLACE INTO spaces SELECT c.ns, c.n, "
+                "c.n > (SELECT count(*) FROM items i WHERE i.ns=c.ns AND i.exp IS NOT NULL), "
+                "(SELECT max(exp) FROM items i WHERE i.ns=c.ns AND i.exp IS NOT NULL) FROM c",
                 [v for pair in part for v in pair],
             )
         shrunk = [(ns,) for ns, d in pairs if d < 0]
         if shrunk:
             db.executemany("DELETE FROM spaces WHERE ns=? AND n <= 0", shrunk)
-
-    # ------------------------------------------------------------------ queries
-    def get(self, ns: bytes, key: bytes) -> Row | None:
-        """The row of one item, or None."""
-        row = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
-        return Row(*row) if row else None
-
-    def rows_at(self, paths: Iterable[str]) -> dict[str, Row]:
-        """The rows of the item files at ``paths`` (absent ones left out)."""
-        paths = list(paths)
-        out: dict[str, Row] = {}
-        for i in range(0, len(paths), _CHUNK):
-            part = paths[i : i + _CHUNK]
-            marks = ",".join("?" * len(part))
-            for row in self.db.execute(f"SELECT {_COLS} FROM items WHERE path IN ({marks})", part):
-                out[row[2]] = Row(*row)
-        return out
-
-    def count(self, prefix: bytes | None) -> int:
-        """Items under a namespace prefix (None: all), live or not."""
-        if prefix is None:
-            row = self.db.execute("SELECT v FROM meta WHERE k='total'").fetchone()
-            return int(row[0]) if row else 0
-        lo, hi = prefix_bounds(prefix)
-        return int(
-            self.db.execute("SELECT coalesce(sum(n), 0) FROM spaces WHERE ns>=? AND ns<?", (lo, hi)).fetchone()[0]
-        )
-
-    def search(
-        self,
-        prefix: bytes | None,
-        now_us: int,
-        where: Sequence[str] = (),
-        params: Sequence[Any] = (),
-        *,
-        want: int | None = None,
-    ) -> Iterator[Row]:
-        """Live rows under ``prefix``, newest first, passing the SQL conditions ``where``.
-
-        ``want`` (how many rows the caller expects to keep) picks the plan: walking the
-        recency index until enough rows matched, or reading the prefix's range and sorting.
-        """
-        clauses: list[str] = [_LIVE, *where]
-        args: list[Any] = [now_us, *params]
-        plan = "items_recent"  # newest first over everything: stop once enough rows matched
-        if prefix is not None:
-            lo, hi = prefix_bounds(prefix)
-            spaces = self.db.execute("SELECT ns FROM spaces WHERE ns>=? AND ns<? LIMIT 2", (lo, hi)).fetchall()
-            if not spaces:
-                return
-            if len(spaces) == 1:  # one namespace: its own recency order, no sort
-                clauses.append("ns=?")
-                args.append(spaces[0][0])
-                plan = "items_ns_recent"
-            else:
-                clauses.append("ns>=? AND ns<?")
-                args += [lo, hi]
-                here, total = self.count(prefix), self.count(None)
-                if want is None or here * here <= 8 * want * max(total, 1):
-                    plan = "items_ns_exp"  # a small part of the store: read its range, then sort
-        sql = (
-            f"SELECT {_COLS} FROM items INDEXED BY {plan} WHERE {' AND '.join(clauses)} "
-            "ORDER BY updated_us DESC, ns DESC, key DESC"
-        )
-        for row in self.db.execute(sql, args):
-            yield Row(*row)
-
-    def namespaces(self, now_us: int, prefix: bytes | None = None) -> Iterator[bytes]:
-        """Namespaces holding a live item, in tuple order, optionally under ``prefix``."""
-        sql = "SELECT ns FROM spaces WHERE (forever OR max_exp > ?)"
-        args: list[Any] = [now_us]
-        if prefix is not None:
-            sql += " AND ns>=? AND ns<?"
-            args += prefix_bounds(prefix)
-        for (ns,) in self.db.execute(sql + " ORDER BY ns", args):
-            yield ns
-
-    def expired(self, now_us: int) -> list[str]:
-        """Paths of the items expired at ``now_us`` (from the expiry index)."""
-        return [p for (p,) in self.db.execute("SELECT path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,))]

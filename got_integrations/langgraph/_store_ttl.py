@@ -40,7 +40,7 @@ class TTLSweeperMixin:
         changes: dict[str, bytes | None],
         message: str,
         upserts: list[Row],
-        deletes: list[str],
+        deleted: list[Row],
         swept_at: int | None = None,
     ) -> str:
         raise NotImplementedError
@@ -53,7 +53,7 @@ class TTLSweeperMixin:
             expired = self.index.expired(now_us)
             if expired:
                 message = f"store: sweep {len(expired)} expired item(s)\n"
-                self._commit(tip, dict.fromkeys(expired), message, [], expired, swept_at=now_us)
+                self._commit(tip, dict.fromkeys(expired), message, [], [], swept_at=now_us)
             return len(expired)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:

@@ -47,11 +47,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
@@ -72,9 +70,9 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from got_core.errors import ConfigError, GotError, InvalidInputError
+from got_core.errors import ConfigError, InvalidInputError
 from got_core.repo import ReasoningRepo
-from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
+from got_integrations.langgraph._layout import LRU
 from got_integrations.langgraph._serde import encrypts
 from got_integrations.langgraph._store_bulk import BulkWriter
 from got_integrations.langgraph._store_doc import (
@@ -83,7 +81,6 @@ from got_integrations.langgraph._store_doc import (
     check_key,
     check_namespace,
     check_placement,
-    dump,
     item_path,
     key_blob,
     loads_value,
@@ -93,26 +90,24 @@ from got_integrations.langgraph._store_doc import (
     ns_from_blob,
     to_us,
     utc_now,
-    value_json,
 )
 from got_integrations.langgraph._store_filter import filter_sql
 from got_integrations.langgraph._store_index import ItemIndex, Row, row_of_doc
 from got_integrations.langgraph._store_ttl import TTLSweeperMixin
 from got_integrations.langgraph._store_vectors import VectorCache, cosine, item_texts
+from got_integrations.langgraph._store_write import EmbedDocs, StoreWritesMixin
 
 __all__ = ["DEFAULT_STORE_REF", "GitStore", "InvalidStoreNameError"]
 
-logger = logging.getLogger(__name__)
 
 #: Where the store's commits go (outside refs/heads: no `git branch` noise).
 DEFAULT_STORE_REF = "refs/got/store"
 
-#: The embedding calls a batch makes: texts -> vectors, and a query -> its vector.
-_EmbedDocs = Callable[[list[str]], list[list[float]]]
+#: The embedding call for a search query: a query -> its vector.
 _EmbedQuery = Callable[[str], list[float]]
 
 
-class GitStore(TTLSweeperMixin, BaseStore):
+class GitStore(StoreWritesMixin, TTLSweeperMixin, BaseStore):
     """A LangGraph ``BaseStore`` whose every batch of writes is one git commit.
 
     Args:
@@ -319,7 +314,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
             else:
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 
-    def _batch(self, ops: list[Op], embed_docs: _EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
+    def _batch(self, ops: list[Op], embed_docs: EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
         self._check(ops)
         with self._write_lock:
             now = utc_now(self.clock)
@@ -330,7 +325,9 @@ class GitStore(TTLSweeperMixin, BaseStore):
                     puts.pop(path, None)  # last write wins, in order
                     puts[path] = op
             refresh: dict[str, Row] = {}
-            tip = self.index.fresh()  # one snapshot for every read of the batch
+            # one snapshot for every read of the batch; gets and puts also see the rows of our
+            # latest writes that the index holds in memory, so those need not reach the file
+            tip = self.index.fresh(held_rows=all(isinstance(op, (GetOp, PutOp)) for op in ops))
             results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
             existing = self.index.rows_at(puts) if puts else {}
             if puts or refresh:
@@ -342,7 +339,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
         ops: list[Op],
         now_us: int,
         refresh: dict[str, Row],
-        embed_docs: _EmbedDocs | None,
+        embed_docs: EmbedDocs | None,
         embed_query: _EmbedQuery | None,
     ) -> list[Result]:
         results: list[Result] = [None] * len(ops)
@@ -416,7 +413,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
         op: SearchOp,
         now_us: int,
         queries: dict[str, list[float]],
-        embed_docs: _EmbedDocs | None,
+        embed_docs: EmbedDocs | None,
         refresh: dict[str, Row],
     ) -> list[SearchItem]:
         kept: list[tuple[float | None, Row, dict[str, Any]]]
@@ -457,7 +454,7 @@ class GitStore(TTLSweeperMixin, BaseStore):
             return []
         return item_texts(doc["value"], doc.get("index"), self.index_config["__tokenized_fields"])
 
-    def _ensure_vectors(self, texts: Iterable[str], embed_docs: _EmbedDocs | None) -> None:
+    def _ensure_vectors(self, texts: Iterable[str], embed_docs: EmbedDocs | None) -> None:
         if self._vectors is None or embed_docs is None:
             return
         missing = sorted({t for t in texts if self._vectors.get(t) is None})
@@ -468,106 +465,6 @@ class GitStore(TTLSweeperMixin, BaseStore):
                     f"the embedding function returned {len(vectors)} vectors for {len(missing)} texts"
                 )
             self._vectors.put_many(zip(missing, vectors))
-
-    # ------------------------------------------------------------------ writes
-    def _write(
-        self,
-        tip: str | None,
-        puts: dict[str, PutOp],
-        existing: dict[str, Row],
-        refresh: dict[str, Row],
-        now: datetime,
-        embed_docs: _EmbedDocs | None,
-    ) -> None:
-        changes: dict[str, bytes | None] = {}
-        upserts: list[Row] = []
-        summary: list[str] = []
-        embed_texts: list[str] = []
-        now_iso, now_us = now.isoformat(), to_us(now)
-        for path, op in puts.items():
-            label = one_line("/".join(op.namespace) + ":" + op.key, 80)
-            refresh.pop(path, None)
-            if op.value is None:
-                if path in existing:
-                    changes[path] = None
-                    summary.append(f"delete {label}")
-                continue
-            if not isinstance(op.value, Mapping):
-                raise InvalidInputError(f"store values are mappings (dicts), not {type(op.value).__name__}")
-            old = existing.get(path)
-            alive = old is not None and (old.exp is None or old.exp > now_us)
-            ttl = op.ttl if op.ttl is not None else None
-            doc = {
-                "namespace": list(op.namespace),
-                "key": op.key,
-                "value": dict(op.value),
-                "created_at": old.created if old is not None and alive else now_iso,
-                "updated_at": now_iso,
-                "ttl": ttl,
-                "expires_at": (now + timedelta(minutes=float(ttl))).isoformat() if ttl is not None else None,
-                "index": op.index if op.index is False or op.index is None else list(op.index),
-            }
-            data = changes[path] = self._codec.encode(doc)
-            sha = blob_sha(data)
-            upserts.append(self._row(doc, path, sha))
-            if not self.readable:  # what a reader decoding the file gets back
-                self._docs.put(sha, {**doc, "value": loads_value(value_json(doc["value"]))}, 512)
-            embed_texts.extend(t for _, t in self._texts(doc))
-            summary.append(f"put {label}")
-        for path, row in refresh.items():
-            expires = now + timedelta(minutes=float(row.ttl or 0))
-            data = changes[path] = self._refreshed(row, expires)
-            upserts.append(row._replace(blob=blob_sha(data), exp=to_us(expires)))
-        if refresh:
-            summary.append(f"refresh ttl of {len(refresh)} item(s)")
-        if not changes:
-            return
-        self._ensure_vectors(embed_texts, embed_docs)  # before the commit: a failed embedding writes nothing
-        head = f"store: {summary[0]}" + (f" (+{len(summary) - 1} more)" if len(summary) > 1 else "")
-        deletes = [p for p, v in changes.items() if v is None]
-        self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deletes)
-
-    def _refreshed(self, row: Row, expires: datetime) -> bytes:
-        """The item file of ``row`` with a new expiry (from the index when it holds the value)."""
-        if row.value is not None:
-            doc = {
-                "namespace": list(ns_from_blob(row.ns)),
-                "key": row.key.decode("utf-8", "surrogatepass"),
-                "value": loads_value(row.value),
-                "created_at": row.created,
-                "updated_at": row.updated,
-                "ttl": row.ttl,
-                "expires_at": expires.isoformat(),
-                "index": self._index_field(row),
-            }
-            return self._codec.encode(doc)
-        raw = parse_json(self.repo.read_blob(row.blob), f"store item {row.path}")  # keeps the ciphertext as is
-        raw["expires_at"] = expires.isoformat()
-        return dump(raw)
-
-    def _commit(
-        self,
-        tip: str | None,
-        changes: dict[str, bytes | None],
-        message: str,
-        upserts: list[Row],
-        deletes: list[str],
-        swept_at: int | None = None,
-    ) -> str:
-        """One commit of ``changes`` on the store ref; the index learns it from the rows given
-        (or, for a TTL sweep at ``swept_at``, from the expiry it swept)."""
-        # many files: one pack of blobs and trees instead of a file each (both check every path and size)
-        build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
-        commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
-        self.index.forget_stamp()
-        try:
-            if swept_at is not None:
-                self.index.apply_sweep(parent, commit, swept_at)
-            else:
-                self.index.apply_own(parent, commit, upserts, deletes)
-        except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up
-            logger.warning("GitStore index did not record commit %s (%s); the next read catches up", commit, exc)
-        return commit
 
     # ------------------------------------------------------------------ TTL and upkeep
     def reindex(self) -> None:

@@ -127,6 +127,31 @@ def test_a_query_after_a_write_syncs_once_and_touches_only_what_moved(tmp_path):
     agrees_with_fresh_index(repo, tmp_path, "after-write")
 
 
+def test_a_query_after_our_own_write_reads_no_object_from_git(tmp_path, monkeypatch):
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for i in range(5):
+        repo.commit_node(node(f"alpha history {i}", i / 10))
+    repo.grep("alpha")
+    index = repo._index
+    assert index is not None
+    reads: list[str] = []
+    for name in ("read_commit", "peel_to_commit", "read_blob", "blob_size", "walk", "changed_tree_paths"):
+        real = getattr(index.git, name)
+
+        def spy(*args: object, _real=real, _name=name) -> object:  # counts, then runs the real read
+            reads.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(index.git, name, spy)
+    fresh = repo.commit_node(node("alpha fresh thought", 0.9)).oid  # a commit, its note and its tag
+    repo.set_notes({fresh: {"s_comb": 0.75}})  # a second notes commit, a new note blob
+    found = {c.oid: (c.score, c.tags) for c in repo.grep("fresh")}
+    assert reads == [], "the sync after our own write learns the commit, note and tag from the write"
+    assert found == {fresh: (0.75, (f"success_{repo.read_node(fresh).node_id}",))}
+    monkeypatch.undo()
+    agrees_with_fresh_index(repo, tmp_path, "no-reads")
+
+
 def test_a_new_process_first_query_does_not_resync_when_nothing_moved(tmp_path):
     path = tmp_path / "r.git"
     repo = ReasoningRepo.init(path)
@@ -423,7 +448,9 @@ def _recorded(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_racing_writers_and_readers_never_disagree_with_a_fresh_index(tmp_path):
+@pytest.mark.parametrize("watch", ["always", "0"], ids=["inotify-watches", "stamps-only"])
+def test_racing_writers_and_readers_never_disagree_with_a_fresh_index(tmp_path, monkeypatch, watch):
+    monkeypatch.setenv("GOT_REF_WATCH", watch)  # the writers and readers inherit it
     path = tmp_path / "race.git"
     seed = ReasoningRepo.init(path)
     seed.commit_node(node("seed alpha beta gamma"))

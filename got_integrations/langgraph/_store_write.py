@@ -1,0 +1,188 @@
+"""The store's write path: a batch's puts, deletes and TTL refreshes as one commit.
+
+:class:`StoreWritesMixin` turns the puts of one batch into item files (encoded by the
+store's codec), the rows the derived index learns from them, and one commit on the store
+ref through ``repo.update_ref`` (loose objects for a few files, one pack for many: see
+:mod:`got_integrations.langgraph._store_bulk`). The index is told about the commit from the
+rows built here, so nothing is read back (ARCHITECTURE §3: one write).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.store.base import PutOp
+
+from got_core.errors import GotError, InvalidInputError
+from got_core.repo import ReasoningRepo
+from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
+from got_integrations.langgraph._store_bulk import BulkWriter
+from got_integrations.langgraph._store_doc import (
+    ItemCodec,
+    dump,
+    key_blob,
+    loads_value,
+    ns_blob,
+    ns_from_blob,
+    to_us,
+    value_json,
+)
+from got_integrations.langgraph._store_index import ItemIndex, Row
+
+__all__ = ["EmbedDocs", "StoreWritesMixin"]
+
+logger = logging.getLogger("got_integrations.langgraph.store")
+
+#: The embedding call a batch makes: texts -> vectors.
+EmbedDocs = Callable[[list[str]], list[list[float]]]
+
+
+class StoreWritesMixin:
+    """``GitStore``'s writes (the host provides the codec, the index, the bulk writer)."""
+
+    repo: ReasoningRepo
+    ref: str
+    readable: bool
+    index: ItemIndex
+    _codec: ItemCodec
+    _docs: LRU
+    _bulk: BulkWriter
+
+    # the host's embedding helpers
+    def _texts(self, doc: dict[str, Any]) -> list[tuple[str, str]]:  # pragma: no cover - the host defines it
+        raise NotImplementedError
+
+    def _ensure_vectors(
+        self, texts: Iterable[str], embed_docs: EmbedDocs | None
+    ) -> None:  # pragma: no cover - the host defines it
+        raise NotImplementedError
+
+    @staticmethod
+    def _index_field(row: Row) -> list[str] | bool | None:  # pragma: no cover - the host defines it
+        raise NotImplementedError
+
+    def _write(
+        self,
+        tip: str | None,
+        puts: dict[str, PutOp],
+        existing: dict[str, Row],
+        refresh: dict[str, Row],
+        now: datetime,
+        embed_docs: EmbedDocs | None,
+    ) -> None:
+        changes: dict[str, bytes | None] = {}
+        upserts: list[Row] = []
+        summary: list[str] = []
+        embed_texts: list[str] = []
+        now_iso, now_us = now.isoformat(), to_us(now)
+        for path, op in puts.items():
+            label = one_line("/".join(op.namespace) + ":" + op.key, 80)
+            refresh.pop(path, None)
+            if op.value is None:
+                if path in existing:
+                    changes[path] = None
+                    summary.append(f"delete {label}")
+                continue
+            if not isinstance(op.value, Mapping):
+                raise InvalidInputError(f"store values are mappings (dicts), not {type(op.value).__name__}")
+            old = existing.get(path)
+            alive = old is not None and (old.exp is None or old.exp > now_us)
+            ttl = op.ttl if op.ttl is not None else None
+            expires = now + timedelta(minutes=float(ttl)) if ttl is not None else None
+            created = old.created if old is not None and alive else now_iso
+            index = op.index if op.index is False or op.index is None else list(op.index)
+            doc = {
+                "namespace": list(op.namespace),
+                "key": op.key,
+                "value": dict(op.value),
+                "created_at": created,
+                "updated_at": now_iso,
+                "ttl": ttl,
+                "expires_at": expires.isoformat() if expires is not None else None,
+                "index": index,
+            }
+            data, text = self._codec.encode_readable(doc)
+            changes[path] = data
+            sha = blob_sha(data)
+            # the row ``row_of_doc`` would build from the file, from what is at hand (no re-parsing)
+            if self.readable and text is None:
+                text = value_json(doc["value"])
+            upserts.append(
+                Row(
+                    ns_blob(op.namespace),
+                    key_blob(op.key),
+                    path,
+                    sha,
+                    created,
+                    now_iso,
+                    now_us,
+                    to_us(expires) if expires is not None else None,
+                    float(ttl) if ttl is not None else None,
+                    "null" if index is None else "false" if index is False else json.dumps(index),
+                    text if self.readable else None,
+                )
+            )
+            if not self.readable:  # what a reader decoding the file gets back
+                self._docs.put(sha, {**doc, "value": loads_value(value_json(doc["value"]))}, 512)
+            embed_texts.extend(t for _, t in self._texts(doc))
+            summary.append(f"put {label}")
+        for path, row in refresh.items():
+            expires = now + timedelta(minutes=float(row.ttl or 0))
+            data = changes[path] = self._refreshed(row, expires)
+            upserts.append(row._replace(blob=blob_sha(data), exp=to_us(expires)))
+        if refresh:
+            summary.append(f"refresh ttl of {len(refresh)} item(s)")
+        if not changes:
+            return
+        self._ensure_vectors(embed_texts, embed_docs)  # before the commit: a failed embedding writes nothing
+        head = f"store: {summary[0]}" + (f" (+{len(summary) - 1} more)" if len(summary) > 1 else "")
+        deleted = [existing[p] for p, v in changes.items() if v is None]
+        self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deleted)
+
+    def _refreshed(self, row: Row, expires: datetime) -> bytes:
+        """The item file of ``row`` with a new expiry (from the index when it holds the value)."""
+        if row.value is not None:
+            doc = {
+                "namespace": list(ns_from_blob(row.ns)),
+                "key": row.key.decode("utf-8", "surrogatepass"),
+                "value": loads_value(row.value),
+                "created_at": row.created,
+                "updated_at": row.updated,
+                "ttl": row.ttl,
+                "expires_at": expires.isoformat(),
+                "index": self._index_field(row),
+            }
+            return self._codec.encode(doc)
+        raw = parse_json(self.repo.read_blob(row.blob), f"store item {row.path}")  # keeps the ciphertext as is
+        raw["expires_at"] = expires.isoformat()
+        return dump(raw)
+
+    def _commit(
+        self,
+        tip: str | None,
+        changes: dict[str, bytes | None],
+        message: str,
+        upserts: list[Row],
+        deleted: list[Row],
+        swept_at: int | None = None,
+    ) -> str:
+        """One commit of ``changes`` on the store ref; the index learns it from the rows given
+        (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
+        swept). A small commit's rows are held in memory until a read needs them in the file."""
+        # many files: one pack of blobs and trees instead of a file each (both check every path and size)
+        build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
+        commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
+        self.index.forget_stamp()
+        try:
+            if swept_at is not None:
+                self.index.apply_sweep(parent, commit, swept_at)
+            else:
+                self.index.apply_own(parent, commit, upserts, deleted, hold=True)
+        except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up
+            logger.warning("GitStore index did not record commit %s (%s); the next read catches up", commit, exc)
+        return commit
