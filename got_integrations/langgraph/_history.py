@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from got_core.errors import InvalidInputError, UnknownRefError
-from got_integrations.langgraph._layout import THREADS_REF, ThreadRef, id_component, text_id, writes_bucket
+from got_integrations.langgraph._layout import (
+    THREADS_REF,
+    ThreadRef,
+    id_component,
+    old_writes_bucket,
+    text_id,
+    writes_bucket,
+    writes_stem,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.runnables import RunnableConfig
@@ -266,8 +274,9 @@ class HistoryOps:
         tip = self.repo.tip(ns.ref.writes)
         if tip is None:
             return
-        stems = {f"{writes_bucket(cid)}/{id_component(cid, 'checkpoint id')}" for cid in keep}
-        files = {p: self._blob(s) for p, s in self.repo.list_files(tip).items() if p.split("~", 1)[0] in stems}
+        # both directory layouts (two levels of 16; one of 256 by an earlier saver)
+        stems = {writes_stem(cid, bucket(cid)) for cid in keep for bucket in (writes_bucket, old_writes_bucket)}
+        files = {p: self._blob(s) for p, s in self.repo.list_files(tip).items() if p.split("~", 1)[0] + "~" in stems}
         if not files:
             self.repo.delete_ref(ns.ref.writes)
             return

@@ -46,6 +46,7 @@ __all__ = [
     "jsonable",
     "message_summary",
     "ns_component",
+    "old_writes_bucket",
     "one_line",
     "pack_segment",
     "parse_json",
@@ -59,6 +60,7 @@ __all__ = [
     "unpack_segment",
     "writes_bucket",
     "writes_path",
+    "writes_stem",
 ]
 
 #: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
@@ -416,17 +418,33 @@ def unpack_segment(data: bytes, count: int, what: str) -> list[tuple[str, bytes]
 
 
 def writes_bucket(checkpoint_id: str) -> str:
-    """The writes-tree directory of a checkpoint (2 hex of sha1: keeps the root tree small)."""
+    """The writes-tree directory of a checkpoint: ``<h>/<h>``, the first two hex digits of
+    sha1(id) as two levels of 16, so that no tree a ``put_writes`` rewrites grows past a few
+    dozen entries (a single level of 256 made a long thread's root tree ~8 KB, rewritten on
+    every call)."""
+    digest = _writes_digest(checkpoint_id)
+    return f"{digest[0]}/{digest[1]}"
+
+
+def old_writes_bucket(checkpoint_id: str) -> str:
+    """The directory an earlier saver (``got-langgraph-checkpoint/1``, one level of 256) put
+    a checkpoint's writes in; still read, and still written where a task's file lives there."""
+    return _writes_digest(checkpoint_id)[:2]
+
+
+def _writes_digest(checkpoint_id: str) -> str:
     # surrogatepass: a malformed id is refused by id_component, not by this hash
-    return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()[:2]
+    return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def writes_path(checkpoint_id: str, task_id: str) -> str:
+def writes_stem(checkpoint_id: str, bucket: str | None = None) -> str:
+    """``<bucket>/<checkpoint id>~``: every writes file of a checkpoint starts with it."""
+    return f"{bucket or writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
+
+
+def writes_path(checkpoint_id: str, task_id: str, bucket: str | None = None) -> str:
     """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
-    return (
-        f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
-        f"~{id_component(task_id, 'task id')}.json"
-    )
+    return f"{writes_stem(checkpoint_id, bucket)}{id_component(task_id, 'task id')}.json"
 
 
 def message_summary(message: Any, limit: int = 60) -> str | None:

@@ -37,6 +37,7 @@ from got_integrations.langgraph._layout import (
     elem_path,
     id_component,
     join_msgpack_array,
+    old_writes_bucket,
     parse_json,
     segment_path,
     segment_ranges,
@@ -45,6 +46,7 @@ from got_integrations.langgraph._layout import (
     unframe,
     unpack_segment,
     writes_bucket,
+    writes_stem,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -269,11 +271,13 @@ class ReadOps:
             return []
         docs = self._writes_cache.get((tip, checkpoint_id))
         if docs is None:
-            stem = f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
-            files = self.repo.list_files(tip, writes_bucket(checkpoint_id))
             docs = []
-            for path, sha in sorted(files.items()):
-                if path.startswith(stem):
+            # the two-level directory, then the one an earlier saver used (ARCHITECTURE §4)
+            for bucket in (writes_bucket(checkpoint_id), old_writes_bucket(checkpoint_id)):
+                stem = writes_stem(checkpoint_id, bucket)
+                for path, sha in sorted(self.repo.list_files(tip, bucket).items()):
+                    if not path.startswith(stem):
+                        continue
                     what = f"writes file {path} of commit {tip[:12]}"
                     doc = check_writes_doc(parse_json(self._blob(sha), what), what)
                     docs.append({**doc, "path": path})

@@ -5,10 +5,12 @@ What a super-step costs (ARCHITECTURE §6: files created are what a write costs)
 writes the commit, the root tree, the changed channel directories, ``checkpoint.json``
 and the new element's two files, typically 7 objects, and moves ``head``; a segment is
 added every 10 elements (and a bucket's segment every 100), and the element that
-completes it gets no ``.bin`` of its own. A put of many new elements at once (a resumed
+completes it gets no ``.bin`` of its own (nor, from then on, do the others it covers).
+A put of many new elements at once (a resumed
 or restored state, the one checkpoint ``durability="exit"`` saves) writes their segments
 and renderings only: half the blobs. ``put_writes`` writes the
-commit, two small trees and one file, and moves ``writes``. Concurrent ``put_writes``
+commit, three small trees (two levels of 16 directories keep each small however many
+checkpoints a thread has) and one file, and moves ``writes``. Concurrent ``put_writes``
 calls of one namespace (parallel tasks, and the burst LangGraph sends at exit under
 ``durability="exit"``) share one commit: the first caller to get the ref takes every
 request queued by then (a group commit); each call still returns only once its writes
@@ -58,6 +60,7 @@ from got_integrations.langgraph._layout import (
     json_roundtrips,
     jsonable,
     message_summary,
+    old_writes_bucket,
     parse_json,
     render_json,
     segment_path,
@@ -523,7 +526,7 @@ class WriteOps:
         files: dict[str, bytes | None] = {}
         for path in changed:
             doc = docs[path]
-            files[path] = fast_json(
+            files[doc["path"]] = fast_json(
                 {
                     "checkpoint_id": doc["checkpoint_id"],
                     "task_id": doc["task_id"],
@@ -544,20 +547,28 @@ class WriteOps:
             CorruptRepositoryError: the file is damaged.
         """
         entries: dict[int, dict[str, Any]] = {}
-        old_path = ""
-        if tip is not None:
+        old_path, where = "", request.path
+        # the file where this saver puts it, else where an earlier saver did (one level of 256):
+        # a task's writes stay in one file
+        for path in (
+            request.path,
+            writes_path(request.checkpoint_id, request.task_id, old_writes_bucket(request.checkpoint_id)),
+        ):
+            if tip is None:
+                break
             try:
-                raw = self.repo.read_file(tip, request.path)
+                raw = self.repo.read_file(tip, path)
             except UnknownRefError:
-                pass
-            else:
-                what = f"writes file {request.path} of commit {tip[:12]}"
-                old = check_writes_doc(parse_json(raw, what), what)
-                entries = {w["idx"]: w for w in old["writes"]}
-                old_path = old.get("task_path", "")
+                continue
+            what = f"writes file {path} of commit {tip[:12]}"
+            old = check_writes_doc(parse_json(raw, what), what)
+            entries = {w["idx"]: w for w in old["writes"]}
+            old_path, where = old.get("task_path", ""), path
+            break
         return {
             "checkpoint_id": request.checkpoint_id,
             "task_id": request.task_id,
             "task_path": old_path,
             "entries": entries,
+            "path": where,
         }

@@ -20,8 +20,8 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
                                           (values of up to 96 serialised bytes, e.g. None, flags and
                                           counters, sit inline in checkpoint.json instead)
     <channel>/000/000003.json | .bin      a list channel (e.g. messages): a rendering per element,
-                                          100 elements per directory; the .bin only where no
-                                          segment held the element when it was written
+                                          100 elements per directory; the .bin only until a
+                                          segment holds the element
     <channel>/segments/000000+100.bin     the serializer bytes of elements 0-99 in one file (one per
     <channel>/segments/000100+10.bin      full bucket, then one per 10 elements of the open bucket):
                                           a cold read of a long list takes a few blobs
@@ -29,8 +29,9 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
 ``.bin`` files are ``<type tag>\\n<serializer bytes>``. An unchanged value or list element
 is the same blob in every checkpoint, so a growing message list adds one message per
 step, not a copy of the list; ``git diff <a> <b>`` shows the state change. The writes
-tree holds ``<2 hex of sha1(id)>/<checkpoint id>~<task id>.json`` (readable values plus
-the exact bytes in base64).
+tree holds ``<h>/<h>/<checkpoint id>~<task id>.json`` (the first two hex digits of
+sha1(id), two levels of 16; an earlier saver's ``<hh>/`` files are still read and extended)
+with readable values plus the exact bytes in base64.
 
 Encryption at rest: with a serializer that encrypts (``EncryptedSerializer``; see
 :func:`~got_integrations.langgraph._serde.encrypts`) or ``readable=False``, nothing
@@ -43,7 +44,7 @@ timestamps, channel names and versions, node names in task paths, type tags.
 Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
-``put_writes`` writes one commit, two small trees and one file (4 objects) and moves the
+``put_writes`` writes one commit, three small trees and one file (5 objects) and moves the
 ``writes`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so

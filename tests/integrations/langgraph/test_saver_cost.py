@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -20,7 +21,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from got_core.errors import CorruptRepositoryError
 from got_integrations.langgraph import GitCheckpointSaver
 from got_integrations.langgraph._layout import (
+    encode_exact,
     frame,
+    old_writes_bucket,
     pack_segment,
     segment_path,
     segment_ranges,
@@ -277,3 +280,56 @@ def test_a_new_writer_on_a_damaged_parent_writes_a_whole_child(tmp_path):
     ]
     ok, out = fsck_clean(saver.repo.gitdir)
     assert ok, out
+
+
+def _largest_tree(gitdir: Any, commit: str) -> int:
+    """The most entries any tree of ``commit`` has (what a write that rewrites it pays for)."""
+    trees = [line.split()[2] for line in git(gitdir, "ls-tree", "-r", "-t", commit).splitlines() if " tree " in line]
+    return max([len(git(gitdir, "ls-tree", t).splitlines()) for t in [f"{commit}^{{tree}}", *trees]])
+
+
+def test_a_long_thread_keeps_every_tree_it_rewrites_small(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    line = Line(saver)
+    items = [f"message {i}" for i in range(300)]
+    for n in range(1, 301):  # one element a step, as a chat thread grows
+        stored = line.put(m=items[:n])
+        saver.put_writes(stored, [("m", [f"write {n}"])], "task")
+    # the writes of 300 checkpoints spread over two levels of 16 directories
+    assert _largest_tree(saver.repo.gitdir, saver.repo.tip(WRITES)) <= 40
+    # a bucket of 100 elements holds their renderings; the .bin files a segment now covers are gone
+    files = saver.repo.list_files(saver.repo.tip(HEAD))
+    assert not [p for p in files if p.endswith(".bin") and p.startswith("m/00")]
+    assert _largest_tree(saver.repo.gitdir, saver.repo.tip(HEAD)) <= 100 + 10
+    cold = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    assert cold.get_tuple(CFG).pending_writes == [("task", "m", ["write 300"])]
+    assert fsck_clean(saver.repo.gitdir)[0]
+
+
+def test_writes_an_earlier_saver_stored_in_one_level_of_256_are_read_and_extended(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    stored = Line(saver).put(m=["a"])
+    cid = stored["configurable"]["checkpoint_id"]
+    saver.put_writes(stored, [("m", ["new layout"])], "task-new")
+    # what the previous saver wrote: <2 hex of sha1(id)>/<id>~<task>.json
+    old = writes_path(cid, "task-old", old_writes_bucket(cid))
+    assert old.count("/") == 1 and old != writes_path(cid, "task-old")
+    doc = {"checkpoint_id": cid, "task_id": "task-old", "task_path": "", "writes": []}
+    doc["writes"] = [{"idx": 0, "channel": "m", "exact": encode_exact(saver.serde.dumps_typed(["old layout"]))}]
+    saver.repo.commit_files(WRITES, {old: json.dumps(doc).encode()}, "earlier saver\n", expected=saver.repo.tip(WRITES))
+    reader = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    assert sorted(reader.get_tuple(stored).pending_writes) == [
+        ("task-new", "m", ["new layout"]),
+        ("task-old", "m", ["old layout"]),
+    ]
+    # a later write of the same task goes into its old file (one file per task, never two)
+    reader.put_writes(stored, [("m", ["ignored: idx 0 is stored"]), ("x", 2)], "task-old")
+    tip = reader.repo.tip(WRITES)
+    assert writes_path(cid, "task-old") not in reader.repo.list_files(tip)
+    assert [w["channel"] for w in json.loads(reader.repo.read_file(tip, old))["writes"]] == ["m", "x"]
+    assert ("task-old", "x", 2) in GitCheckpointSaver.from_path(tmp_path / "old.git").get_tuple(stored).pending_writes
+    # prune keeps both layouts' files of the checkpoint it keeps
+    reader.prune(["t"], strategy="keep_latest")
+    kept = reader.repo.list_files(reader.repo.tip(WRITES))
+    assert old in kept and writes_path(cid, "task-new") in kept
