@@ -99,6 +99,12 @@ def id_component(value: str, what: str) -> str:
     """
     if not isinstance(value, str) or not value:
         raise InvalidNameError(f"{what} must be a non-empty string, not {value!r:.60}")
+    # exact strings only through the cache: a str subclass could compare equal yet encode otherwise
+    return _id_component(value, what) if type(value) is str else _id_component.__wrapped__(value, what)
+
+
+@functools.lru_cache(maxsize=8192)  # every put and put_writes names the same few ids again; errors are not cached
+def _id_component(value: str, what: str) -> str:
     try:
         return encode_component(value, what)
     except InvalidNameError:
