@@ -6,20 +6,19 @@ saver writes them today), with no serializer, no checks and no caches: per ``put
 blobs (``checkpoint.json`` naming the thread, the new message's ``.bin`` and ``.json``),
 three trees (root, channel directory, bucket; every tenth message also a segment blob
 and the ``segments`` tree, the covered ``.bin`` files leaving the bucket), a commit and
-one ref move; per ``put_writes`` one blob, three trees (root and two levels of 16
-directories), a commit and one ref move. With ``one_move=True`` a ``put_writes`` writes
-the same objects but moves no ref: what a super-step would cost if its writes rode on
-the checkpoint's own ref move (a layout that cannot keep ``put_writes`` durable when it
-returns, so this is a bound, not a design). The saver's cost over this floor is its own
+one ref move; per ``put_writes`` one blob, a one-file tree, a commit and one ref written
+(the checkpoint's ``pending/`` ref: created by its first writes). With ``one_move=True`` a
+``put_writes`` writes the same objects but writes no ref: what a super-step would cost if
+its writes rode on the checkpoint's own ref move (a layout that cannot keep
+``put_writes`` durable when it returns, so this is a bound, not a design). The saver's cost over this floor is its own
 overhead; the floor's cost against SQLite's in the same run is what loose-object storage
 pays on this disk.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,7 @@ class _Line:
     bucket: pygit2.Oid | None = None
     length: int = 0
     segments: pygit2.Oid | None = None
-    writes: pygit2.Oid | None = None
-    writes_root: pygit2.Oid | None = None
+    pending: dict[str, pygit2.Oid] = field(default_factory=dict)  # checkpoint id -> its writes ref's tip
 
 
 class FloorSaver:
@@ -103,20 +101,16 @@ class FloorSaver:
 
     def put_writes(self, config: dict[str, Any], writes: Any, task_id: str, task_path: str = "") -> None:
         conf = config["configurable"]
-        thread = str(conf["thread_id"])
+        thread, cid = str(conf["thread_id"]), str(conf["checkpoint_id"])
         line = self.lines.setdefault(thread, _Line())
         data = json.dumps({"thread": thread, "writes": [[c, repr(v)] for c, v in writes]}).encode()
-        cid = str(conf["checkpoint_id"])
-        h = hashlib.sha1(cid.encode()).hexdigest()
-        root_tree = self.repo[line.writes_root] if line.writes_root is not None else None
-        top = root_tree[h[0]].id if root_tree is not None and h[0] in root_tree else None
-        top_tree = self.repo[top] if top is not None else None
-        leaf = top_tree[h[1]].id if top_tree is not None and h[1] in top_tree else None
-        leaf = self._tree(leaf, {f"{cid}~{task_id}.json": (self.repo.create_blob(data), _BLOB)})
-        top = self._tree(top, {h[1]: (leaf, _TREE)})
-        root = self._tree(line.writes_root, {h[0]: (top, _TREE)})
-        parents = [line.writes] if line.writes is not None else []
-        commit = self.repo.create_commit(None, _SIG, _SIG, f"writes {task_path}\n", root, parents)
+        name = f"refs/floor/{thread}/pending/{cid}"
+        old = line.pending.get(cid)
+        root = self._tree(
+            self.repo[old].tree_id if old is not None else None,
+            {f"{task_id}.json": (self.repo.create_blob(data), _BLOB)},
+        )
+        commit = self.repo.create_commit(None, _SIG, _SIG, f"writes {task_path}\n", root, [old] if old else [])
         if not self.one_move:
-            self._move(f"refs/floor/{thread}/writes", line.writes, commit)
-        line.writes, line.writes_root = commit, root
+            self._move(name, old, commit)
+        line.pending[cid] = commit

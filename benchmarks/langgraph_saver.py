@@ -518,7 +518,7 @@ def run_fanout(workdir: Path, rounds: int) -> list[dict[str, Any]]:
                         f"--git-dir={saver.repo.gitdir}",
                         "rev-list",
                         "--count",
-                        "refs/got/threads/fan/root/writes",
+                        "--glob=refs/got/threads/fan/root/pending/*",  # a ref per checkpoint
                     ],
                     capture_output=True,
                     text=True,

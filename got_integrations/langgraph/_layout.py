@@ -46,7 +46,6 @@ __all__ = [
     "jsonable",
     "message_summary",
     "ns_component",
-    "old_writes_bucket",
     "one_line",
     "pack_segment",
     "parse_json",
@@ -55,6 +54,7 @@ __all__ = [
     "segment_ranges",
     "segments_dir",
     "split_msgpack_array",
+    "task_file",
     "text_id",
     "unframe",
     "unpack_segment",
@@ -159,8 +159,17 @@ class ThreadRef:
 
     @property
     def writes(self) -> str:
-        """The ref of the pending-writes chain."""
+        """The single pending-writes ref an earlier saver kept for the whole namespace (read only)."""
         return self.prefix + "writes"
+
+    @property
+    def pending_prefix(self) -> str:
+        """``.../pending/``: one ref per checkpoint that has pending writes."""
+        return self.prefix + "pending/"
+
+    def pending(self, checkpoint_id: str) -> str:
+        """The ref holding a checkpoint's pending writes (one ``<task id>.json`` per task)."""
+        return self.pending_prefix + id_component(checkpoint_id, "checkpoint id")
 
     def fork(self, checkpoint_id: str) -> str:
         """A fork ref named after a checkpoint id."""
@@ -423,34 +432,26 @@ def unpack_segment(data: bytes, count: int, what: str) -> list[tuple[str, bytes]
     return out
 
 
+def task_file(task_id: str) -> str:
+    """``<task id>.json``: a task's writes file in its checkpoint's ``pending/<id>`` tree."""
+    return id_component(task_id, "task id") + ".json"
+
+
 def writes_bucket(checkpoint_id: str) -> str:
-    """The writes-tree directory of a checkpoint: ``<h>/<h>``, the first two hex digits of
-    sha1(id) as two levels of 16, so that no tree a ``put_writes`` rewrites grows past a few
-    dozen entries (a single level of 256 made a long thread's root tree ~8 KB, rewritten on
-    every call)."""
-    digest = _writes_digest(checkpoint_id)
-    return f"{digest[0]}/{digest[1]}"
-
-
-def old_writes_bucket(checkpoint_id: str) -> str:
-    """The directory an earlier saver (``got-langgraph-checkpoint/1``, one level of 256) put
-    a checkpoint's writes in; still read, and still written where a task's file lives there."""
-    return _writes_digest(checkpoint_id)[:2]
-
-
-def _writes_digest(checkpoint_id: str) -> str:
+    """The directory of a checkpoint's files in the single ``writes`` ref an earlier saver
+    kept (2 hex of sha1 of the id); still read, never written."""
     # surrogatepass: a malformed id is refused by id_component, not by this hash
-    return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()[:2]
 
 
-def writes_stem(checkpoint_id: str, bucket: str | None = None) -> str:
-    """``<bucket>/<checkpoint id>~``: every writes file of a checkpoint starts with it."""
-    return f"{bucket or writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
+def writes_stem(checkpoint_id: str) -> str:
+    """``<bucket>/<checkpoint id>~``: every file of a checkpoint in the earlier ``writes`` ref starts with it."""
+    return f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
 
 
-def writes_path(checkpoint_id: str, task_id: str, bucket: str | None = None) -> str:
-    """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
-    return f"{writes_stem(checkpoint_id, bucket)}{id_component(task_id, 'task id')}.json"
+def writes_path(checkpoint_id: str, task_id: str) -> str:
+    """``<bucket>/<checkpoint id>~<task id>.json`` in the earlier ``writes`` ref; '~' is never part of an encoded id."""
+    return f"{writes_stem(checkpoint_id)}{id_component(task_id, 'task id')}.json"
 
 
 def message_summary(message: Any, limit: int = 60) -> str | None:

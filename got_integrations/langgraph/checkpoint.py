@@ -9,8 +9,11 @@ Refs (ids go through :func:`got_core.names.encode_component`; the root namespace
     refs/got/threads/<thread>/<ns>/head          the line holding the latest checkpoint
     refs/got/threads/<thread>/<ns>/forks/<id>    other lines (forks), named by the checkpoint
                                                  id their tip had when the ref was created
-    refs/got/threads/<thread>/<ns>/writes        pending writes: a commit per put_writes (calls
-                                                 that run at the same time share one)
+    refs/got/threads/<thread>/<ns>/pending/<id>  a checkpoint's pending writes: a commit per
+                                                 put_writes (calls that run at the same time
+                                                 share one), one <task id>.json per task
+    refs/got/threads/<thread>/<ns>/writes        every checkpoint's writes, as earlier savers kept
+                                                 them (read; a task's next write moves it on)
 
 Each checkpoint is one commit whose parent is its parent checkpoint's commit. Its tree::
 
@@ -28,10 +31,10 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
 
 ``.bin`` files are ``<type tag>\\n<serializer bytes>``. An unchanged value or list element
 is the same blob in every checkpoint, so a growing message list adds one message per
-step, not a copy of the list; ``git diff <a> <b>`` shows the state change. The writes
-tree holds ``<h>/<h>/<checkpoint id>~<task id>.json`` (the first two hex digits of
-sha1(id), two levels of 16; an earlier saver's ``<hh>/`` files are still read and extended)
-with readable values plus the exact bytes in base64.
+step, not a copy of the list; ``git diff <a> <b>`` shows the state change. A
+``pending/<id>`` tree holds ``<task id>.json`` (readable values plus the exact bytes in
+base64); the ``writes`` ref of an earlier saver holds ``<2 hex of sha1(id)>/<checkpoint
+id>~<task id>.json``.
 
 Encryption at rest: with a serializer that encrypts (``EncryptedSerializer``; see
 :func:`~got_integrations.langgraph._serde.encrypts`) or ``readable=False``, nothing
@@ -44,8 +47,8 @@ timestamps, channel names and versions, node names in task paths, type tags.
 Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
-``put_writes`` writes one commit, three small trees and one file (5 objects) and moves the
-``writes`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
+``put_writes`` writes one commit, a one-file tree and the file (3 objects) and creates the
+checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so
 a cache hit is never stale); ``head`` is re-read on every latest read. A cold read reads
