@@ -41,7 +41,7 @@ Encryption at rest: with a serializer that encrypts (``EncryptedSerializer``; se
 readable is written of what the serializer protects: no ``.json`` renderings, no values
 in ``checkpoint.json`` or the writes files, metadata only inside the encrypted
 ``checkpoint.bin``, and commit messages that hold ids only. What stays readable: ref
-names (thread ids, namespaces, fork checkpoint ids), checkpoint and task ids, parent ids,
+names (thread ids, namespaces, the checkpoint ids of forks and pending writes), checkpoint and task ids, parent ids,
 timestamps, channel names and versions, node names in task paths, type tags.
 
 Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
