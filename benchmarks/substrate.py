@@ -7,7 +7,8 @@ at each history size:
   note + the outcome tag), ``grep``, ``search``, ``read_node``;
 * ``floor`` — pygit2 alone doing the least a commit needs: 4 blobs + tree + commit + one
   ref move (one libgit2 ref transaction, the cheapest ref write at any number of refs),
-  in a copy of the same repository (same packs, same history);
+  its objects written loose as libgit2 writes them (got writes a move's objects as one
+  pack), in a copy of the same repository (same packs, same history);
 * ``sqlite`` — the same payload as one row per node in SQLite (WAL, synchronous=NORMAL)
   with an FTS5 index on the thought updated in the same transaction; the score and the
   tag are columns of that row. ``grep`` is an FTS5 match returning every hit, ``search``

@@ -25,3 +25,15 @@ def fsck_clean(gitdir: Path | str) -> tuple[bool, str]:
         ["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling"], capture_output=True, env=env
     )
     return proc.returncode == 0, (proc.stdout + proc.stderr).decode()
+
+
+def unpack_all(gitdir: Path | str) -> None:
+    """Turn every pack of ``gitdir`` into loose objects (``git unpack-objects``), for tests that
+    damage one object's file: writes land in packs, and a pack is read before a loose copy."""
+    folder = Path(gitdir) / "objects" / "pack"
+    for idx in sorted(folder.glob("pack-*.idx")):
+        pack = idx.with_suffix(".pack")
+        data = pack.read_bytes()
+        idx.unlink()
+        pack.unlink()
+        git(gitdir, "unpack-objects", "-q", input=data)

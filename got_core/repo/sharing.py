@@ -525,7 +525,10 @@ def repack(repo: ReasoningRepo) -> dict[str, int]:
         objects, packs and refs).
     """
     before = footprint(repo.gitdir)
-    run_git(["repack", "-a", "-d", "-q"], git_dir=repo.gitdir)
+    # -f: look for deltas afresh; git never tries one between two whole objects of the same
+    # pack, and the packs a write and its consolidation leave hold whole objects only (5x
+    # the disk at 3k nodes without it, for ~15% more time)
+    run_git(["repack", "-a", "-d", "-f", "-q"], git_dir=repo.gitdir)
     run_git(["prune-packed", "-q"], git_dir=repo.gitdir)
     times = repo.git.ref_dir_times()
     repo.git.compress_refs()

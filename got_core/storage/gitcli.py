@@ -77,6 +77,9 @@ def run_git(
         ConfigError: the git binary is not installed.
         GitCommandError: git failed and ``check`` is true.
     """
+    from got_core.storage.git import flush_staged_writes
+
+    flush_staged_writes()  # git reads the object database itself: nothing of ours may be only in memory
     exe = shutil.which("git")
     if exe is None:
         raise ConfigError("this operation needs the git binary on PATH (apt-get install git)")

@@ -22,16 +22,34 @@ import os
 import re
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import check_path
-from got_core.storage.git import fsync_enabled
+from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.objects import TREE_MODE
 
-__all__ = ["TYPE_CODES", "build_tree_objects", "pack_bytes", "sha1_repository", "tree_object", "write_pack"]
+__all__ = [
+    "TYPE_CODES",
+    "assemble_pack",
+    "build_tree_objects",
+    "commit_object",
+    "install_pack",
+    "object_id",
+    "pack_bytes",
+    "pack_index_ids",
+    "pack_records",
+    "records_of",
+    "sha1_repository",
+    "signed_commit",
+    "tree_entries_of",
+    "tree_object",
+    "write_pack",
+    "write_pack_named",
+]
 
 #: Pack type codes of the objects a pack here may hold.
 TYPE_CODES = {"commit": 1, "tree": 2, "blob": 3}
@@ -79,22 +97,42 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     Duplicates are packed once. Raises:
         StorageError: an object kind a pack here does not hold.
     """
-    entries: dict[bytes, tuple[int, int]] = {}  # binary id -> (crc32, offset)
     ids: list[str] = []
-    parts = [b""]
-    offset = 12
+    records = records_of(objects, ids)
+    pack, index = assemble_pack(records)
+    return pack, index, ids
+
+
+def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = None) -> dict[bytes, bytes]:
+    """The pack entries of ``objects`` (kind, content): binary id -> header and deflated content.
+
+    ``ids`` (when given) receives each object's hex id, in order, duplicates included.
+
+    Raises:
+        StorageError: an object kind a pack here does not hold.
+    """
+    records: dict[bytes, bytes] = {}
     for kind, data in objects:
         if kind not in TYPE_CODES:
             raise StorageError(f"cannot pack an object of kind {kind!r}")
         digest = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).digest()
-        ids.append(digest.hex())
-        if digest in entries:
-            continue
-        record = _header(kind, len(data)) + _deflate(data)
+        if ids is not None:
+            ids.append(digest.hex())
+        if digest not in records:
+            records[digest] = _header(kind, len(data)) + _deflate(data)
+    return records
+
+
+def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
+    """A version-2 pack of whole entries (binary id -> header and deflated content, no deltas)
+    and its version-2 index."""
+    entries: dict[bytes, tuple[int, int]] = {}  # binary id -> (crc32, offset)
+    parts = [b"PACK" + struct.pack(">II", 2, len(records))]
+    offset = 12
+    for digest, record in records.items():
         entries[digest] = (zlib.crc32(record), offset)
         parts.append(record)
         offset += len(record)
-    parts[0] = b"PACK" + struct.pack(">II", 2, len(entries))
     pack = b"".join(parts)
     checksum = hashlib.sha1(pack).digest()
     pack += checksum
@@ -127,11 +165,65 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
         )
     )
     index += hashlib.sha1(index).digest()
-    return pack, index, ids
+    return pack, index
+
+
+def pack_records(idx: Path) -> dict[bytes, bytes] | None:
+    """The whole entries of the pack beside ``idx`` (binary id -> header and deflated content),
+    each checked against the index's CRC, to copy into another pack without inflating them.
+
+    None when the pack holds a delta or an annotated tag (as packs git wrote may): read
+    those objects whole instead.
+
+    Raises:
+        CorruptRepositoryError: the index or the pack is cut short or damaged.
+        OSError: the files cannot be read (gone: another process repacked).
+    """
+    index = Path(idx).read_bytes()
+    data = Path(idx).with_suffix(".pack").read_bytes()
+    if len(index) < 8 + 1024 + 40 or index[:8] != b"\xfftOc" + struct.pack(">I", 2):
+        raise CorruptRepositoryError(f"{idx} is not a version-2 pack index; run `got gc`")
+    count = struct.unpack_from(">I", index, 8 + 1020)[0]
+    base = 8 + 1024
+    if len(index) < base + 28 * count + 40 or data[:4] != b"PACK" or len(data) < 32:
+        raise CorruptRepositoryError(f"{idx} or its pack is cut short; run `got gc`")
+    ids = [index[base + 20 * i : base + 20 * i + 20] for i in range(count)]
+    crcs = struct.unpack_from(f">{count}I", index, base + 20 * count)
+    offsets = struct.unpack_from(f">{count}I", index, base + 24 * count)
+    if any(o & 0x80000000 for o in offsets):
+        return None  # over 2 GiB: never one of ours
+    order = sorted(range(count), key=lambda i: offsets[i])
+    end = len(data) - 20
+    out: dict[bytes, bytes] = {}
+    for k, i in enumerate(order):
+        start = offsets[i]
+        stop = offsets[order[k + 1]] if k + 1 < count else end
+        record = data[start:stop]
+        if not record or (record[0] >> 4) & 7 not in (1, 2, 3):
+            return None  # a delta or a tag
+        if zlib.crc32(record) != crcs[i]:
+            raise CorruptRepositoryError(f"an object in {idx.with_suffix('.pack')} is damaged; run `got fsck`")
+        out[ids[i]] = record
+    return out
+
+
+class _Joined(threading.local):
+    """The ref move being built in this thread (set by ``storage/git/_staging``): gitdir and stager."""
+
+    gitdir: Path | None = None
+    stage: Callable[[str, bytes], str | None] | None = None
+
+
+#: While a builder of a ref move runs, a pack written here for the same repository joins
+#: that move's pack (one pack per move): ``storage/git/_staging`` sets and clears it.
+JOINED = _Joined()
 
 
 def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool | None = None) -> list[str]:
     """Store ``objects`` (kind, content) as one pack in ``gitdir``; returns their ids in order.
+
+    Inside the builder of a ref move on the same repository the objects join that move's
+    pack instead (written, with the move's own objects, before any ref moves).
 
     ``fsync`` (default: as libgit2 does in this process, :func:`~got_core.storage.git.fsync_enabled`)
     flushes the pack, its index and the directory to disk before returning.
@@ -143,11 +235,33 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
     Raises:
         StorageError: the pack directory cannot be written.
     """
+    stage = JOINED.stage
+    if stage is not None and JOINED.gitdir == Path(gitdir):
+        ids = [stage(kind, data) for kind, data in objects]
+        if all(i is not None for i in ids):
+            return [i for i in ids if i is not None]
+    return write_pack_named(gitdir, objects, fsync=fsync)[1]
+
+
+def write_pack_named(
+    gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: bool | None = None
+) -> tuple[str | None, list[str]]:
+    """:func:`write_pack`, also returning the pack's name (its checksum; None: no objects)."""
     if not objects:
-        return []
+        return None, []
+    pack, index, ids = pack_bytes(objects)
+    return install_pack(gitdir, pack, index, fsync=fsync), ids
+
+
+def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None = None) -> str:
+    """Put a pack and its index in ``gitdir`` (the pack first, each under a temporary name);
+    returns the pack's name.
+
+    Raises:
+        StorageError: the pack directory cannot be written.
+    """
     if fsync is None:
         fsync = fsync_enabled()
-    pack, index, ids = pack_bytes(objects)
     name = pack[-20:].hex()
     folder = Path(gitdir) / "objects" / "pack"
     final = {suffix: folder / f"pack-{name}.{suffix}" for suffix in ("pack", "idx")}
@@ -179,7 +293,7 @@ def write_pack(gitdir: Path, objects: Sequence[tuple[str, bytes]], *, fsync: boo
                 os.close(dir_fd)
     except OSError as exc:
         raise StorageError(f"cannot write a pack in {folder}: {exc}") from None
-    return ids
+    return name
 
 
 def tree_object(entries: Mapping[bytes, tuple[bytes, bytes]]) -> bytes:
@@ -227,7 +341,13 @@ def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[b
     found = _ENTRY.findall(data)
     if sum(len(entry) for entry, _, _ in found) != len(data):  # the matches cover it exactly, or it is damaged
         raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
-    return {name: (name + b"/" if mode in _TREE_MODES else name, entry) for entry, mode, name in found}
+    out: dict[bytes, tuple[bytes, bytes]] = {}
+    for entry, mode, name in found:
+        if mode[:1] == b"0":  # libgit2 rewrites a mode as plain octal ("040000" -> "40000"): so do we
+            entry = b"%o " % int(mode, 8) + entry[len(mode) + 1 :]
+        # sorted as libgit2 sorts (a name ends in "/" when its mode's type bits say directory)
+        out[name] = (name + b"/" if mode in _TREE_MODES or int(mode, 8) & 0o170000 == TREE_MODE else name, entry)
+    return out
 
 
 def _build(
@@ -260,3 +380,77 @@ def _build(
     data = tree_object(entries)
     out.append(("tree", data))
     return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
+
+
+def object_id(kind: str, data: bytes) -> str:
+    """The SHA-1 id git gives an object of ``kind`` holding ``data``."""
+    return hashlib.sha1(b"%s %d\0" % (kind.encode("ascii"), len(data)) + data).hexdigest()
+
+
+def _person(raw_name: bytes, raw_email: bytes, time: int, offset: int) -> bytes:
+    """``name <email> time +hhmm``, as libgit2's ``git_signature__writebuf`` writes it."""
+    sign = b"-" if offset < 0 else b"+"
+    offset = abs(offset)
+    return b"%s <%s> %d %s%02d%02d" % (raw_name, raw_email, time, sign, offset // 60, offset % 60)
+
+
+def commit_object(
+    tree: str,
+    parents: Sequence[str],
+    author: tuple[bytes, bytes, int, int],
+    committer: tuple[bytes, bytes, int, int],
+    message: bytes,
+) -> bytes:
+    """The raw commit libgit2's ``git_commit_create`` writes (no encoding header).
+
+    ``author`` and ``committer`` are (raw name, raw email, time, offset in minutes), the
+    name and email already trimmed and checked by ``git_signature_new``.
+    """
+    lines = [b"tree " + tree.encode("ascii")]
+    lines += [b"parent " + p.encode("ascii") for p in parents]
+    lines.append(b"author " + _person(*author))
+    lines.append(b"committer " + _person(*committer))
+    return b"\n".join(lines) + b"\n\n" + message
+
+
+def signed_commit(payload: bytes, signature: bytes, field: bytes = b"gpgsig") -> bytes:
+    """``payload`` with ``signature`` as a header, as ``git_commit_create_with_signature`` writes it.
+
+    Raises:
+        StorageError: the payload has no header (not a commit).
+    """
+    end = payload.find(b"\n\n")
+    if end < 0:
+        raise StorageError("cannot sign a commit without a header")
+    return payload[: end + 1] + field + b" " + signature.replace(b"\n", b"\n ") + b"\n" + payload[end + 1 :]
+
+
+def pack_index_ids(idx: Path) -> list[str]:
+    """The object ids a version-2 pack index lists, in its (sorted) order.
+
+    Raises:
+        CorruptRepositoryError: not a version-2 index, or cut short.
+    """
+    with open(idx, "rb") as f:
+        head = f.read(8 + 1024)
+        if len(head) < 8 + 1024 or head[:8] != b"\xfftOc" + struct.pack(">I", 2):
+            raise CorruptRepositoryError(f"{idx} is not a version-2 pack index; run `got gc`")
+        count = struct.unpack(">I", head[-4:])[0]
+        raw = f.read(20 * count)
+    if len(raw) != 20 * count:
+        raise CorruptRepositoryError(f"{idx} is cut short; run `got gc`")
+    return [raw[i : i + 20].hex() for i in range(0, len(raw), 20)]
+
+
+def tree_entries_of(kind: str, data: bytes, oid: str = "") -> dict[bytes, tuple[int, str]]:
+    """The entries of a raw tree: name -> (mode, hex id).
+
+    Raises:
+        CorruptRepositoryError: not a tree, or not well formed.
+    """
+    if kind != "tree":
+        raise CorruptRepositoryError(f"object {oid} is a {kind}, expected a tree; run `got fsck`")
+    found = _ENTRY.findall(data)
+    if sum(len(entry) for entry, _, _ in found) != len(data):
+        raise CorruptRepositoryError(f"tree {oid} is not a well-formed tree; run `got fsck`")
+    return {name: (int(mode, 8), entry[-20:].hex()) for entry, mode, name in found}

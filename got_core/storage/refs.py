@@ -158,6 +158,21 @@ def update_ref(
         ConcurrentUpdateError: past the deadline, or raised by the builder.
         StorageError: the disk refused the write.
     """
+    with git.staged_writes():  # the builder's objects go to disk as one pack, just before the move
+        value = _update_ref(git, name, build, policy, retry, tip_hint, moved)
+    git.maybe_consolidate()
+    return value
+
+
+def _update_ref(
+    git: GitRepo,
+    name: str,
+    build: Builder,
+    policy: RetryPolicy,
+    retry: bool,
+    tip_hint: str | Any | None,
+    moved: Moved | None,
+) -> Any:
     attempts = policy.attempts(name, git, (name,))
     while True:
         attempt = next(attempts)
@@ -208,6 +223,20 @@ def update_refs(
         ConcurrentUpdateError: past the deadline, or raised by the builder.
         StorageError: the disk refused the writes.
     """
+    with git.staged_writes():  # the builder's objects go to disk as one pack, just before the move
+        result = _update_refs(git, names, build, policy, moved)
+    git.maybe_consolidate()
+    if result is _MOVED:
+        return value() if value is not None else None
+    return result
+
+
+_MOVED: Any = object()
+
+
+def _update_refs(
+    git: GitRepo, names: tuple[str, ...], build: MultiBuilder, policy: RetryPolicy, moved: Moved | None
+) -> Any:
     locked = list(names)  # the refs whose stale locks the retries may break (the ones read, too)
     attempts = policy.attempts(", ".join(names), git, locked)
     while True:
@@ -232,4 +261,4 @@ def update_refs(
             continue
         if moved is not None and updates:
             moved([(n, old, new) for n, (old, new) in updates.items()])
-        return value() if value is not None else None
+        return _MOVED

@@ -7,7 +7,7 @@ import os
 
 import pygit2
 import pytest
-from gitcli import fsck_clean, git
+from gitcli import fsck_clean, git, unpack_all
 
 from got_core import (
     ConcurrentUpdateError,
@@ -189,6 +189,8 @@ def test_strict_compare_and_swap(repo):
 def test_corrupt_object_gives_typed_error(repo):
     n = repo.commit_node(node("to be damaged"))
     blob = repo.list_files(n.oid)["thought.md"]
+    unpack_all(repo.gitdir)  # the write landed in a pack: damage a loose copy of it
+    repo = ReasoningRepo.open(repo.gitdir)  # a handle that never had the pack open
     path = repo.gitdir / "objects" / blob[:2] / blob[2:]
     os.chmod(path, 0o644)
     path.write_bytes(b"garbage, not zlib")

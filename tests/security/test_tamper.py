@@ -1,7 +1,7 @@
 """Tampering on disk: `got verify` checks every object a signature vouches for.
 
 A signature covers the commit, and the commit names its tree by hash; altering a blob
-or a tree under a signed commit (a flipped byte in a loose object) must turn the verdict
+or a tree under a signed commit (a flipped byte in a loose or packed object) must turn the verdict
 into ``bad`` with the object's path, as `git fsck` also notices.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from gitcli import fsck_clean, git
+from gitcli import fsck_clean, git, unpack_all
 
 from got_core import Identity, Node, ReasoningRepo, SSHSigner, TrustStore
 from got_core.cli import main
@@ -37,6 +37,8 @@ def signed(tmp_path):
     found = {v.oid: v.status for v in repo.verify(trust=TrustStore(allowed_signers=allowed))}
     assert [found[o] for o in (root.oid, kid.oid, lesson)] == ["good"] * 3
     assert fsck_clean(repo.gitdir)[0]
+    unpack_all(repo.gitdir)  # writes land in packs: these tests damage loose objects, one file each
+    repo = ReasoningRepo.open(repo.gitdir, identity=repo.identity, signer=repo.signer)  # never saw the packs
     return repo, allowed, {"root": root.oid, "kid": kid.oid, "lesson": lesson}
 
 

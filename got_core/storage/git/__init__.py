@@ -24,6 +24,7 @@ from got_core.storage.git._remotes import TOKEN_ENV as TOKEN_ENV
 from got_core.storage.git._remotes import USER_ENV as USER_ENV
 from got_core.storage.git._repo import GitRepo, init_bare
 from got_core.storage.git._settings import enable_fsync, fsync_enabled
+from got_core.storage.git._staging import flush_staged_writes
 
 __all__ = [
     "EMPTY_TREE",
@@ -33,6 +34,7 @@ __all__ = [
     "GitRepo",
     "RefRace",
     "enable_fsync",
+    "flush_staged_writes",
     "fsync_enabled",
     "init_bare",
     "is_valid_ref_name",

@@ -11,9 +11,11 @@ from pygit2 import GitError
 from pygit2.enums import SortMode
 
 from got_core.errors import CorruptRepositoryError, StorageError, UnknownRefError
-from got_core.storage.git._handle import _TYPE_NAMES, CommitData, _Handle
+from got_core.storage.git._handle import _TYPE_NAMES, CommitData
 from got_core.storage.git._settings import _trusted_writes
+from got_core.storage.git._staging import _Staging
 from got_core.storage.objects import check_object, damaged_under
+from got_core.storage.packs import commit_object, signed_commit
 from got_core.types import Identity
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
@@ -42,7 +44,7 @@ def _commit_data(c: pygit2.Commit) -> CommitData:
     )
 
 
-class _Commits(_Handle):
+class _Commits(_Staging):
     """Commits, revisions, walks and tree diffs."""
 
     def write_commit(
@@ -55,10 +57,32 @@ class _Commits(_Handle):
         when: tuple[int, int],
         sign: Callable[[str], str] | None = None,
     ) -> str:
-        """Create a commit object (no ref moves); ``sign(payload) -> armored signature``."""
-        a = pygit2.Signature(author.name, author.email, when[0], when[1])
-        c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
+        """Create a commit object (no ref moves); ``sign(payload) -> armored signature``.
+
+        Inside a ref move the commit is staged (``_staging``): the bytes libgit2 would write,
+        formatted here, since libgit2 formats a commit only over a tree it can read.
+        """
+        try:
+            # libgit2 checks and trims the name and email (no angle brackets, not empty)
+            a = pygit2.Signature(author.name, author.email, when[0], when[1])
+            c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
+        except (GitError, ValueError) as exc:
+            raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
         parent_ids: list[str | pygit2.Oid] = list(parents)
+        if self._staging and 0 <= when[0] < 1 << 32 and all(_FULL_SHA.fullmatch(str(p)) for p in parent_ids):
+            raw = commit_object(
+                tree,
+                [str(p) for p in parent_ids],
+                (a.raw_name, a.raw_email, a.time, a.offset),
+                (c.raw_name, c.raw_email, c.time, c.offset),
+                message.encode("utf-8"),
+            )
+            if sign is not None:
+                raw = signed_commit(raw, sign(raw.decode("utf-8")).encode("utf-8"))
+            oid = self._stage("commit", raw)
+            if oid is not None:
+                self._remember_tree(oid, tree)
+                return oid
         try:
             if sign is None:
                 with _trusted_writes():
@@ -69,10 +93,13 @@ class _Commits(_Handle):
                 oid = str(self._r.create_commit_with_signature(payload, sign(payload)))
         except (GitError, OSError) as exc:
             raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
+        self._remember_tree(oid, tree)
+        return oid
+
+    def _remember_tree(self, oid: str, tree: str) -> None:
         if len(self._trees) >= 64:
             self._trees.clear()
         self._trees[oid] = tree
-        return oid
 
     def commit_tree(self, oid: str) -> str:
         """The tree SHA of a commit (remembered for commits this handle wrote).
@@ -105,6 +132,9 @@ class _Commits(_Handle):
         (``commit``, ``tree``, ``blob``). Open a fresh :class:`GitRepo` to check what is
         on disk now: libgit2 caches objects it has read.
         """
+        found = self._in_memory(oid)
+        if found is not None:
+            return check_object(oid, found[0], found[1], expected)
         try:
             kind, data = self._r.odb.read(oid)
         except KeyError:
@@ -132,12 +162,16 @@ class _Commits(_Handle):
         if not isinstance(rev, str) or not rev or "\x00" in rev or len(rev) > 1024:
             raise UnknownRefError(f"{str(rev)[:80]!r} is not a revision; give a SHA, branch or tag")
         if len(rev) == 40 and _FULL_SHA.fullmatch(rev):  # the hot path: a full SHA we wrote
+            found = self._in_memory(rev)
+            if found is not None and found[0] == "commit":
+                return rev
             try:
                 obj = self._r.get(rev)
             except (GitError, ValueError):
                 obj = None
             if obj is not None and obj.type == pygit2.GIT_OBJECT_COMMIT:
                 return rev
+        self._flush_for_libgit2()
         try:
             obj = self._r.revparse_single(rev)
             return str(obj.peel(pygit2.Commit).id)
@@ -152,6 +186,7 @@ class _Commits(_Handle):
         if not tips:
             return
         mode = SortMode.TOPOLOGICAL | SortMode.TIME if topo else SortMode.TIME
+        self._flush_for_libgit2()
         try:
             walker = self._r.walk(tips[0], mode)
             for t in tips[1:]:
@@ -169,6 +204,7 @@ class _Commits(_Handle):
         Raises:
             CorruptRepositoryError: the history between them cannot be read.
         """
+        self._flush_for_libgit2()
         try:
             return ancestor == descendant or self._r.descendant_of(descendant, ancestor)
         except (GitError, ValueError, KeyError) as exc:
@@ -182,6 +218,7 @@ class _Commits(_Handle):
         Raises:
             CorruptRepositoryError: the history of either cannot be read.
         """
+        self._flush_for_libgit2()
         try:
             base = self._r.merge_base(a, b)
         except (GitError, ValueError, KeyError) as exc:
@@ -241,10 +278,14 @@ class _Commits(_Handle):
         known = self._entries.get(tree)
         if known is not None:
             return known
-        try:
-            kind, data = self._r.odb.read(tree)
-        except (GitError, ValueError, KeyError) as exc:
-            raise CorruptRepositoryError(f"tree {tree} cannot be read: {exc}; run `got fsck`") from None
+        staged = self._in_memory(tree)
+        if staged is not None:
+            kind, data = (pygit2.GIT_OBJECT_TREE if staged[0] == "tree" else pygit2.GIT_OBJECT_BLOB), staged[1]
+        else:
+            try:
+                kind, data = self._r.odb.read(tree)
+            except (GitError, ValueError, KeyError) as exc:
+                raise CorruptRepositoryError(f"tree {tree} cannot be read: {exc}; run `got fsck`") from None
         if kind != pygit2.GIT_OBJECT_TREE:
             raise CorruptRepositoryError(f"object {tree} is not a tree; run `got fsck`")
         entries = _RAW_ENTRY.findall(data) if len(tree) == 40 else []

@@ -9,10 +9,10 @@ from pygit2 import GitError
 from pygit2.enums import MergeFavor
 
 from got_core.errors import CorruptRepositoryError, StorageError, UntrustedContentError
-from got_core.storage.git._handle import _Handle
+from got_core.storage.git._staging import _Staging
 
 
-class _Merge(_Handle):
+class _Merge(_Staging):
     """Three-way merges in memory."""
 
     def merge_trees(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 
 import pygit2
 from pygit2 import GitError
 
-from got_core.errors import CorruptRepositoryError, StorageError
+from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
 from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME, check_path, path_component_problem
-from got_core.storage.git._handle import BlobId, _Handle
+from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
+from got_core.storage.git._staging import _Staging
+from got_core.storage.packs import build_tree_objects, tree_entries_of
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -35,11 +38,20 @@ def _usable_name(name: str) -> bool:
     return False
 
 
-class _Objects(_Handle):
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+
+
+class _Objects(_Staging):
     """Blobs and trees."""
 
     def write_blob(self, data: bytes) -> str:
-        """Store bytes; returns the blob SHA (existing content costs a hash, not a write)."""
+        """Store bytes; returns the blob SHA (existing content costs a hash, not a write).
+
+        Inside a ref move the blob is staged and lands in that move's pack (``_staging``).
+        """
+        staged = self._stage("blob", bytes(data))
+        if staged is not None:
+            return staged
         try:
             return str(self._r.create_blob(data))
         except (GitError, OSError) as exc:
@@ -51,20 +63,31 @@ class _Objects(_Handle):
         Raises:
             CorruptRepositoryError: missing, damaged, or not a blob.
         """
+        found = self._in_memory(oid)
+        if found is not None and found[0] == "blob":
+            return found[1]
         obj = self._get(oid)
         if not isinstance(obj, pygit2.Blob):
             raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
-        return obj.data
+        try:
+            return obj.data  # libgit2 may read the content only now (a pack that went away since)
+        except GitError as exc:
+            raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
 
     def has_object(self, oid: str) -> bool:
-        """Whether the object database holds ``oid``."""
+        """Whether the object database holds ``oid`` (staged objects count: they are written before any ref moves)."""
+        if oid in self._staged:
+            return True
         try:
             return oid in self._r
         except (GitError, ValueError):
             return False
 
     def is_tree(self, oid: str) -> bool:
-        """Whether ``oid`` is a tree in the object database."""
+        """Whether ``oid`` is a tree in the object database (or staged)."""
+        found = self._in_memory(oid) if isinstance(oid, str) else None
+        if found is not None:
+            return found[0] == "tree"
         try:
             obj = self._r.get(oid)
         except (GitError, ValueError, TypeError):
@@ -77,6 +100,8 @@ class _Objects(_Handle):
         Unchanged subtrees and blobs are reused by SHA, so a change costs only the
         objects on its path (ARCHITECTURE §6).
         """
+        if self._staging:
+            return self._build_staged(base_tree, changes)
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
             nested[check_path(path)] = value
@@ -87,6 +112,26 @@ class _Objects(_Handle):
         except (GitError, OSError) as exc:
             raise StorageError(f"cannot write a tree in {self.gitdir}: {exc}") from None
         return new or self._empty_tree()
+
+    def _build_staged(self, base_tree: str | None, changes: Mapping[str, bytes | BlobId | None]) -> str:
+        """:meth:`build_tree` inside a ref move: the same tree bytes, built in Python and staged."""
+        ids: dict[str, str | None] = {}
+        for path, value in changes.items():
+            if value is None:
+                ids[path] = None
+            elif isinstance(value, BlobId):
+                if not _HEX40.fullmatch(value):
+                    raise InvalidInputError(f"{str(value)[:80]!r} is not a blob id of {self.gitdir}")
+                ids[path] = str(value)
+            else:
+                ids[path] = self.write_blob(value)
+        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids)
+        for kind, data in trees:
+            self._stage(kind, data)
+        if root is None:
+            self._stage("tree", b"")
+            return EMPTY_TREE
+        return root
 
     def _build(self, base: pygit2.Tree | None, changes: dict[tuple[str, ...], bytes | BlobId | None]) -> str | None:
         tb = self._r.TreeBuilder(base) if base is not None else self._r.TreeBuilder()
@@ -203,6 +248,11 @@ class _Objects(_Handle):
         Raises:
             CorruptRepositoryError: missing, or not a blob.
         """
+        found = self._in_memory(oid)
+        if found is not None:
+            if found[0] != "blob":
+                raise CorruptRepositoryError(f"object {oid} is not a blob; run `got fsck`")
+            return len(found[1])
         try:
             kind, size = self._r.odb.read_header(oid)
         except (GitError, ValueError, KeyError) as exc:
@@ -225,6 +275,8 @@ class _Objects(_Handle):
         Raises:
             InvalidNameError: a path that is not valid (see :func:`got_core.names.check_path`).
         """
+        if self._in_memory(tree) is not None:
+            return {path: self._entry_in_memory(tree, path) for path in paths}
         root = self._tree(tree)
         out: dict[str, str | None] = {}
         for path in paths:
@@ -236,6 +288,28 @@ class _Objects(_Handle):
                 continue
             out[path] = str(entry.id) if entry.type == _T_BLOB else None
         return out
+
+    def _entry_in_memory(self, tree: str, path: str) -> str | None:
+        """:meth:`tree_entry` answered from raw trees (a tree this handle wrote lately)."""
+        node = tree
+        parts = check_path(path)
+        for i, part in enumerate(parts):
+            entries = self._parsed.get(node)
+            if entries is None:
+                entries = tree_entries_of(*self._raw_read(node), node)
+                if len(self._parsed) >= 32:
+                    self._parsed.pop(next(iter(self._parsed)))
+                self._parsed[node] = entries  # a tree never changes: a notes write asks it two or three paths
+            found = entries.get(part.encode("utf-8"))
+            if found is None:
+                return None
+            mode, node = found
+            last = i == len(parts) - 1
+            if last:
+                return node if mode & 0o170000 in (0o100000, 0o120000) else None
+            if mode & 0o170000 != 0o040000:
+                return None
+        return None
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""

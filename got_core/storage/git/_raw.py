@@ -5,10 +5,11 @@ from __future__ import annotations
 from pygit2 import GitError
 
 from got_core.errors import CorruptRepositoryError
-from got_core.storage.git._handle import _TYPE_NAMES, _Handle
+from got_core.storage.git._handle import _TYPE_NAMES
+from got_core.storage.git._staging import _Staging
 
 
-class _Raw(_Handle):
+class _Raw(_Staging):
     """Raw objects, unparsed."""
 
     def read_raw(self, oid: str) -> tuple[str, bytes]:
@@ -17,6 +18,9 @@ class _Raw(_Handle):
         Raises:
             CorruptRepositoryError: missing or unreadable.
         """
+        found = self._in_memory(oid)
+        if found is not None:
+            return found
         try:
             kind, data = self._r.odb.read(oid)
         except (GitError, ValueError, KeyError) as exc:
@@ -25,6 +29,9 @@ class _Raw(_Handle):
 
     def object_header(self, oid: str) -> tuple[str, int] | None:
         """(type name, size in bytes) of an object, or None when the store lacks it."""
+        found = self._in_memory(oid)
+        if found is not None:
+            return found[0], len(found[1])
         try:
             kind, size = self._r.odb.read_header(oid)
         except (GitError, ValueError, KeyError):

@@ -12,7 +12,8 @@ import pygit2
 from pygit2 import GitError
 
 from got_core.errors import StorageError
-from got_core.storage.git._handle import RefRace, _Handle
+from got_core.storage.git._handle import RefRace
+from got_core.storage.git._staging import _Staging
 from got_core.storage.refscan import packed_has_prefix
 
 
@@ -37,7 +38,7 @@ def is_valid_ref_name(name: str) -> bool:
         return False
 
 
-class _Refs(_Handle):
+class _Refs(_Staging):
     """Reading refs and moving them in ref transactions."""
 
     def ref_target(self, name: str) -> str | None:
@@ -57,6 +58,10 @@ class _Refs(_Handle):
 
     def peel_to_commit(self, oid: str) -> str | None:
         """The commit an object (annotated tag or commit) points to, or None."""
+        found = self._in_memory(oid) if isinstance(oid, str) else None
+        if found is not None and found[0] == "commit":
+            return oid
+        self._flush_for_libgit2()
         try:
             obj = self._r.get(oid)
             return None if obj is None else str(obj.peel(pygit2.Commit).id)
@@ -123,6 +128,7 @@ class _Refs(_Handle):
                 return
             if expected is not None and str(ref.target) != expected:
                 raise RefRace(name)
+            self.flush_staged()  # no ref moves while objects are only in memory
             ref.delete()
             found.append(True)
 
@@ -159,6 +165,9 @@ class _Refs(_Handle):
                         txn.remove(name)
                     else:
                         txn.set_target(name, new)
+                # every ref is locked and checked: the objects staged for this move go to disk
+                # now, as one pack, before any ref moves (a lost race above wrote nothing)
+                self.flush_staged()
         except RefRace:
             raise
         except (GitError, OSError, ValueError) as exc:

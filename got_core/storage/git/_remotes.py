@@ -10,10 +10,10 @@ import pygit2
 from pygit2 import GitError
 
 from got_core.errors import CredentialsRequiredError, GotError, PushRejectedError, RemoteError
-from got_core.storage.git._handle import _Handle
+from got_core.storage.git._staging import _Staging
 
 
-class _Remotes(_Handle):
+class _Remotes(_Staging):
     """Fetch, push and ls-remote."""
 
     def fetch(self, url: str, refspecs: list[str], progress: Callable[[int, int, int], None] | None = None) -> None:
@@ -27,10 +27,12 @@ class _Remotes(_Handle):
             progress: called while the pack streams in with (objects announced, objects
                 received, bytes received); raising aborts the fetch with that error.
         """
+        self._flush_for_libgit2()
         self._remote("fetch", url, refspecs, progress)
 
     def push(self, url: str, refspecs: list[str]) -> None:
         """Push ``refspecs`` to ``url``; never prompts for credentials (nor runs the peer's hooks)."""
+        self._flush_for_libgit2()  # the pack libgit2 builds reads every object it sends
         self._remote("push", url, refspecs)
 
     def ls_remote(self, url: str) -> dict[str, str]:

@@ -13,12 +13,14 @@ from got_core.storage._access import check_readable, refuse_unopenable
 from got_core.storage.git._commits import _Commits
 from got_core.storage.git._merge import _Merge
 from got_core.storage.git._objects import _Objects
+from got_core.storage.git._packing import _Packing
 from got_core.storage.git._raw import _Raw
 from got_core.storage.git._refs import _Refs
 from got_core.storage.git._remotes import _Remotes
+from got_core.storage.packs import sha1_repository
 
 
-class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw):
+class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
     """A bare (or existing) git repository, driven through libgit2.
 
     Args:
@@ -45,6 +47,14 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw):
         # that tree, and libgit2 caches objects it read, not ones it wrote
         self._trees: dict[str, str] = {}
         self._entries: dict[str, frozenset[bytes]] = {}  # raw entries of trees compared lately
+        # objects of the ref move being built, written as one pack before it moves (_staging)
+        self._staged: dict[str, tuple[str, bytes]] = {}
+        self._staged_bytes = 0
+        self._staging = 0
+        self._recent: dict[str, tuple[str, bytes]] = {}
+        self._parsed: dict[str, dict[bytes, tuple[int, str]]] = {}
+        self._sha1 = sha1_repository(self.gitdir)
+        self._packs_written = self._packs_checked = 0
 
 
 def init_bare(path: Path) -> None:

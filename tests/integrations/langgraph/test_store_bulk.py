@@ -38,11 +38,10 @@ def _ops(n: int, tag: str = "v", ttl: float | None = None) -> list[PutOp]:
 def test_a_big_batch_is_one_pack_and_one_commit(tmp_path: Path) -> None:
     gitdir = tmp_path / "s.git"
     store = GitStore(gitdir)
-    store.put(("users", "u0", "notes"), "first", {"text": "small batches stay loose"})
-    loose = _loose(gitdir)
+    store.put(("users", "u0", "notes"), "first", {"text": "a small write is a pack of its own"})
+    assert (_packs(gitdir), _loose(gitdir)) == (1, 0)
     store.batch(_ops(3 * PACK_MIN))
-    assert _packs(gitdir) == 1
-    assert _loose(gitdir) == loose + 1  # the commit; every blob and tree went into the pack
+    assert (_packs(gitdir), _loose(gitdir)) == (2, 0)  # every blob and tree, and the commit, in one pack
     assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "2"
     assert fsck_clean(gitdir)[0]
     doc = json.loads(git(gitdir, "cat-file", "blob", "refs/got/store:users/u3/notes/k10.json"))
@@ -79,16 +78,16 @@ def test_the_ttl_sweep_of_many_items_is_one_pack(tmp_path: Path) -> None:
     gitdir = tmp_path / "s.git"
     now = [datetime(2026, 1, 1, tzinfo=UTC)]
     store = GitStore(gitdir, clock=lambda: now[0])
-    store.batch(_ops(PACK_MIN - 1, ttl=1.0))  # under the threshold: loose
+    store.batch(_ops(PACK_MIN - 1, ttl=1.0))  # under the threshold: the ref move's own pack
     store.batch([PutOp(("keep",), f"k{i}", {"i": i}) for i in range(PACK_MIN + 5)])
     packs = _packs(gitdir)
     now[0] += timedelta(minutes=2)
     assert store.sweep_ttl() == PACK_MIN - 1
-    assert _packs(gitdir) == packs  # a sweep under the threshold stays loose too
+    assert _packs(gitdir) == packs + 1  # a sweep under the threshold: one pack too
     store.batch(_ops(2 * PACK_MIN, ttl=1.0))
     now[0] += timedelta(minutes=2)
     assert store.sweep_ttl() == 2 * PACK_MIN
-    assert _packs(gitdir) == packs + 2
+    assert (_packs(gitdir), _loose(gitdir)) == (packs + 3, 0)
     assert git(gitdir, "ls-tree", "--name-only", "refs/got/store").split() == ["keep"]
     assert fsck_clean(gitdir)[0]
     # the index dropped the swept rows as a rebuild from git would have it

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from gitcli import fsck_clean, git
+from gitcli import fsck_clean, git, unpack_all
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.store.base import GetOp, PutOp, SearchOp
@@ -71,7 +71,9 @@ def test_reads_sweeps_and_puts_need_no_item_blob(tmp_path):
     store.put(("users", "u0", "memories"), "short", {"kind": "pref", "n": 99}, ttl=1.0)
     expected = _truth(gitdir)
     # every item file's blob is gone from the object database: nothing below may read one
+    unpack_all(gitdir)  # writes land in packs: make each object a file of its own first
     _remove_objects(gitdir, set(_tree(gitdir).values()))
+    store = GitStore(gitdir, ttl={}, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))  # never saw the packs
     assert store.get(("users", "u3", "memories"), "m1").value == {"kind": "pref", "n": 1, "u": 3}
     assert store.list_namespaces(prefix=("users",), max_depth=2) == [("users", f"u{u}") for u in range(6)]
     assert len(store.list_namespaces()) == 6

@@ -9,7 +9,7 @@ import pickle
 from typing import Any
 
 import pytest
-from gitcli import fsck_clean, git
+from gitcli import fsck_clean, git, unpack_all
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory, StaticMemoryBlock
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -352,6 +352,7 @@ def test_a_missing_object_is_a_corrupt_repository_error(repo_path):
     memory = GitMemory.from_defaults(path=repo_path, session_id="m")
     memory.put(user("soon gone"))
     blob = git(repo_path, "rev-parse", f"{memory.head}:{message_path(1)}").strip()
+    unpack_all(repo_path)  # writes land in packs: make each object a file of its own first
     (repo_path / "objects" / blob[:2] / blob[2:]).unlink()
     fresh = GitMemory.from_defaults(path=repo_path, session_id="m")  # no cached payloads
     with pytest.raises(CorruptRepositoryError):

@@ -1,0 +1,146 @@
+"""A bounded number of packs: small packs consolidated as they accumulate (a mixin of ``GitRepo``).
+
+Every ref move writes its objects as one pack (``_staging``), and libgit2 pays per pack
+on every miss (it re-lists ``objects/pack`` and compares each name with the packs it
+knows: a read of a brand-new object costs ~60 us with one pack, ~0.5 ms with 300,
+~2.4 ms with 1000). So once more than :data:`MAX_PACKS` packs hold the objects, the
+small ones are merged into one, as ``git repack --geometric=2`` chooses them: the
+packs that do not already form a progression in which each holds at least twice the
+objects of the one before. One process at a time does it (a try-lock: a writer that
+finds it taken goes on), objects are read through libgit2 (deltas of packs git wrote
+are resolved) and written with :func:`~got_core.storage.packs.write_pack`; the merged
+pack is in place before the merged-away ones go, each ``.idx`` before its ``.pack``, so
+a reader in another process always finds every object (libgit2 and git take a pack
+that can no longer be opened as "not here" and re-list the directory).
+``got gc`` (``git repack -a -d``) still folds everything into one pack.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import filelock
+from pygit2 import GitError
+
+from got_core.errors import CorruptRepositoryError
+from got_core.storage.git._settings import fsync_enabled
+from got_core.storage.git._staging import _Staging
+from got_core.storage.packs import TYPE_CODES, assemble_pack, install_pack, pack_index_ids, pack_records, records_of
+
+#: Packs tolerated before the small ones are merged.
+MAX_PACKS = 16
+#: A pack larger than this is never merged here (``got gc`` repacks it with deltas).
+MERGE_LIMIT_BYTES = 32 << 20
+_IDX_FIXED = 8 + 1024 + 40  # header, fan-out table and the two checksums of a v2 index
+
+
+def _weight(idx: Path) -> int:
+    """Objects in a pack, from its index's size (28 bytes per object without 64-bit offsets)."""
+    return max(1, (idx.stat().st_size - _IDX_FIXED) // 28)
+
+
+def geometric_split(weights: list[int], factor: int = 2) -> int:
+    """How many of the packs (sorted by ``weights``, ascending) to merge: git's ``--geometric`` rule."""
+    n = len(weights)
+    i = n - 1
+    while i > 0 and weights[i] >= factor * weights[i - 1]:
+        i -= 1
+    split = i + 1 if i else 0
+    total = sum(weights[:split])
+    while split < n and weights[split] < factor * total:
+        total += weights[split]
+        split += 1
+    return split
+
+
+class _Packing(_Staging):
+    """Consolidating small packs."""
+
+    _packs_checked: int
+
+    def maybe_consolidate(self) -> int:
+        """After this handle wrote packs: merge small packs when there are too many.
+
+        Returns the number of packs merged away (0: nothing to do, or another process is at it).
+        """
+        if self._packs_written == self._packs_checked:
+            return 0
+        self._packs_checked = self._packs_written
+        try:
+            count = sum(1 for e in os.scandir(self.gitdir / "objects" / "pack") if e.name.endswith(".idx"))
+        except OSError:
+            return 0
+        return self.consolidate_packs() if count > MAX_PACKS else 0
+
+    def consolidate_packs(self, max_packs: int = MAX_PACKS) -> int:
+        """Merge the small packs into one (see the module doc); returns how many were merged away.
+
+        Raises:
+            StorageError: the merged pack cannot be written (nothing was removed).
+        """
+        folder = self.gitdir / "objects" / "pack"
+        lock_dir = self.gitdir / "got"
+        try:
+            lock_dir.mkdir(exist_ok=True)
+            lock = filelock.FileLock(str(lock_dir / "packs.lock"))
+            lock.acquire(timeout=0)
+        except (filelock.Timeout, OSError):
+            return 0  # another process consolidates (or the directory is read-only)
+        try:
+            return self._consolidate(folder, max_packs)
+        finally:
+            lock.release()
+
+    def _consolidate(self, folder: Path, max_packs: int) -> int:
+        packs: list[tuple[int, Path]] = []
+        try:
+            for entry in os.scandir(folder):
+                if not entry.name.endswith(".idx") or not entry.name.startswith("pack-"):
+                    continue
+                idx = Path(entry.path)
+                if any(idx.with_suffix(s).exists() for s in (".keep", ".promisor")):
+                    continue  # git's markers: leave these packs alone
+                if idx.with_suffix(".pack").stat().st_size > MERGE_LIMIT_BYTES:
+                    continue
+                packs.append((_weight(idx), idx))
+        except OSError:
+            return 0  # a pack went away while we looked (another repack): try next time
+        if len(packs) <= max_packs // 2:
+            return 0
+        packs.sort()
+        # the small packs are merged, the large ones stay: each object is re-packed about
+        # log2(packs written) times in all, and the count stays near MAX_PACKS (about 16 at
+        # 100k writes of 9 objects each)
+        split = geometric_split([w for w, _ in packs])
+        if split < 2:
+            return 0
+        chosen = [idx for _, idx in packs[:split]]
+        records: dict[bytes, bytes] = {}
+        try:
+            for idx in chosen:
+                copied = pack_records(idx)  # our packs: entries copied as they are, no inflating
+                if copied is None:
+                    whole = [self._raw_read(oid) for oid in pack_index_ids(idx)]
+                    if any(kind not in TYPE_CODES for kind, _ in whole):
+                        return 0  # annotated tags are not packed here: `got gc` folds such packs
+                    copied = records_of(whole)
+                for digest, record in copied.items():
+                    records.setdefault(digest, record)
+        except (CorruptRepositoryError, OSError, GitError):
+            return 0  # a pack vanished or is damaged: leave it to `got gc`
+        pack, index = assemble_pack(records)
+        name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
+        merged = 0
+        for idx in chosen:
+            if idx.name == f"pack-{name}.idx":
+                continue  # the merged pack is one of them (the others held nothing else)
+            for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first: readers find packs by it
+                try:
+                    idx.with_suffix(suffix).unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    break
+            merged += 1
+        return merged

@@ -1,0 +1,164 @@
+"""Staged object writes: the objects of one ref move, written as ONE pack (a mixin of ``GitRepo``).
+
+A loose object is a file of its own (0.1-3 ms on a busy disk), and libgit2 checks every
+new object against the object database first, which misses and rescans ``objects/pack``
+(ARCHITECTURE §6). While the builder of a ref move runs (:func:`got_core.storage.refs.update_ref`
+opens :meth:`_Staging.staged_writes` around it), the blobs, trees and commits this handle
+writes are kept in memory instead: their ids computed in Python from the bytes libgit2
+would write, reads of them answered from memory. :meth:`_Staging.flush_staged` writes them
+as one pack (:func:`~got_core.storage.packs.write_pack_named`); the ref transaction calls it
+after every ref is locked and checked, before any ref moves, so no ref ever points at
+an object that is only in memory, a lost race writes nothing (the objects stay staged and
+are reused by the next attempt), and a killed writer leaves at most a pack of
+unreachable objects.
+
+Anything that hands an object to libgit2 itself (a walk, a merge, a lookup as a pygit2
+object, a fetch or push) flushes first. Only SHA-1 repositories stage; others, and every
+write outside a ref move, stay loose. ``GOT_PACK_WRITES=0`` switches staging off.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pygit2
+
+from got_core.errors import CorruptRepositoryError
+from got_core.storage.git._handle import _Handle
+from got_core.storage.git._settings import fsync_enabled
+from got_core.storage.packs import JOINED, object_id, write_pack_named
+
+#: Objects of the last flushes kept in memory (trees and commits: the next write's base).
+_RECENT_MAX = 256
+#: Staging stops (the objects are flushed) once this many bytes are in memory.
+_STAGED_MAX_BYTES = 64 << 20
+
+_ACTIVE = threading.local()  # the handles staging in this thread (for :func:`flush_staged_writes`)
+
+
+def _enabled() -> bool:
+    return os.environ.get("GOT_PACK_WRITES", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def flush_staged_writes() -> None:
+    """Write every object this thread's handles hold staged (before a ``git`` subprocess reads the repository)."""
+    for handle in list(getattr(_ACTIVE, "handles", ())):
+        handle.flush_staged()
+
+
+class _Staging(_Handle):
+    """The staging area of one handle (one thread's)."""
+
+    _staged: dict[str, tuple[str, bytes]]  # id -> (kind, content), in write order
+    _staged_bytes: int
+    _staging: int  # depth of nested staged_writes scopes
+    _recent: dict[str, tuple[str, bytes]]  # trees and commits of the last flushes
+    _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
+    _sha1: bool
+    _packs_written: int
+
+    @contextmanager
+    def staged_writes(self) -> Iterator[None]:
+        """Stage the objects written inside the scope (nested scopes share one area).
+
+        Leaving the outermost scope normally writes what is still staged (a builder that
+        answered ``Keep`` may hand its objects on); leaving it by an exception drops them
+        (nothing refers to them).
+        """
+        if not (self._sha1 and _enabled()):
+            yield
+            return
+        self._staging += 1
+        joined = (JOINED.gitdir, JOINED.stage)
+        if self._staging == 1:
+            handles = getattr(_ACTIVE, "handles", None)
+            if handles is None:
+                handles = _ACTIVE.handles = []
+            handles.append(self)
+            JOINED.gitdir, JOINED.stage = Path(self.gitdir), self._stage  # write_pack joins this move
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self._staging -= 1
+            if self._staging == 0:
+                _ACTIVE.handles.remove(self)
+                JOINED.gitdir, JOINED.stage = joined
+                if ok:
+                    self.flush_staged()
+                else:
+                    self._staged.clear()
+                    self._staged_bytes = 0
+
+    def _stage(self, kind: str, data: bytes) -> str | None:
+        """Stage one object; its id, or None when this write goes loose (not staging)."""
+        if not self._staging:
+            return None
+        oid = object_id(kind, data)
+        if oid not in self._staged:
+            self._staged[oid] = (kind, data)
+            self._staged_bytes += len(data)
+            if self._staged_bytes > _STAGED_MAX_BYTES:
+                self.flush_staged()  # a huge batch: memory is bounded, the pack is just split
+        return oid
+
+    def _in_memory(self, oid: str) -> tuple[str, bytes] | None:
+        """(kind, content) of a staged or recently flushed object, else None."""
+        found = self._staged.get(oid)
+        return found if found is not None else self._recent.get(oid)
+
+    def _raw_read(self, oid: str) -> tuple[str, bytes]:
+        """(kind, content) of any object: from memory, else from the object database.
+
+        Raises:
+            CorruptRepositoryError: missing or unreadable.
+        """
+        found = self._in_memory(oid)
+        if found is not None:
+            return found
+        try:
+            kind, data = self._r.odb.read(oid)
+        except (pygit2.GitError, ValueError, KeyError) as exc:
+            raise CorruptRepositoryError(
+                f"object {oid} cannot be read from {self.gitdir}: {exc}; run `got fsck`"
+            ) from None
+        names = {
+            int(pygit2.GIT_OBJECT_COMMIT): "commit",
+            int(pygit2.GIT_OBJECT_TREE): "tree",
+            int(pygit2.GIT_OBJECT_BLOB): "blob",
+        }
+        return names.get(int(kind), "tag"), data
+
+    def flush_staged(self) -> None:
+        """Write the staged objects as one pack (fsync as :func:`fsync_enabled` says).
+
+        Raises:
+            StorageError: the pack cannot be written (the objects stay staged).
+        """
+        if not self._staged:
+            return
+        objects = list(self._staged.values())
+        write_pack_named(self.gitdir, objects, fsync=fsync_enabled())  # not write_pack: that would join us
+        self._packs_written += 1
+        if len(self._recent) + len(objects) > _RECENT_MAX:
+            self._recent.clear()
+        for oid, (kind, data) in self._staged.items():
+            if kind != "blob":
+                self._recent[oid] = (kind, data)
+        self._staged.clear()
+        self._staged_bytes = 0
+
+    def _get(self, oid: str) -> pygit2.Object:
+        if oid in self._staged:  # libgit2 reads it as an object: it must be on disk
+            self.flush_staged()
+        return super()._get(oid)
+
+    def _flush_for_libgit2(self) -> None:
+        """Before an operation libgit2 runs on objects by itself (walks, merges, transfers)."""
+        if self._staged:
+            self.flush_staged()
