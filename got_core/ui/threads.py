@@ -2,7 +2,8 @@
 
 The viewer never imports langgraph or llama_index: a checkpoint is ``checkpoint.json`` plus one
 JSON file per message on ``refs/got/threads/<thread>/<ns>/{head,forks/<id>}``, pending writes
-one JSON file per (checkpoint, task) on ``.../writes``; a session is ``session.json`` plus
+one JSON file per task on ``.../pending/<checkpoint id>`` (on ``.../writes``, one per (checkpoint,
+task), where earlier savers kept them); a session is ``session.json`` plus
 ``messages/**.json`` on ``refs/got/sessions/<session>``.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from got_core.errors import UnknownRefError
+from got_core.errors import InvalidNameError, UnknownRefError
 from got_core.names import decode_component, encode_component
 from got_core.repo import ReasoningRepo
 from got_core.types import parse_trailers
@@ -149,10 +150,22 @@ def checkpoint_view(repo: ReasoningRepo, thread: str, rev: str) -> dict[str, Any
     writes: list[dict[str, str]] = []
     interrupts: list[dict[str, str]] = []
     base = THREADS + encode_component(thread, "thread id") + "/"
-    wrefs = [r for r in repo.refs(base) if r.endswith("/writes") and r.count("/") == base.count("/") + 1]
+    depth = base.count("/") + 1
+    # a checkpoint's own .../pending/<id> ref (every file is its writes), and the single
+    # .../writes ref of earlier savers (files named <bucket>/<id>~<task>.json)
+    try:
+        pending = f"/pending/{encode_component(cid, 'checkpoint id')}" if cid else ""
+    except InvalidNameError:  # an id too long for a ref name: the saver names its ref by a hash
+        pending = ""
+    wrefs = [
+        r
+        for r in repo.refs(base)
+        if (r.endswith("/writes") and r.count("/") == depth)
+        or (pending and r.endswith(pending) and r.count("/") == depth + 1)
+    ]
     for wref in wrefs if cid else ():
         for path in sorted(repo.list_files(wref)):
-            if f"/{cid}~" not in "/" + path:
+            if wref.endswith("/writes") and f"/{cid}~" not in "/" + path:
                 continue
             w = _json(repo, wref, path) or {}
             for item in w.get("writes", []) if isinstance(w, dict) else ():

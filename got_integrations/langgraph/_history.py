@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from got_core.errors import InvalidInputError, UnknownRefError
-from got_integrations.langgraph._layout import THREADS_REF, ThreadRef, id_component, text_id, writes_bucket
+from got_integrations.langgraph._layout import (
+    THREADS_REF,
+    ThreadRef,
+    id_component,
+    text_id,
+    writes_stem,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.runnables import RunnableConfig
@@ -36,8 +42,8 @@ class _Ns:
     head_lock: threading.RLock = field(default_factory=threading.RLock)
     writes_lock: threading.RLock = field(default_factory=threading.RLock)
     head: str | None = None  # head commit as last seen or written
-    writes_tip: str | None = None  # the writes ref as this process last wrote it (a hint: the CAS checks it)
-    writes_known: bool = False  # whether writes_tip holds such a hint
+    # checkpoint id -> its pending ref as this process last wrote it (a hint: the CAS checks it)
+    pending_tips: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
     # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
@@ -94,7 +100,8 @@ class HistoryOps:
                         self._keep(dst, oid, self._id_of(src, oid))
                 self._fix_head(dst)
                 self._merge_writes(src, dst)
-                dst.head, dst.ids, dst.writes_known = None, {}, False
+                dst.head, dst.ids = None, {}
+                dst.pending_tips.clear()
         self._writes_cache.clear()
 
     def _fix_head(self, ns: _Ns) -> None:
@@ -113,18 +120,31 @@ class HistoryOps:
         ns.head = None
 
     def _merge_writes(self, src: _Ns, dst: _Ns) -> None:
-        src_tip = self.repo.tip(src.ref.writes)
-        if src_tip is None:
-            return
-        dst_tip = self.repo.tip(dst.ref.writes)
-        if dst_tip is None:
-            self.repo.set_ref(dst.ref.writes, src_tip, expected=None)
-            return
-        ours = self.repo.list_files(dst_tip)
-        changes = {p: self._blob(s) for p, s in self.repo.list_files(src_tip).items() if ours.get(p) != s}
-        self.repo.commit_files(
-            dst.ref.writes, changes, "writes copied from another thread\n", parents=[dst_tip, src_tip], expected=dst_tip
-        )
+        """Give ``dst`` the pending writes of ``src``: each checkpoint's ``pending/`` ref (and
+        the single ``writes`` ref of an earlier saver), copied, or merged into the target's own."""
+        pairs = [(src.ref.writes, dst.ref.writes)]
+        pairs += [
+            (name, dst.ref.pending_prefix + name[len(src.ref.pending_prefix) :]) for name in self._pending_refs(src)
+        ]
+        for source, target in pairs:
+            src_tip = self.repo.tip(source)
+            if src_tip is None:
+                continue
+            dst_tip = self.repo.tip(target)
+            if dst_tip is None:
+                self.repo.set_ref(target, src_tip, expected=None)
+                continue
+            if dst_tip == src_tip:
+                continue
+            ours = self.repo.list_files(dst_tip)
+            changes = {p: self._blob(s) for p, s in self.repo.list_files(src_tip).items() if ours.get(p) != s}
+            self.repo.commit_files(
+                target, changes, "writes copied from another thread\n", parents=[dst_tip, src_tip], expected=dst_tip
+            )
+
+    def _pending_refs(self, ns: _Ns) -> dict[str, str]:
+        """The ``pending/<checkpoint>`` refs of a namespace -> their tips."""
+        return self.repo.refs(ns.ref.pending_prefix)
 
     def fork_thread(
         self, source_thread_id: str, checkpoint_id: str, target_thread_id: str, checkpoint_ns: str = ""
@@ -154,10 +174,9 @@ class HistoryOps:
                     f"thread {target_thread_id!r} already has checkpoints; fork into a new thread id"
                 )
             self.repo.set_ref(dst.ref.head, commit, expected=None)
-            tip = self.repo.tip(src.ref.writes)
-            if tip is not None:
-                self.repo.set_ref(dst.ref.writes, tip, expected=None)
-            dst.head, dst.ids, dst.writes_known = None, {}, False
+            self._merge_writes(src, dst)  # the target has no writes yet: each ref is copied as it is
+            dst.head, dst.ids = None, {}
+            dst.pending_tips.clear()
         return {
             "configurable": {
                 "thread_id": target_thread_id,
@@ -259,15 +278,21 @@ class HistoryOps:
                 for commit in tips[1:]:
                     repo.set_ref(self._free_fork_name(ns, ids[commit]), commit, expected=None)
             self._rewrite_writes(ns, keep)
-            ns.head, ns.ids, ns.known, ns.writes_known = None, {}, {}, False
+            ns.head, ns.ids, ns.known = None, {}, {}
+            ns.pending_tips.clear()
         self._writes_cache.clear()
 
     def _rewrite_writes(self, ns: _Ns, keep: set[str]) -> None:
-        tip = self.repo.tip(ns.ref.writes)
+        """Drop the pending writes of every checkpoint not in ``keep``."""
+        kept = {ns.ref.pending(cid) for cid in keep}
+        for name in self._pending_refs(ns):
+            if name not in kept:
+                self.repo.delete_ref(name)
+        tip = self.repo.tip(ns.ref.writes)  # the single writes ref of an earlier saver
         if tip is None:
             return
-        stems = {f"{writes_bucket(cid)}/{id_component(cid, 'checkpoint id')}" for cid in keep}
-        files = {p: self._blob(s) for p, s in self.repo.list_files(tip).items() if p.split("~", 1)[0] in stems}
+        stems = {writes_stem(cid) for cid in keep}
+        files = {p: self._blob(s) for p, s in self.repo.list_files(tip).items() if p.split("~", 1)[0] + "~" in stems}
         if not files:
             self.repo.delete_ref(ns.ref.writes)
             return

@@ -54,11 +54,13 @@ __all__ = [
     "segment_ranges",
     "segments_dir",
     "split_msgpack_array",
+    "task_file",
     "text_id",
     "unframe",
     "unpack_segment",
     "writes_bucket",
     "writes_path",
+    "writes_stem",
 ]
 
 #: Where thread refs live (outside refs/heads: no `git branch` noise, no shared locks).
@@ -97,6 +99,12 @@ def id_component(value: str, what: str) -> str:
     """
     if not isinstance(value, str) or not value:
         raise InvalidNameError(f"{what} must be a non-empty string, not {value!r:.60}")
+    # exact strings only through the cache: a str subclass could compare equal yet encode otherwise
+    return _id_component(value, what) if type(value) is str else _id_component.__wrapped__(value, what)
+
+
+@functools.lru_cache(maxsize=8192)  # every put and put_writes names the same few ids again; errors are not cached
+def _id_component(value: str, what: str) -> str:
     try:
         return encode_component(value, what)
     except InvalidNameError:
@@ -151,8 +159,17 @@ class ThreadRef:
 
     @property
     def writes(self) -> str:
-        """The ref of the pending-writes chain."""
+        """The single pending-writes ref an earlier saver kept for the whole namespace (read only)."""
         return self.prefix + "writes"
+
+    @property
+    def pending_prefix(self) -> str:
+        """``.../pending/``: one ref per checkpoint that has pending writes."""
+        return self.prefix + "pending/"
+
+    def pending(self, checkpoint_id: str) -> str:
+        """The ref holding a checkpoint's pending writes (one ``<task id>.json`` per task)."""
+        return self.pending_prefix + id_component(checkpoint_id, "checkpoint id")
 
     def fork(self, checkpoint_id: str) -> str:
         """A fork ref named after a checkpoint id."""
@@ -415,18 +432,26 @@ def unpack_segment(data: bytes, count: int, what: str) -> list[tuple[str, bytes]
     return out
 
 
+def task_file(task_id: str) -> str:
+    """``<task id>.json``: a task's writes file in its checkpoint's ``pending/<id>`` tree."""
+    return id_component(task_id, "task id") + ".json"
+
+
 def writes_bucket(checkpoint_id: str) -> str:
-    """The writes-tree directory of a checkpoint (2 hex of sha1: keeps the root tree small)."""
+    """The directory of a checkpoint's files in the single ``writes`` ref an earlier saver
+    kept (2 hex of sha1 of the id); still read, never written."""
     # surrogatepass: a malformed id is refused by id_component, not by this hash
     return hashlib.sha1(checkpoint_id.encode("utf-8", "surrogatepass")).hexdigest()[:2]
 
 
+def writes_stem(checkpoint_id: str) -> str:
+    """``<bucket>/<checkpoint id>~``: every file of a checkpoint in the earlier ``writes`` ref starts with it."""
+    return f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
+
+
 def writes_path(checkpoint_id: str, task_id: str) -> str:
-    """``<bucket>/<checkpoint id>~<task id>.json``; '~' is never part of an encoded id."""
-    return (
-        f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}"
-        f"~{id_component(task_id, 'task id')}.json"
-    )
+    """``<bucket>/<checkpoint id>~<task id>.json`` in the earlier ``writes`` ref; '~' is never part of an encoded id."""
+    return f"{writes_stem(checkpoint_id)}{id_component(task_id, 'task id')}.json"
 
 
 def message_summary(message: Any, limit: int = 60) -> str | None:

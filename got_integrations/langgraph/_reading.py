@@ -45,6 +45,7 @@ from got_integrations.langgraph._layout import (
     unframe,
     unpack_segment,
     writes_bucket,
+    writes_stem,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -153,8 +154,10 @@ class ReadOps:
 
     def _leaves(self, ns: _Ns) -> dict[str, str]:
         """Ref name -> commit for ``head`` and the fork refs of a namespace."""
-        forks = ns.ref.prefix + "forks/"
-        return {n: o for n, o in self.repo.refs(ns.ref.prefix).items() if n == ns.ref.head or n.startswith(forks)}
+        head = self.repo.tip(ns.ref.head)
+        out = {ns.ref.head: head} if head is not None else {}
+        out.update(self.repo.refs(ns.ref.prefix + "forks/"))
+        return out
 
     def _refresh(self, ns: _Ns) -> builtins.list[tuple[str, str]]:
         """Re-read a namespace's refs; returns the reachable (checkpoint id, commit) pairs."""
@@ -264,20 +267,30 @@ class ReadOps:
 
     # ------------------------------------------------------------------ pending writes
     def _writes_docs(self, ns: _Ns, checkpoint_id: str) -> builtins.list[dict[str, Any]]:
-        tip = self.repo.tip(ns.ref.writes)
-        if tip is None:
+        """The writes files of a checkpoint: its ``pending/<id>`` ref's, then those of the
+        single ``writes`` ref an earlier saver kept, for tasks the first has no file of."""
+        pending = ns.ref.pending(checkpoint_id)
+        tip, legacy = self.repo.tip(pending), self.repo.tip(ns.ref.writes)
+        if tip is None and legacy is None:
             return []
-        docs = self._writes_cache.get((tip, checkpoint_id))
+        docs = self._writes_cache.get((tip, legacy, checkpoint_id))
         if docs is None:
-            stem = f"{writes_bucket(checkpoint_id)}/{id_component(checkpoint_id, 'checkpoint id')}~"
-            files = self.repo.list_files(tip, writes_bucket(checkpoint_id))
             docs = []
-            for path, sha in sorted(files.items()):
-                if path.startswith(stem):
-                    what = f"writes file {path} of commit {tip[:12]}"
+            if tip is not None:
+                for path, sha in sorted(self.repo.list_files(tip).items()):
+                    what = f"writes file {path} of {pending} (commit {tip[:12]})"
                     doc = check_writes_doc(parse_json(self._blob(sha), what), what)
-                    docs.append({**doc, "path": path})
-            self._writes_cache.put((tip, checkpoint_id), docs)
+                    docs.append({**doc, "path": f"{pending}:{path}"})
+            if legacy is not None:
+                tasks = {d["task_id"] for d in docs}
+                stem = writes_stem(checkpoint_id)
+                for path, sha in sorted(self.repo.list_files(legacy, writes_bucket(checkpoint_id)).items()):
+                    if path.startswith(stem):
+                        what = f"writes file {path} of commit {legacy[:12]}"
+                        doc = check_writes_doc(parse_json(self._blob(sha), what), what)
+                        if doc["task_id"] not in tasks:
+                            docs.append({**doc, "path": path})
+            self._writes_cache.put((tip, legacy, checkpoint_id), docs)
         return docs
 
     def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> builtins.list[PendingWrite]:

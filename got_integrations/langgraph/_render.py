@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from got_integrations.langgraph._layout import ThreadRef, one_line, pack_segment, segment_path, segment_ranges
+from got_integrations.langgraph._layout import (
+    ThreadRef,
+    elem_path,
+    one_line,
+    pack_segment,
+    segment_path,
+    segment_ranges,
+)
 
 __all__ = ["checkpoint_message", "update_segments", "writes_message"]
 
@@ -71,7 +78,9 @@ def update_segments(
 ) -> None:
     """Bring a list's segments up to date: segments the new length does not have go (a
     bucket that filled up replaces its small segments), segments over a changed element
-    or new ones are written; the rest are the parent's blobs."""
+    or new ones are written; the rest are the parent's blobs. The elements a segment it
+    writes covers lose their own ``.bin`` (the reader trusts the segment): a bucket
+    directory holds about one file per element, so the tree each step rewrites stays small."""
     wanted = segment_ranges(len(typed))
     paths = {segment_path(base, s, n) for s, n in wanted}
     for s, n in segment_ranges(old_length):
@@ -82,3 +91,5 @@ def update_segments(
         if s + n <= first_changed and path in files:
             continue
         put(path, pack_segment(typed[s : s + n]))
+        for i in range(s, s + n):
+            remove(elem_path(base, i) + ".bin")

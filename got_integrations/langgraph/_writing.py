@@ -1,29 +1,31 @@
 """Writing side of :class:`~got_integrations.langgraph.GitCheckpointSaver`: ``put`` (one
-commit on the thread's line) and ``put_writes`` (commits on the ``writes`` ref).
+commit on the thread's line) and ``put_writes`` (commits on the checkpoint's ``pending/`` ref).
 
 What a super-step costs (ARCHITECTURE §6: files created are what a write costs): ``put``
 writes the commit, the root tree, the changed channel directories, ``checkpoint.json``
 and the new element's two files, typically 7 objects, and moves ``head``; a segment is
 added every 10 elements (and a bucket's segment every 100), and the element that
-completes it gets no ``.bin`` of its own. A put of many new elements at once (a resumed
+completes it gets no ``.bin`` of its own (nor, from then on, do the others it covers).
+A put of many new elements at once (a resumed
 or restored state, the one checkpoint ``durability="exit"`` saves) writes their segments
-and renderings only: half the blobs. ``put_writes`` writes the
-commit, two small trees and one file, and moves ``writes``. Concurrent ``put_writes``
-calls of one namespace (parallel tasks, and the burst LangGraph sends at exit under
-``durability="exit"``) share one commit: the first caller to get the ref takes every
-request queued by then (a group commit); each call still returns only once its writes
-are published, so nothing acknowledged is lost.
+and renderings only: half the blobs. ``put_writes`` writes a commit, a one-file tree and
+the file, and creates the checkpoint's ``pending/<id>`` ref: a new name, which on ext4
+costs a fraction of a rename over an existing ref file, and a tree that stays one file
+however long the thread. Concurrent ``put_writes`` calls of one namespace (parallel
+tasks, and the burst LangGraph sends at exit under ``durability="exit"``) share one
+commit per checkpoint: the first caller to get the lock takes every request queued by
+then (a group commit); each call still returns only once its writes are published, so
+nothing acknowledged is lost.
 
 Why not publish a checkpoint and its writes in one ref move: LangGraph saves a
 checkpoint (``put``) *before* its tasks run and their writes (``put_writes``) after, and
 each must be durable when the call returns (a crash mid-step resumes from them; an
 interrupt ends the run right after its writes, with no ``put`` to carry them). Two
-durable calls are two ref files, whichever refs they are: moving ``head`` for the writes
-too would not save one, and a two-ref transaction costs the same two files. LangGraph
+durable calls are two ref files, whichever refs they are. LangGraph
 1.2 runs a step's ``put_writes`` in its background executor beside the next ``put`` and,
 under ``durability="sync"``, waits only for the ``put``, so a live graph's step pays
 about one move. ``benchmarks/langgraph_saver.py`` measures the pygit2 floor of these
-writes beside SqliteSaver, with two moves a step and with one.
+writes beside SqliteSaver, with two ref writes a step and with one.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from got_integrations.langgraph._layout import (
     segment_path,
     segment_ranges,
     split_msgpack_array,
+    task_file,
     text_id,
     writes_path,
 )
@@ -436,15 +439,15 @@ class WriteOps:
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        """Store a task's writes for a checkpoint (a commit on the thread's ``writes`` ref,
-        shared with the ``put_writes`` calls of the same namespace that run at the same time).
+        """Store a task's writes for a checkpoint (a commit on the checkpoint's ``pending/<id>``
+        ref, shared with the ``put_writes`` calls of the same namespace that run at the same time).
 
         As in the reference savers, a regular write ``(task_id, idx)`` is stored once (a
         repeat is ignored); special writes (errors, interrupts, ...) replace the old one.
 
         Raises:
             CorruptRepositoryError: the task's writes file is damaged (nothing is changed).
-            ConcurrentUpdateError: another process kept moving the ``writes`` ref.
+            ConcurrentUpdateError: another process kept moving the same ``pending/`` ref.
             UnsafePayloadError: a value needs pickle.
         """
         conf = config["configurable"]
@@ -463,7 +466,7 @@ class WriteOps:
             entries.append(entry)
         if not entries:
             return
-        request = _WriteRequest(checkpoint_id, task_id, task_path, writes_path(checkpoint_id, task_id), entries)
+        request = _WriteRequest(checkpoint_id, task_id, task_path, task_file(task_id), entries)
         with ns.pending_lock:
             ns.pending.append(request)
         with ns.writes_lock:
@@ -475,35 +478,49 @@ class WriteOps:
             raise request.error
 
     def _commit_writes(self, ns: _Ns, batch: builtins.list[_WriteRequest]) -> None:
-        """One commit on the ``writes`` ref for every request of ``batch``; marks each done,
-        with its own error (a damaged file refuses its request only) or the commit's."""
-
-        def build(tip: str | None) -> Publish | Keep:
-            return self._build_writes(tip, batch)
-
+        """One commit per checkpoint on its ``pending/`` ref for the requests of ``batch``;
+        marks each done, with its own error (a damaged file refuses its request only) or its
+        commit's."""
+        groups: dict[str, builtins.list[_WriteRequest]] = {}
+        for request in batch:
+            groups.setdefault(request.checkpoint_id, []).append(request)
         try:
-            if ns.writes_known:  # our own last writes commit: the first attempt reads no ref
-                errors, ns.writes_tip = self.repo.update_ref(ns.ref.writes, build, tip_hint=ns.writes_tip)
-            else:
-                errors, ns.writes_tip = self.repo.update_ref(ns.ref.writes, build)
-            ns.writes_known = True
-        except BaseException as exc:  # every caller learns the commit failed, then the leader raises
-            ns.writes_known = False
-            for request in batch:
-                request.error, request.done = exc, True
-            raise
-        for n, request in enumerate(batch):
-            request.error, request.done = errors.get(n), True
+            for checkpoint_id, group in groups.items():
+                ref = ns.ref.pending(checkpoint_id)
 
-    def _build_writes(self, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
+                def build(tip: str | None, group: builtins.list[_WriteRequest] = group) -> Publish | Keep:
+                    return self._build_writes(ns, tip, group)
+
+                try:
+                    # the tip this process wrote last, else "absent": a checkpoint's first writes
+                    # create its ref without reading it (the compare-and-swap checks either guess)
+                    errors, tip = self.repo.update_ref(ref, build, tip_hint=ns.pending_tips.get(checkpoint_id))
+                except Exception as exc:  # every caller of this checkpoint learns its commit failed
+                    ns.pending_tips.pop(checkpoint_id, None)
+                    for request in group:
+                        request.error, request.done = exc, True
+                    continue
+                if len(ns.pending_tips) >= 256:  # a hint per recent checkpoint is enough
+                    ns.pending_tips.clear()
+                ns.pending_tips[checkpoint_id] = tip
+                for n, request in enumerate(group):
+                    request.error, request.done = errors.get(n), True
+        except BaseException as exc:  # interrupted: nobody waits for a commit that will not come
+            for request in batch:
+                if not request.done:
+                    request.error, request.done = exc, True
+            raise
+
+    def _build_writes(self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
         docs: dict[str, dict[str, Any]] = {}  # writes file -> its document as it will be
         errors: dict[int, BaseException] = {}
         changed: dict[str, builtins.list[_WriteRequest]] = {}
+        legacy: builtins.list[str | None] = []  # the earlier saver's writes tip, read once
         for n, request in enumerate(batch):
             doc = docs.get(request.path)
             if doc is None:
                 try:
-                    doc = docs[request.path] = self._stored_writes(tip, request)
+                    doc = docs[request.path] = self._stored_writes(ns, tip, request, legacy)
                 except CorruptRepositoryError as exc:
                     errors[n] = exc
                     continue
@@ -537,24 +554,32 @@ class WriteOps:
         oid = self.repo.prepare_commit([tip] if tip else [], files, message)
         return Publish(oid, (errors, oid))
 
-    def _stored_writes(self, tip: str | None, request: _WriteRequest) -> dict[str, Any]:
-        """The writes already stored for the request's (checkpoint, task) at ``tip``.
+    def _stored_writes(
+        self, ns: _Ns, tip: str | None, request: _WriteRequest, legacy: builtins.list[str | None]
+    ) -> dict[str, Any]:
+        """The writes already stored for the request's (checkpoint, task): in the checkpoint's
+        ``pending/`` ref at ``tip``, else in the single ``writes`` ref of an earlier saver
+        (its tip read once per commit into ``legacy``); the next commit moves them to ``pending/``.
 
         Raises:
             CorruptRepositoryError: the file is damaged.
         """
         entries: dict[int, dict[str, Any]] = {}
         old_path = ""
-        if tip is not None:
+        if not legacy:
+            legacy.append(self.repo.tip(ns.ref.writes))
+        for commit, path in ((tip, request.path), (legacy[0], writes_path(request.checkpoint_id, request.task_id))):
+            if commit is None:
+                continue
             try:
-                raw = self.repo.read_file(tip, request.path)
+                raw = self.repo.read_file(commit, path)
             except UnknownRefError:
-                pass
-            else:
-                what = f"writes file {request.path} of commit {tip[:12]}"
-                old = check_writes_doc(parse_json(raw, what), what)
-                entries = {w["idx"]: w for w in old["writes"]}
-                old_path = old.get("task_path", "")
+                continue
+            what = f"writes file {path} of commit {commit[:12]}"
+            old = check_writes_doc(parse_json(raw, what), what)
+            entries = {w["idx"]: w for w in old["writes"]}
+            old_path = old.get("task_path", "")
+            break
         return {
             "checkpoint_id": request.checkpoint_id,
             "task_id": request.task_id,

@@ -9,8 +9,11 @@ Refs (ids go through :func:`got_core.names.encode_component`; the root namespace
     refs/got/threads/<thread>/<ns>/head          the line holding the latest checkpoint
     refs/got/threads/<thread>/<ns>/forks/<id>    other lines (forks), named by the checkpoint
                                                  id their tip had when the ref was created
-    refs/got/threads/<thread>/<ns>/writes        pending writes: a commit per put_writes (calls
-                                                 that run at the same time share one)
+    refs/got/threads/<thread>/<ns>/pending/<id>  a checkpoint's pending writes: a commit per
+                                                 put_writes (calls that run at the same time
+                                                 share one), one <task id>.json per task
+    refs/got/threads/<thread>/<ns>/writes        every checkpoint's writes, as earlier savers kept
+                                                 them (read; a task's next write moves it on)
 
 Each checkpoint is one commit whose parent is its parent checkpoint's commit. Its tree::
 
@@ -20,31 +23,32 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
                                           (values of up to 96 serialised bytes, e.g. None, flags and
                                           counters, sit inline in checkpoint.json instead)
     <channel>/000/000003.json | .bin      a list channel (e.g. messages): a rendering per element,
-                                          100 elements per directory; the .bin only where no
-                                          segment held the element when it was written
+                                          100 elements per directory; the .bin only until a
+                                          segment holds the element
     <channel>/segments/000000+100.bin     the serializer bytes of elements 0-99 in one file (one per
     <channel>/segments/000100+10.bin      full bucket, then one per 10 elements of the open bucket):
                                           a cold read of a long list takes a few blobs
 
 ``.bin`` files are ``<type tag>\\n<serializer bytes>``. An unchanged value or list element
 is the same blob in every checkpoint, so a growing message list adds one message per
-step, not a copy of the list; ``git diff <a> <b>`` shows the state change. The writes
-tree holds ``<2 hex of sha1(id)>/<checkpoint id>~<task id>.json`` (readable values plus
-the exact bytes in base64).
+step, not a copy of the list; ``git diff <a> <b>`` shows the state change. A
+``pending/<id>`` tree holds ``<task id>.json`` (readable values plus the exact bytes in
+base64); the ``writes`` ref of an earlier saver holds ``<2 hex of sha1(id)>/<checkpoint
+id>~<task id>.json``.
 
 Encryption at rest: with a serializer that encrypts (``EncryptedSerializer``; see
 :func:`~got_integrations.langgraph._serde.encrypts`) or ``readable=False``, nothing
 readable is written of what the serializer protects: no ``.json`` renderings, no values
 in ``checkpoint.json`` or the writes files, metadata only inside the encrypted
 ``checkpoint.bin``, and commit messages that hold ids only. What stays readable: ref
-names (thread ids, namespaces, fork checkpoint ids), checkpoint and task ids, parent ids,
+names (thread ids, namespaces, the checkpoint ids of forks and pending writes), checkpoint and task ids, parent ids,
 timestamps, channel names and versions, node names in task paths, type tags.
 
 Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write costs): ``put`` writes
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
-``put_writes`` writes one commit, two small trees and one file (4 objects) and moves the
-``writes`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
+``put_writes`` writes one commit, a one-file tree and the file (3 objects) and creates the
+checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so
 a cache hit is never stale); ``head`` is re-read on every latest read. A cold read reads

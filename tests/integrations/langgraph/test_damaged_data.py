@@ -16,10 +16,9 @@ from langgraph.store.base import InvalidNamespaceError
 
 from got_core.errors import CorruptRepositoryError, InvalidNameError
 from got_integrations.langgraph import GitCheckpointSaver, GitStore, InvalidStoreNameError
-from got_integrations.langgraph._layout import encode_exact, frame, writes_path
+from got_integrations.langgraph._layout import ThreadRef, encode_exact, frame, task_file
 
 HEAD = "refs/got/threads/t/root/head"
-WRITES = "refs/got/threads/t/root/writes"
 CFG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
 
@@ -77,8 +76,9 @@ def test_a_damaged_checkpoint_json_names_its_commit(tmp_path, data):
 @pytest.mark.parametrize("case", ["not json", "no writes", "bad base64", "bad bytes", "bad idx"])
 def test_a_damaged_writes_file_names_itself(tmp_path, case):
     saver, stored = _checkpoint(tmp_path)
-    path = writes_path(stored["configurable"]["checkpoint_id"], "task-1")
-    good = json.loads(saver.repo.read_file(saver.repo.tip(WRITES), path))
+    path = task_file("task-1")
+    pending = ThreadRef("t", "").pending(stored["configurable"]["checkpoint_id"])
+    good = json.loads(saver.repo.read_file(saver.repo.tip(pending), path))
     write = good["writes"][0]
     data = {
         "not json": b"\x00garbage",
@@ -89,14 +89,14 @@ def test_a_damaged_writes_file_names_itself(tmp_path, case):
         "bad bytes": json.dumps({**good, "writes": [{**write, "exact": encode_exact(("msgpack", b"\xc1"))}]}).encode(),
         "bad idx": json.dumps({**good, "writes": [{**write, "idx": "0"}]}).encode(),
     }[case]
-    reader = _tamper(saver, WRITES, {path: data})
+    reader = _tamper(saver, pending, {path: data})
     with pytest.raises(CorruptRepositoryError, match=path.split("/")[-1][:20]):
         reader.get_tuple(stored)
     # adding a write to a file whose structure is damaged refuses too; nothing stored is lost
     if case in ("not json", "no writes", "bad idx"):
         with pytest.raises(CorruptRepositoryError, match=path.split("/")[-1][:20]):
             reader.put_writes(stored, [("x", 1)], "task-1")
-    assert reader.repo.read_file(reader.repo.tip(WRITES), path) == data
+    assert reader.repo.read_file(reader.repo.tip(pending), path) == data
 
 
 def _store(tmp_path, **options):

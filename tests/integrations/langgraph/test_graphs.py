@@ -313,11 +313,19 @@ def test_growing_message_list_reuses_blobs(tmp_path):
     first_with = next(h for h in reversed(history) if h.values.get("messages"))
     first, last = saver.commit_of(first_with.config), saver.commit_of(history[0].config)
     assert len(history[0].values["messages"]) == 48
-    # the first message's files are the very same blobs in the first and the last checkpoint
-    for suffix in (".json", ".bin"):
-        path = "messages/000/000000" + suffix
-        old_blob = git(saver.repo.gitdir, "rev-parse", f"{first}:{path}")
-        assert old_blob == git(saver.repo.gitdir, "rev-parse", f"{last}:{path}")
+    # the first message's rendering is the very same blob in the first and the last checkpoint;
+    # its bytes moved from its own .bin into the segment of messages 0-9, which then stays
+    path = "messages/000/000000.json"
+    assert git(saver.repo.gitdir, "rev-parse", f"{first}:{path}") == git(
+        saver.repo.gitdir, "rev-parse", f"{last}:{path}"
+    )
+    assert "messages/000/000000.bin" in saver.repo.list_files(first)
+    last_files = saver.repo.list_files(last)
+    assert "messages/000/000000.bin" not in last_files and "messages/segments/000000+10.bin" in last_files
+    # the bucket directory holds one rendering per message and a .bin only past the last segment
+    bucket = sorted(p for p in last_files if p.startswith("messages/000/"))
+    wanted = [f"messages/000/{i:06d}.json" for i in range(48)] + [f"messages/000/{i:06d}.bin" for i in range(40, 48)]
+    assert bucket == sorted(wanted)
     # storage is linear, not per checkpoint: one .json blob per message ever written, one .bin
     # per message no segment held when it was written (all but the 10th, 20th, ... here: each
     # completes a segment of 10), and each segment written once

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -20,16 +21,26 @@ from langgraph.checkpoint.base import empty_checkpoint
 from got_core.errors import CorruptRepositoryError
 from got_integrations.langgraph import GitCheckpointSaver
 from got_integrations.langgraph._layout import (
+    ThreadRef,
+    encode_exact,
     frame,
     pack_segment,
     segment_path,
     segment_ranges,
+    task_file,
     unpack_segment,
     writes_path,
 )
 
 HEAD = "refs/got/threads/t/root/head"
-WRITES = "refs/got/threads/t/root/writes"
+WRITES = "refs/got/threads/t/root/writes"  # the single writes ref of an earlier saver
+
+
+def pending(config: dict) -> str:
+    """The ref holding the pending writes of the checkpoint ``config`` names."""
+    return ThreadRef("t", "").pending(config["configurable"]["checkpoint_id"])
+
+
 CFG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
 
@@ -170,7 +181,7 @@ def test_put_writes_that_run_at_the_same_time_share_one_commit(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "batch.git")
     stored = Line(saver).put(m=["a"])
     saver.put_writes(stored, [("m", ["first"])], "task-0")
-    before = int(git(saver.repo.gitdir, "rev-list", "--count", WRITES))
+    before = int(git(saver.repo.gitdir, "rev-list", "--count", pending(stored)))
     ns = saver._ns("t", "")
     errors: list[BaseException] = []
 
@@ -189,8 +200,8 @@ def test_put_writes_that_run_at_the_same_time_share_one_commit(tmp_path):
         w.join()
     assert not errors
     # one commit took all four calls; each call returned only once it was published
-    assert int(git(saver.repo.gitdir, "rev-list", "--count", WRITES)) == before + 1
-    message = git(saver.repo.gitdir, "log", "-1", "--format=%B", WRITES)
+    assert int(git(saver.repo.gitdir, "rev-list", "--count", pending(stored))) == before + 1
+    message = git(saver.repo.gitdir, "log", "-1", "--format=%B", pending(stored))
     assert all(f"Task: task-{i}" in message for i in range(1, 5))
     writes = GitCheckpointSaver.from_path(tmp_path / "batch.git").get_tuple(stored).pending_writes
     assert sorted(w for w in writes if w[1] == "log") == [(f"task-{i}", "log", i) for i in range(1, 5)]
@@ -207,9 +218,9 @@ def test_put_writes_builds_on_its_last_writes_commit_and_still_sees_other_writer
         ours.put_writes(stored, [("m", [f"ours {i}"])], f"ours-{i}")
         theirs.put_writes(stored, [("m", [f"theirs {i}"])], f"theirs-{i}")
     ours.put_writes(stored, [("m", ["last"])], "ours-last")
-    assert ours._ns("t", "").writes_tip == ours.repo.tip(WRITES)
+    assert ours._ns("t", "").pending_tips[stored["configurable"]["checkpoint_id"]] == ours.repo.tip(pending(stored))
     # a commit per call, each on the one before: nothing was built on a stale tip
-    assert int(git(ours.repo.gitdir, "rev-list", "--count", "--first-parent", WRITES)) == 7
+    assert int(git(ours.repo.gitdir, "rev-list", "--count", "--first-parent", pending(stored))) == 7
     tasks = sorted(w[0] for w in GitCheckpointSaver.from_path(tmp_path / "w.git").get_tuple(stored).pending_writes)
     assert tasks == sorted([*(f"ours-{i}" for i in range(3)), *(f"theirs-{i}" for i in range(3)), "ours-last"])
     assert fsck_clean(ours.repo.gitdir)[0]
@@ -219,8 +230,10 @@ def test_a_damaged_writes_file_refuses_only_its_own_call_in_a_shared_commit(tmp_
     saver = GitCheckpointSaver.from_path(tmp_path / "batch.git")
     stored = Line(saver).put(m=["a"])
     saver.put_writes(stored, [("x", 1)], "task-bad")
-    damaged = writes_path(stored["configurable"]["checkpoint_id"], "task-bad")
-    saver.repo.commit_files(WRITES, {damaged: b"{not json"}, "tamper\n", expected=saver.repo.tip(WRITES))
+    damaged = task_file("task-bad")
+    saver.repo.commit_files(
+        pending(stored), {damaged: b"{not json"}, "tamper\n", expected=saver.repo.tip(pending(stored))
+    )
     ns = saver._ns("t", "")
     outcome: dict[str, BaseException | None] = {}
 
@@ -240,9 +253,9 @@ def test_a_damaged_writes_file_refuses_only_its_own_call_in_a_shared_commit(tmp_
         w.join()
     assert isinstance(outcome["task-bad"], CorruptRepositoryError) and "task-bad" in str(outcome["task-bad"])
     assert outcome["task-good"] is None
-    tip = saver.repo.tip(WRITES)
+    tip = saver.repo.tip(pending(stored))
     assert saver.repo.read_file(tip, damaged) == b"{not json"  # nothing stored is lost
-    good = writes_path(stored["configurable"]["checkpoint_id"], "task-good")
+    good = task_file("task-good")
     assert b'"x"' in saver.repo.read_file(tip, good)
 
 
@@ -277,3 +290,71 @@ def test_a_new_writer_on_a_damaged_parent_writes_a_whole_child(tmp_path):
     ]
     ok, out = fsck_clean(saver.repo.gitdir)
     assert ok, out
+
+
+def _largest_tree(gitdir: Any, commit: str) -> int:
+    """The most entries any tree of ``commit`` has (what a write that rewrites it pays for)."""
+    trees = [line.split()[2] for line in git(gitdir, "ls-tree", "-r", "-t", commit).splitlines() if " tree " in line]
+    return max([len(git(gitdir, "ls-tree", t).splitlines()) for t in [f"{commit}^{{tree}}", *trees]])
+
+
+def test_a_long_thread_keeps_every_tree_it_rewrites_small(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    line = Line(saver)
+    items = [f"message {i}" for i in range(300)]
+    configs = []
+    for n in range(1, 301):  # one element a step, as a chat thread grows
+        configs.append(line.put(m=items[:n]))
+        saver.put_writes(configs[-1], [("m", [f"write {n}"])], "task")
+    # each checkpoint's writes are a ref of their own: a one-file tree, whatever the thread's length
+    refs = git(saver.repo.gitdir, "for-each-ref", "--format=%(refname)", "refs/got/threads/t/root/pending/").split()
+    assert sorted(refs) == sorted(pending(c) for c in configs)
+    assert git(saver.repo.gitdir, "ls-tree", "-r", "--name-only", pending(configs[123])).split() == ["task.json"]
+    # a bucket of 100 elements holds their renderings; the .bin files a segment now covers are gone
+    files = saver.repo.list_files(saver.repo.tip(HEAD))
+    assert not [p for p in files if p.endswith(".bin") and p.startswith("m/00")]
+    assert _largest_tree(saver.repo.gitdir, saver.repo.tip(HEAD)) <= 100 + 10
+    cold = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    assert cold.get_tuple(CFG).pending_writes == [("task", "m", ["write 300"])]
+    assert cold.get_tuple(configs[41]).pending_writes == [("task", "m", ["write 42"])]
+    assert fsck_clean(saver.repo.gitdir)[0]
+
+
+def test_writes_an_earlier_saver_kept_in_one_writes_ref_are_read_and_carried_on(tmp_path):
+    saver = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    line = Line(saver)
+    first, stored = line.put(m=["a"]), line.put(m=["a", "b"])
+    cid = stored["configurable"]["checkpoint_id"]
+    saver.put_writes(stored, [("m", ["new layout"])], "task-new")
+
+    # what the previous saver wrote: one writes ref, <2 hex of sha1(id)>/<id>~<task>.json
+    def old_doc(checkpoint_id: str, task: str, value: Any) -> bytes:
+        exact = encode_exact(saver.serde.dumps_typed(value))
+        writes = [{"idx": 0, "channel": "m", "exact": exact}]
+        return json.dumps({"checkpoint_id": checkpoint_id, "task_id": task, "task_path": "", "writes": writes}).encode()
+
+    old = writes_path(cid, "task-old")
+    older = writes_path(first["configurable"]["checkpoint_id"], "task-old")
+    saver.repo.commit_files(
+        WRITES, {old: old_doc(cid, "task-old", ["old layout"]), older: old_doc("x", "task-old", 1)}, "earlier saver\n"
+    )
+    reader = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    assert sorted(reader.get_tuple(stored).pending_writes) == [
+        ("task-new", "m", ["new layout"]),
+        ("task-old", "m", ["old layout"]),
+    ]
+    # a later write of that task builds on the stored one (idx 0 is kept) and moves the task to pending/
+    reader.put_writes(stored, [("m", ["ignored: idx 0 is stored"]), ("x", 2)], "task-old")
+    moved = json.loads(reader.repo.read_file(reader.repo.tip(pending(stored)), task_file("task-old")))
+    assert [(w["idx"], w["channel"]) for w in moved["writes"]] == [(0, "m"), (1, "x")]
+    assert sorted(GitCheckpointSaver.from_path(tmp_path / "old.git").get_tuple(stored).pending_writes) == [
+        ("task-new", "m", ["new layout"]),
+        ("task-old", "m", ["old layout"]),
+        ("task-old", "x", 2),
+    ]
+    # prune keeps the kept checkpoint's writes of both layouts and drops the others'
+    reader.prune(["t"], strategy="keep_latest")
+    assert list(reader.repo.list_files(reader.repo.tip(WRITES))) == [old]
+    assert len(reader.get_tuple(CFG).pending_writes) == 3
+    assert fsck_clean(reader.repo.gitdir)[0]
