@@ -544,6 +544,8 @@ class RepoBase:
         index = self._index
         if index is not None:  # not opened yet: its first sync looks at every directory anyway
             index.note_moves(moves)
+            # applied now, so the query that follows a write has nothing to sync (ARCHITECTURE §3)
+            index.sync_after_write()
 
     def _notes_written(self, ref: str, commit: str, parent: str | None, changes: Mapping[str, str | None]) -> None:
         """A notes commit this repository published: its tree is ``parent``'s with ``changes``

@@ -122,6 +122,9 @@ def commit_node(
             )
             answer[notes_ref] = commit
             built["notes"] = (commit, parent, changes)
+            # a fact about the commit's content, true before it is published: the index
+            # applies these changes without a tree diff, in the sync of this very move
+            repo._notes_written(notes_ref, commit, parent, changes)
         if want_tag:
             built["tag"] = _tag_answer(repo, tips, OUTCOME_TAG_PREFIX[node.outcome] + node_id, oid, answer)
         return answer
@@ -144,7 +147,6 @@ def commit_node(
     )
     if built["notes"] is not None and notes_ref is not None:
         stored.note = dict(node.scores)
-        repo._notes_written(notes_ref, *built["notes"])  # the index applies these changes without a tree diff
     if built["tag"] is not None:
         name, problem = built["tag"]
         if problem is not None:

@@ -86,16 +86,14 @@ def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | 
 
     Nothing is re-validated here: :func:`set_notes` checks what callers hand it.
     """
-    built: dict[str, tuple[str | None, dict[str, str | None]]] = {}
-
     def build(tip: str | None) -> Publish:
         commit, changes = notes_commit(repo, tip, payload)
-        built[commit] = (tip, changes)
+        # a fact about the commit's content, true before it is published: the index applies
+        # these changes without a tree diff, in the sync of this very move
+        repo._notes_written(name, commit, tip, changes)
         return Publish(commit, commit)
 
-    commit = repo.update_ref(name, build)
-    repo._notes_written(name, commit, *built[commit])  # the index applies these changes without a tree diff
-    return commit
+    return repo.update_ref(name, build)
 
 
 def notes_commit(

@@ -49,7 +49,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from got_core.storage.git import CommitData, GitRepo
+from got_core.errors import GotError
+from got_core.storage.git import READ_ERRORS, CommitData, GitRepo
 from got_core.storage.index_query import MAX_FTS_PHRASE, CommitRow, IndexQueries, RankedRow, register_functions
 from got_core.storage.index_write import MAX_INDEXED_BLOB, Changes, IndexWriter
 from got_core.storage.refscan import (
@@ -126,6 +127,10 @@ def _indexable_ref(name: str) -> bool:
     return True
 
 
+#: What a write's own sync may meet (a held or damaged index, an unreadable object): the
+#: write is published, so the moves stay pending and the next query syncs (and raises).
+_AFTER_WRITE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError, GotError, *READ_ERRORS)
+
 #: Objects of our own writes kept for the next syncs (see DerivedIndex.note_objects).
 _KNOWN_LIMIT = 512
 
@@ -191,6 +196,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
         # GOT_REF_WATCH=always opens it at the first sync, =0 never)
         self._watch: RefWatch | None = None
         self._watch_tried = False
+        # a query ran since the last sync our own write made (see sync_after_write)
+        self._queried = False
 
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
@@ -282,6 +289,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
     def sync(self) -> None:
         """Bring the index up to date with the repository (cheap when nothing moved)."""
         with self._lock:
+            self._queried = True
             with self._pending_lock:
                 pending, self._pending = self._pending, set()
             try:
@@ -291,6 +299,40 @@ class DerivedIndex(IndexWriter, IndexQueries):
                 with self._pending_lock:
                     self._pending |= pending
                 raise
+
+    def sync_after_write(self) -> bool:
+        """Apply this process's latest ref moves now, in the write, not in the next query.
+
+        An agent writes, then reads: the sync the read would pay (one SQLite transaction
+        applying the commit, note and tag the write handed over, and the look at the
+        directories it touched) is paid by the write instead, as a database updates its
+        own full-text index in the writing transaction; the query after it finds nothing
+        to do (its inotify watch is quiet). Only after a query of this index (a process
+        that writes many times between queries syncs once, at the query), and never
+        waiting: when another thread or process holds the index, or the sync fails, the
+        moves stay pending and the next query applies them (and raises what it raises).
+
+        Returns:
+            Whether the moves were applied.
+        """
+        if not self._queried or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._queried = False
+            with self._pending_lock:
+                pending, self._pending = self._pending, set()
+            if not pending:
+                return False
+            try:
+                self._sync(pending, wait=False)
+            except _AFTER_WRITE_ERRORS:
+                # the write is published; the query that follows syncs (and reports a real fault)
+                with self._pending_lock:
+                    self._pending |= pending
+                return False
+            return True
+        finally:
+            self._lock.release()
 
     def _state(self) -> tuple[str, str, bool]:
         """(observation token, data token, whether our notes ref's scores are behind)."""
@@ -313,7 +355,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
     def _behind(self) -> bool:
         obs, data, notes_behind = self._state()
         self._adopt(obs, data)
-        return notes_behind or quick_dirty(self.git.gitdir, self._seen)
+        return notes_behind or quick_dirty(self.git.gitdir, self._seen, self._watch)
 
     def _loose_of(self, rel: str) -> dict[str, Stamp]:
         files = self._loose.get(rel)
@@ -322,9 +364,16 @@ class DerivedIndex(IndexWriter, IndexQueries):
             files = self._loose[rel] = {n: Stamp(i, m, s, bool(r)) for n, i, m, s, r in rows}
         return files
 
-    def _sync(self, pending: set[str]) -> None:
+    def _sync(self, pending: set[str], wait: bool = True) -> None:
         db = self.db
-        db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes; the look happens under it
+        if wait:
+            db.execute("BEGIN IMMEDIATE")  # serialises syncs across processes; the look happens under it
+        else:  # a write's own sync does not wait for another process's
+            db.execute("PRAGMA busy_timeout=0")
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            finally:
+                db.execute("PRAGMA busy_timeout=60000")
         try:
             obs, data, notes_behind = self._state()
             self._adopt(obs, data)
@@ -360,7 +409,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
         if changes.any:
             self._advance_memo(changes, new_data)
         if pending:
-            self._pack_if_long(look)
+            self._pack_if_long(look, wait)
 
     def _delta(
         self, look: Scan
@@ -402,7 +451,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
         delta = {n: (was.get(n), now.get(n)) for n in was.keys() | now.keys() if was.get(n) != now.get(n)}
         return delta, packed
 
-    def _pack_if_long(self, look: Scan) -> None:
+    def _pack_if_long(self, look: Scan, wait: bool = True) -> None:
         """Pack loose refs when a directory this sync listed has grown long (see :func:`_loose_limit`)."""
         packed = self._packed
         total = len(packed[1]) if packed is not None else 0
@@ -419,7 +468,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
         self.git.compress_refs()
         # take in the packing now (a line diff of packed-refs), so the stored digest is of the
         # packed file: a process that starts after this one compares digests, not every ref
-        self._sync(set())
+        self._sync(set(), wait)
 
     def _store(self, look: Scan) -> None:
         """Write the new observation (only what differs from the stored one)."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import re
 import stat as _stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Set
@@ -175,6 +176,97 @@ def packed_has_prefix(gitdir: Path, prefix: str) -> bool:
         return False
 
 
+_PACKED_LINE = re.compile(rb"([0-9a-f]{40}) ([^\s^][^\r\n]*)")
+_PEELED_LINE = re.compile(rb"\^[0-9a-f]{40}")
+
+
+def packed_under(gitdir: Path, prefix: str) -> dict[str, str] | None:
+    """The refs of ``packed-refs`` whose names start with ``prefix``: name -> SHA.
+
+    A binary search to the first name at or after ``prefix`` in a file that says it is
+    sorted (git and libgit2 write it so), then the lines up to the last such name: the
+    cost is that of the refs listed, not of every packed ref. None when the file cannot
+    be vouched for line by line (not sorted, a line that is not ``<sha> <name>`` or
+    ``^<sha>``, a name that is not UTF-8): the caller then asks libgit2, as before.
+    """
+    want = prefix.encode("utf-8", "surrogateescape")
+    try:
+        with open(gitdir / PACKED, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return {}
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return _packed_range(m, want)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+
+
+def _packed_range(m: mmap.mmap, want: bytes) -> dict[str, str] | None:
+    if m[:1] != b"#":
+        return None
+    nl = m.find(b"\n")
+    if nl < 0:
+        return {}
+    header = m[:nl]
+    if b" sorted" not in header or b"\r" in header:
+        return None
+    at = _packed_seek(m, nl + 1, want)
+    if at is None:
+        return None
+    out: dict[str, str] = {}
+    end = len(m)
+    while at < end:
+        nl = m.find(b"\n", at)
+        line = m[at : nl if nl >= 0 else end]
+        at = end if nl < 0 else nl + 1
+        if line.startswith(b"^"):
+            if not _PEELED_LINE.fullmatch(line):
+                return None
+            continue
+        found = _PACKED_LINE.fullmatch(line)
+        if found is None:
+            return None
+        name = found.group(2)
+        if not name.startswith(want):
+            if name < want:
+                return None  # not sorted after all
+            break
+        try:
+            out[name.decode("utf-8")] = found.group(1).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    return out
+
+
+def _packed_seek(m: mmap.mmap, lo: int, want: bytes) -> int | None:
+    """Offset of the first record whose name is >= ``want`` (records start at ``lo``)."""
+    end = len(m)
+
+    def line_end(at: int) -> int:
+        nl = m.find(b"\n", at)
+        return end if nl < 0 else nl
+
+    hi = end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        nl = m.rfind(b"\n", lo, mid)
+        start = lo if nl < 0 else nl + 1
+        if m[start : start + 1] == b"^":  # a peeled line belongs to the record before it
+            nxt = line_end(start) + 1
+            if nxt >= hi:
+                hi = start
+                continue
+            start = nxt
+        record = m[start : line_end(start)]
+        sha, sep, name = record.partition(b" ")
+        if not sep or len(sha) != 40:
+            return None
+        if name < want:
+            lo = line_end(start) + 1
+        else:
+            hi = start
+    return lo
+
+
 def _packed_prefix(m: mmap.mmap, want: bytes) -> bool:
     end = len(m)
     lo = 0
@@ -237,14 +329,20 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def quick_dirty(gitdir: Path, seen: Mapping[str, Stamp]) -> bool:
+def quick_dirty(gitdir: Path, seen: Mapping[str, Stamp], watch: RefWatch | None = None) -> bool:
     """Whether anything under ``refs/`` may have changed since ``seen`` was observed.
 
     One ``lstat`` per known directory and one for ``packed-refs``; True as soon as one
-    differs or was racy (and True when nothing was observed yet).
+    differs or was racy (and True when nothing was observed yet). With ``watch``
+    watching every directory of ``seen`` and :meth:`~RefWatch.quiet`, the kernel says
+    that no directory changed since the last scan read its events (whatever their
+    stamps, racy ones included): only ``packed-refs`` (not watched) is looked at.
     """
     if PACKED not in seen or "refs" not in seen:
         return True
+    if watch is not None and watch.quiet() and all(rel == PACKED or watch.watching(rel) for rel in seen):
+        before = seen[PACKED]
+        return before.racy or not stamp_of(gitdir / PACKED).same(before)
     root = os.fspath(gitdir)
     for rel, before in seen.items():
         if before.racy:

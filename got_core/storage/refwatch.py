@@ -172,6 +172,7 @@ class RefWatch:
         self._dirs: dict[str, int] = {}
         self._last: dict[str, set[str]] = {}  # names the previous read reported, per directory
         self._dropped: set[int] = set()  # watches removed on purpose: their last events are expected
+        self._held: list[tuple[int, int, bytes]] = []  # events :meth:`quiet` read, for the next :meth:`changes`
         # an index dropped without close() must not keep an inotify instance (128 per user by default)
         self._finalizer = weakref.finalize(self, _close_fd, fd, self._pid)
 
@@ -211,6 +212,22 @@ class RefWatch:
         self._dirs.clear()
         self._last.clear()
         self._dropped.clear()
+        self._held.clear()
+
+    def quiet(self) -> bool:
+        """Whether nothing changed in a watched directory since the last :meth:`changes`.
+
+        True only when no event is queued and the last read left no name to report again;
+        the events it reads are kept for the next :meth:`changes` (nothing is lost).
+        """
+        if not self.usable() or self._last or self._held:
+            return False
+        events = self._drain()
+        if events is None:
+            self.reset()
+            return False
+        self._held = events
+        return not events
 
     def _drain(self) -> list[tuple[int, int, bytes]] | None:
         """Every queued event as (wd, mask, name); None when the queue overflowed or broke."""
@@ -239,10 +256,11 @@ class RefWatch:
         """
         if not self.usable():
             return None
-        events = self._drain()
-        if events is None:
+        drained = self._drain()
+        if drained is None:
             self.reset()
             return None
+        events, self._held = self._held + drained, []
         now: dict[str, set[str]] = {}
         for wd, mask, raw in events:
             if wd in self._dropped:

@@ -110,11 +110,11 @@ def test_a_query_after_a_write_syncs_once_and_touches_only_what_moved(tmp_path):
     repo.grep("alpha")
     assert not any(s.startswith("BEGIN") for s in statements), "a query with nothing moved must not resync"
 
-    repo.commit_node(node("alpha fresh thought", 0.9))
     statements.clear()
+    repo.commit_node(node("alpha fresh thought", 0.9))  # syncs in the write: a query ran since the last
     assert [c.message.split("\n")[0] for c in repo.grep("fresh")] != []
     begins = [s for s in statements if s.startswith("BEGIN")]
-    assert begins == ["BEGIN IMMEDIATE"], "exactly one sync per query"
+    assert begins == ["BEGIN IMMEDIATE"], "exactly one sync per write and query"
     assert not any(s.startswith("DELETE FROM tags") for s in statements), "the tags table is never rewritten"
     assert sum(s.startswith("INSERT OR REPLACE INTO tags") for s in statements) == 1
     assert "SELECT name, oid FROM refs" not in statements, "our own write must not list every ref"
