@@ -4,6 +4,8 @@ libgit2's locks), stale locks, packing; and libgit2's ref-name rule."""
 from __future__ import annotations
 
 import os
+import re
+import stat as _stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -14,7 +16,9 @@ from pygit2 import GitError
 from got_core.errors import StorageError
 from got_core.storage.git._handle import RefRace
 from got_core.storage.git._staging import _Staging
-from got_core.storage.refscan import packed_has_prefix
+from got_core.storage.refscan import packed_has_prefix, packed_under
+
+_HEX40 = re.compile(rb"[0-9a-f]{40}")
 
 
 def is_valid_ref_name(name: str) -> bool:
@@ -69,7 +73,23 @@ class _Refs(_Staging):
             return None
 
     def list_refs(self, prefix: str = "refs/") -> dict[str, str]:
-        """All direct refs under ``prefix``: name -> target SHA (tags not peeled)."""
+        """All direct refs under ``prefix``: name -> target SHA (tags not peeled).
+
+        Scoped to the prefix: only the loose refs in the directory the prefix names (and
+        below it) are read, and ``packed-refs`` is searched from the prefix on (it is
+        sorted), so one thread's refs cost the same among ten or a hundred thousand refs.
+        Anything that listing cannot vouch for (a prefix outside ``refs/``, a name
+        libgit2 would refuse or that is not UTF-8, a loose file that is neither a SHA
+        nor a symbolic ref, an unsorted or unusual ``packed-refs``, a SHA-256
+        repository) is answered by libgit2's iterator over every ref, as before.
+        """
+        if self._sha1 and prefix.startswith("refs/") and "\x00" not in prefix:
+            found = self._list_refs_scoped(prefix)
+            if found is not None:
+                return found
+        return self._list_refs_all(prefix)
+
+    def _list_refs_all(self, prefix: str) -> dict[str, str]:
         out = {}
         for ref in self._r.references.iterator():
             name = ref.name
@@ -80,6 +100,68 @@ class _Refs(_Staging):
                 continue
             out[name] = str(target)
         return out
+
+    def _list_refs_scoped(self, prefix: str) -> dict[str, str] | None:
+        """:meth:`list_refs` from the loose directory and the packed-refs range of ``prefix``, or None."""
+        root = os.fspath(self.gitdir)
+        top, _sep, _rest = prefix.rpartition("/")  # the deepest directory the prefix names
+        parts = top.split("/")
+        for depth in range(1, len(parts) + 1):  # every directory on the way: real ones, or absent
+            try:
+                st = os.lstat(f"{root}/{'/'.join(parts[:depth])}")
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            except OSError:
+                return None
+            if not _stat.S_ISDIR(st.st_mode):
+                if _stat.S_ISLNK(st.st_mode):
+                    return None  # a link in the way: libgit2 decides what it lists
+                break
+        loose: dict[str, str | None] = {}  # name -> SHA, None for a symbolic ref
+        stack = [top]
+        while stack:
+            rel = stack.pop()
+            try:
+                with os.scandir(f"{root}/{rel}") as it:
+                    entries = list(it)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # no such directory (or it went away): nothing loose under it
+            except OSError:
+                return None
+            for entry in entries:
+                name = f"{rel}/{entry.name}"
+                if not name.startswith(prefix) and not prefix.startswith(name + "/"):
+                    continue
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    return None
+                if is_dir:
+                    stack.append(name)
+                    continue
+                if name.endswith(".lock") or not name.startswith(prefix):
+                    continue
+                if not entry.is_file(follow_symlinks=False) or not is_valid_ref_name(name):
+                    return None  # a link, or a name libgit2 treats its own way
+                try:
+                    with open(f"{root}/{name}", "rb") as f:
+                        data = f.read(256)
+                except FileNotFoundError:
+                    continue  # packed meanwhile: git writes packed-refs before it removes the file
+                except OSError:
+                    return None
+                if data.startswith(b"ref: "):
+                    loose[name] = None
+                elif len(data) >= 40 and _HEX40.fullmatch(data[:40]) and (len(data) == 40 or data[40:41].isspace()):
+                    loose[name] = data[:40].decode("ascii")
+                else:
+                    return None  # damaged: libgit2 skips it and may answer the packed value
+        packed = packed_under(self.gitdir, prefix)  # after the loose files (see above)
+        if packed is None or not all(is_valid_ref_name(n) for n in packed.keys() - loose.keys()):
+            return None
+        out = {n: sha for n, sha in packed.items() if n not in loose}
+        out.update((n, sha) for n, sha in loose.items() if sha is not None)
+        return dict(sorted(out.items()))
 
     def direct_targets(self, names: Iterable[str]) -> dict[str, str | None]:
         """Target SHA of each named direct ref, as :meth:`list_refs` would list it.
