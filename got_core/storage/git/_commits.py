@@ -278,15 +278,8 @@ class _Commits(_Staging):
         known = self._entries.get(tree)
         if known is not None:
             return known
-        staged = self._in_memory(tree)
-        if staged is not None:
-            kind, data = (pygit2.GIT_OBJECT_TREE if staged[0] == "tree" else pygit2.GIT_OBJECT_BLOB), staged[1]
-        else:
-            try:
-                kind, data = self._odb_read(tree)
-            except (GitError, ValueError, KeyError) as exc:
-                raise CorruptRepositoryError(f"tree {tree} cannot be read: {exc}; run `got fsck`") from None
-        if kind != pygit2.GIT_OBJECT_TREE:
+        kind, data = self._raw_read(tree)
+        if kind != "tree":
             raise CorruptRepositoryError(f"object {tree} is not a tree; run `got fsck`")
         entries = _RAW_ENTRY.findall(data) if len(tree) == 40 else []
         if sum(map(len, entries)) != len(data):  # matches cover the object exactly, or it is malformed

@@ -248,18 +248,12 @@ class _Objects(_Staging):
         Raises:
             CorruptRepositoryError: missing, or not a blob.
         """
-        found = self._in_memory(oid)
-        if found is not None:
-            if found[0] != "blob":
-                raise CorruptRepositoryError(f"object {oid} is not a blob; run `got fsck`")
-            return len(found[1])
-        try:
-            kind, size = self._odb_header(oid)
-        except (GitError, ValueError, KeyError) as exc:
-            raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
-        if kind != pygit2.GIT_OBJECT_BLOB:
+        header = self._raw_header(oid)
+        if header is None:
+            raise CorruptRepositoryError(f"object {oid} cannot be read from {self.gitdir}; run `got fsck`")
+        if header[0] != "blob":
             raise CorruptRepositoryError(f"object {oid} is not a blob; run `got fsck`")
-        return size
+        return header[1]
 
     def tree_entry(self, tree: str, path: str) -> str | None:
         """Blob SHA of the file at ``path`` in ``tree``, or None (a directory, a gitlink, or absent).

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pygit2 import GitError
-
-from got_core.errors import CorruptRepositoryError
-from got_core.storage.git._handle import _TYPE_NAMES
 from got_core.storage.git._staging import _Staging
 
 
 class _Raw(_Staging):
-    """Raw objects, unparsed."""
+    """Raw objects, unparsed (the reads are the staging area's: memory first, then the object database)."""
 
     def read_raw(self, oid: str) -> tuple[str, bytes]:
         """(type name, raw bytes) of any object, without parsing it (``tree``, ``blob``, ...).
@@ -18,22 +14,8 @@ class _Raw(_Staging):
         Raises:
             CorruptRepositoryError: missing or unreadable.
         """
-        found = self._in_memory(oid)
-        if found is not None:
-            return found
-        try:
-            kind, data = self._odb_read(oid)
-        except (GitError, ValueError, KeyError) as exc:
-            raise CorruptRepositoryError(f"object {oid} cannot be read from {self.gitdir}: {exc}") from None
-        return _TYPE_NAMES.get(int(kind), "unknown"), data
+        return self._raw_read(oid)
 
     def object_header(self, oid: str) -> tuple[str, int] | None:
         """(type name, size in bytes) of an object, or None when the store lacks it."""
-        found = self._in_memory(oid)
-        if found is not None:
-            return found[0], len(found[1])
-        try:
-            kind, size = self._odb_header(oid)
-        except (GitError, ValueError, KeyError):
-            return None
-        return _TYPE_NAMES.get(int(kind), "unknown"), int(size)
+        return self._raw_header(oid)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pygit2
 
 from got_core.errors import CorruptRepositoryError
-from got_core.storage.git._handle import _Handle
+from got_core.storage.git._handle import _TYPE_NAMES, _Handle
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.packs import JOINED, object_id, write_pack_named
 
@@ -118,6 +118,10 @@ class _Staging(_Handle):
     def _raw_read(self, oid: str) -> tuple[str, bytes]:
         """(kind, content) of any object: from memory, else from the object database.
 
+        The one "memory first" read every raw reader uses (``read_raw``, tree entries,
+        tree building, pack merging). A kind libgit2 reports that is none of the four
+        object types is named ``"unknown"``, never taken for a tag.
+
         Raises:
             CorruptRepositoryError: missing or unreadable.
         """
@@ -130,12 +134,19 @@ class _Staging(_Handle):
             raise CorruptRepositoryError(
                 f"object {oid} cannot be read from {self.gitdir}: {exc}; run `got fsck`"
             ) from None
-        names = {
-            int(pygit2.GIT_OBJECT_COMMIT): "commit",
-            int(pygit2.GIT_OBJECT_TREE): "tree",
-            int(pygit2.GIT_OBJECT_BLOB): "blob",
-        }
-        return names.get(int(kind), "tag"), data
+        return _TYPE_NAMES.get(int(kind), "unknown"), data
+
+    def _raw_header(self, oid: str) -> tuple[str, int] | None:
+        """(kind, size) of an object, from memory or its header in the object database
+        (the content is not loaded); None when the store lacks it or cannot read it."""
+        found = self._in_memory(oid)
+        if found is not None:
+            return found[0], len(found[1])
+        try:
+            kind, size = self._odb_header(oid)
+        except (pygit2.GitError, ValueError, KeyError):
+            return None
+        return _TYPE_NAMES.get(int(kind), "unknown"), int(size)
 
     def flush_staged(self) -> None:
         """Write the staged objects as one pack (fsync as :func:`fsync_enabled` says).
