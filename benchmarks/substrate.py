@@ -493,6 +493,58 @@ class Bench:
         return row
 
 
+# ---------------------------------------------------------------- listing one thread's refs among many
+def refs_listing(work: Path, total: int, reads: int) -> dict[str, float]:
+    """``GitRepo.list_refs(prefix)`` for one thread's refs among ``total`` refs, against
+    libgit2 iterating every ref and filtering (what it did before) and a SQLite range query.
+
+    Setup: ``total`` refs of one checkpoint layout (ten per thread) written as a sorted
+    ``packed-refs``, as ``got gc`` leaves them, and ten loose refs of the measured thread
+    written through the public API (a thread still being written)."""
+    path = work / "refs.git"
+    repo = ReasoningRepo.init(path)
+    oid = repo.commit_files("master", {"f.txt": "x\n"}, "refs benchmark")
+    threads = max(total // 10, 1)
+    names = sorted(f"refs/got/threads/t{t:06d}/ns/c{k}" for t in range(threads) for k in range(10))
+    (path / "packed-refs").write_text(
+        "# pack-refs with: peeled fully-peeled sorted \n" + "".join(f"{oid} {n}\n" for n in names)
+    )
+    mid = f"refs/got/threads/t{threads // 2:06d}/"
+    for k in range(10):
+        repo.set_ref(f"{mid}pending/p{k}", oid)
+    repo.close()
+    db = sqlite3.connect(str(work / "refs.sqlite"), isolation_level=None)
+    db.execute("CREATE TABLE refs(name TEXT PRIMARY KEY, oid TEXT) WITHOUT ROWID")
+    db.executemany("INSERT INTO refs VALUES(?, ?)", [(n, oid) for n in names])
+    git = ReasoningRepo(path).git
+    raw = pygit2.Repository(str(path))
+
+    def full_walk() -> int:  # list_refs before: every ref, filtered by name
+        return sum(1 for r in raw.references.iterator() if r.name.startswith(mid) and not isinstance(r.target, str))
+
+    def sqlite_range() -> int:
+        return len(
+            db.execute("SELECT name, oid FROM refs WHERE name >= ? AND name < ?", (mid, mid[:-1] + "0")).fetchall()
+        )
+
+    assert len(git.list_refs(mid)) == full_walk() == 20, "both list the thread's 20 refs"
+    t: dict[str, list[float]] = {"scoped": [], "full": [], "sqlite": []}
+    for _ in range(reads):
+        t["scoped"].append(timed(git.list_refs, mid))
+        t["full"].append(timed(full_walk))
+        t["sqlite"].append(timed(sqlite_range))
+    db.close()
+    m = {k: med_ms(v) for k, v in t.items()}
+    return {
+        "list_refs_total_refs": float(threads * 10 + 10),
+        "list_refs_scoped_ms": m["scoped"],
+        "list_refs_full_walk_ms": m["full"],
+        "list_refs_sqlite_ms": m["sqlite"],
+        "list_refs_scoped_vs_full_walk": m["scoped"] / m["full"],
+        "list_refs_scoped_vs_sqlite": m["scoped"] / m["sqlite"],
+    }
+
+
 # ---------------------------------------------------------------- report
 TARGETS = (
     ("grep after a write ≤ 1.5× steady (10k, 100k)", "grep_after_write_vs_steady", 1.5, (10_000, 100_000)),
@@ -561,6 +613,14 @@ def render(rows: list[dict[str, Any]]) -> str:
             + ", ".join(f"{r['history']:,}: {r[key]:.2f}×" for r in picked)
             + ")"
         )
+    listing = next((r for r in rows if "list_refs_scoped_ms" in r), None)
+    if listing is not None:
+        lines.append(
+            f"- list one thread's 20 refs among {int(listing['list_refs_total_refs']):,}: "
+            f"{listing['list_refs_scoped_ms']:.3f} ms, libgit2 walking every ref {listing['list_refs_full_walk_ms']:.1f} ms "
+            f"({listing['list_refs_scoped_vs_full_walk']:.4f}×), SQLite range query {listing['list_refs_sqlite_ms']:.3f} ms "
+            f"({listing['list_refs_scoped_vs_sqlite']:.1f}×)"
+        )
     writes = [r["got_write_ms"] for r in rows]
     if len(writes) > 1:
         lines.append(f"- write flatness: largest / smallest history {writes[-1] / writes[0]:.2f}×")
@@ -616,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reads", type=int, default=200, help="read-after-write rounds and replays per size")
     ap.add_argument("--colds", type=int, default=5, help="new processes per size for the cold first query")
     ap.add_argument("--api-fill", type=int, default=10_000, help="history written through the public API")
+    ap.add_argument("--refs", type=int, default=100_000, help="refs among which one thread's are listed (0: skip)")
+    ap.add_argument("--ref-reads", type=int, default=20, help="listings timed (each system)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--out", type=Path, default=default_out("substrate"), help="where to write JSON, the table and the plot"
@@ -644,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{level:,} nodes: write {row['write_vs_floor']:.2f}× floor, grep after write "
                     f"{row['grep_after_write_vs_steady']:.2f}× steady, search {row['search_after_write_vs_steady']:.2f}×"
                 )
+        if args.refs > 0 and rows:
+            rows[-1].update(refs_listing(work, args.refs, args.ref_reads))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = render(rows)
