@@ -2,7 +2,7 @@
 
 It copies this folder (``langgraph.json`` and ``agent.py``) under ``--out``, starts
 ``langgraph dev`` there on 127.0.0.1 (a free port, no browser, no tracing, no version
-check: nothing leaves the machine) with ``GOT_REPO`` outside the folder the server
+check, no CLI analytics: nothing leaves the machine) with ``GOT_REPO`` outside the folder the server
 watches, drives it with ``langgraph_sdk`` (a run that pauses for review, the resume, the
 history, the store), prints what git holds, and stops the server.
 
