@@ -161,15 +161,14 @@ async def test_with_a_key_nothing_readable_reaches_the_repository(
 # ---------------------------------------------------------------------------- the CLI process
 #: Run in a subprocess with the server's environment: the real ``langgraph`` CLI (``validate``, which carries the
 #: same ``log_command`` decorator as ``dev``), with an audit hook recording every URL opened and every name looked
-#: up, in any thread; the threads are joined before the report.
+#: up, in any thread, and refusing them (the probe itself sends nothing); the threads are joined before the report.
 AUDITED_CLI = """
 import json, sys, threading
 seen = []
 def hook(event, args):
-    if event == "urllib.Request":
-        seen.append(["url", str(args[0])])
-    elif event == "socket.getaddrinfo":
-        seen.append(["resolve", str(args[0])])
+    if event in ("urllib.Request", "socket.getaddrinfo", "socket.connect"):
+        seen.append([event, str(args[0] if event != "socket.connect" else args[1])])
+        raise PermissionError("the test lets nothing leave the machine")
 sys.addaudithook(hook)
 from langgraph_cli.cli import cli
 try:
@@ -206,7 +205,7 @@ def test_the_server_cli_runs_no_analytics_thread(tmp_path: Path) -> None:
     assert env["PYTHONFAULTHANDLER"] == "1"  # a crash of the server leaves a Python traceback in its log
     without = {k: v for k, v in env.items() if k != "LANGGRAPH_CLI_NO_ANALYTICS"}
     events = _cli_network_events(app, without)
-    assert any(kind == "url" and "/rest/v1/logs" in url for kind, url in events), events
+    assert any(kind == "urllib.Request" and "/rest/v1/logs" in url for kind, url in events), events
 
 
 def test_a_crashed_server_is_reported_with_its_signal_and_log(tmp_path: Path) -> None:
