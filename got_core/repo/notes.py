@@ -86,6 +86,7 @@ def publish_notes(repo: ReasoningRepo, name: str, payload: Mapping[str, bytes | 
 
     Nothing is re-validated here: :func:`set_notes` checks what callers hand it.
     """
+
     def build(tip: str | None) -> Publish:
         commit, changes = notes_commit(repo, tip, payload)
         # a fact about the commit's content, true before it is published: the index applies
