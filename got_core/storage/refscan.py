@@ -176,6 +176,8 @@ def packed_has_prefix(gitdir: Path, prefix: str) -> bool:
         return False
 
 
+#: A packed-refs file this small is parsed here whatever share of it a prefix covers.
+_SCOPED_MIN_BYTES = 1 << 16
 _PACKED_LINE = re.compile(rb"([0-9a-f]{40}) ([^\s^][^\r\n]*)")
 _PEELED_LINE = re.compile(rb"\^[0-9a-f]{40}")
 
@@ -187,7 +189,9 @@ def packed_under(gitdir: Path, prefix: str) -> dict[str, str] | None:
     sorted (git and libgit2 write it so), then the lines up to the last such name: the
     cost is that of the refs listed, not of every packed ref. None when the file cannot
     be vouched for line by line (not sorted, a line that is not ``<sha> <name>`` or
-    ``^<sha>``, a name that is not UTF-8): the caller then asks libgit2, as before.
+    ``^<sha>``, a name that is not UTF-8), or when the prefix's range is a quarter of
+    a large file or more (parsed here, it costs more than libgit2's own walk of every ref):
+    the caller then asks libgit2, as before.
     """
     want = prefix.encode("utf-8", "surrogateescape")
     try:
@@ -212,6 +216,10 @@ def _packed_range(m: mmap.mmap, want: bytes) -> dict[str, str] | None:
     at = _packed_seek(m, nl + 1, want)
     if at is None:
         return None
+    if want and want[-1] < 0xFF and len(m) > _SCOPED_MIN_BYTES:
+        stop = _packed_seek(m, at, want[:-1] + bytes([want[-1] + 1]))  # the first name past the prefix
+        if stop is None or (stop - at) * 4 > len(m):
+            return None  # a quarter of the file or more: libgit2's walk of every ref is cheaper
     out: dict[str, str] = {}
     end = len(m)
     while at < end:
