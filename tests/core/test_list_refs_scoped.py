@@ -164,3 +164,29 @@ def test_hostile_refs_give_the_answers_libgit2_gave(tmp_path, kind):
                 GitRepo(path, create=False).list_refs(prefix)
             continue
         assert GitRepo(path, create=False).list_refs(prefix) == before, (kind, prefix)
+
+
+def test_a_large_packed_refs_gives_the_same_answers_for_narrow_and_broad_prefixes(tmp_path):
+    path = _mix(tmp_path)
+    sha = git(path, "rev-parse", "refs/heads/ab").strip()
+    names = [f"refs/got/threads/x{t:04d}/ns/c{k}" for t in range(300) for k in range(10)]
+    for name in names[:5]:
+        git(path, "update-ref", name, sha)  # loose ones among them
+    packed = path / "packed-refs"
+    lines = packed.read_text().splitlines()[1:]
+    records: dict[str, str] = {}
+    peeled: dict[str, str] = {}
+    last = ""
+    for line in lines:
+        if line.startswith("^"):
+            peeled[last] = line
+        else:
+            last = line.split(" ", 1)[1]
+            records[last] = line
+    records.update({n: f"{sha} {n}" for n in names})
+    body = "".join(records[n] + "\n" + (peeled[n] + "\n" if n in peeled else "") for n in sorted(records))
+    packed.write_text("# pack-refs with: peeled fully-peeled sorted \n" + body)
+    assert packed.stat().st_size > 1 << 16  # large enough for the broad-prefix rule
+    repo = GitRepo(path, create=False)
+    for prefix in [*PREFIXES, "refs/got/", "refs/got/threads/x0042/", "refs/got/threads/x01"]:
+        assert repo.list_refs(prefix) == _for_each_ref(path, prefix) == repo._list_refs_all(prefix), prefix
