@@ -102,7 +102,10 @@ def record_calls(steps: int) -> list[tuple[str, tuple]]:
     calls: list[tuple[str, tuple]] = []
 
     def clean(config: dict) -> dict:
-        return {"configurable": {k: v for k, v in config["configurable"].items() if not k.startswith("__")}}
+        # LangGraph's internal keys go, except the one that tells a saver a graph is running (the git
+        # saver then hands a step's writes to the next put, as it does in a live graph)
+        conf = config["configurable"]
+        return {"configurable": {k: v for k, v in conf.items() if not k.startswith("__") or k == "__pregel_runtime"}}
 
     class Recorder(InMemorySaver):
         def put(self, config, checkpoint, metadata, new_versions):
@@ -615,9 +618,10 @@ def report(result: dict[str, Any]) -> list[str]:
             f = _ratio(lengths, "write_ms", {"steps": steps}, "floor", "sqlite")
             o = _ratio(lengths, "write_ms", {"steps": steps}, "floor-1move", "sqlite")
             g = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor")
+            g1 = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor-1move")
             lines.append(
                 f"floor, {steps}-step threads: pygit2 loose-object floor / SqliteSaver {f:.2f}x (two ref moves a step), "
-                f"{o:.2f}x (one); git saver / floor {g:.2f}x"
+                f"{o:.2f}x (one); git saver / floor {g:.2f}x, / floor-1move {g1:.2f}x"
             )
         d = _ratio(lengths, "bytes_after_gc", {"steps": long_}, "sqlite", "git")
         check(f"disk after gc, {long_}-step thread, SqliteSaver / git (target >= 50x)", d, d >= 50)

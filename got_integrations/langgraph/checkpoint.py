@@ -196,7 +196,8 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             saver.close()
 
     def close(self) -> None:
-        """Drop caches and release the repository's index handle."""
+        """Store a running graph's queued writes, drop caches and release the repository's index handle."""
+        self._close_flusher()
         for cache in (
             self._blobs,
             self._lists,
@@ -276,11 +277,13 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
 
         ``.../head`` holds the latest checkpoint; ``.../forks/...`` the other lines.
         """
+        self._flush_deferred()
         ns = self._ns(thread_id, checkpoint_ns)
         return {name: self._id_of(ns, oid) for name, oid in self._leaves(ns).items()}
 
     def commit_of(self, config: RunnableConfig) -> str | None:
         """The git commit SHA of the checkpoint named by ``config`` (the latest when it names none)."""
+        self._flush_deferred()
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
