@@ -87,6 +87,7 @@ class _WriteRequest:
     entries: list[dict[str, Any]]
     done: bool = False
     handed_over: bool = False  # the caller returned already: an error can only be logged
+    queued: float = field(default_factory=time.monotonic)
     error: BaseException | None = field(default=None, repr=False)
 
 
@@ -113,15 +114,9 @@ class _Flusher:
                 self._cond.notify()
 
     def waiting(self) -> builtins.list[_Ns]:
-        """Every namespace with queued writes, or whose queue is being stored right now."""
+        """Every namespace that queued writes since its timer last found its queue empty."""
         with self._cond:
             return [ns for _, ns in self._due.values()]
-
-    def done(self, ns: _Ns) -> None:
-        """``ns``'s queue was stored (the caller holds its ``writes_lock``): no timer for it."""
-        with self._cond:
-            if not ns.pending:  # a request queued since re-arms it (it is queued before it arms)
-                self._due.pop(id(ns), None)
 
     def close(self) -> None:
         with self._cond:
@@ -136,11 +131,21 @@ class _Flusher:
                 if self._closed:
                     return
                 key, (when, ns) = min(self._due.items(), key=lambda kv: kv[1][0])
-                delay = when - time.monotonic()
-                if delay > 0:
-                    self._cond.wait(delay)
+                now = time.monotonic()
+                if when > now:
+                    self._cond.wait(when - now)
                     continue
-                self._due[key] = (when + HAND_OVER_S, ns)  # tried again then, unless the flush clears it
+                # A namespace stays armed while it writes (one wake-up per HAND_OVER_S, not per
+                # step): a put took most of its queue; what is left is stored once it is old enough.
+                with ns.pending_lock:
+                    oldest = ns.pending[0].queued if ns.pending else None
+                if oldest is None:
+                    del self._due[key]  # a request queued from now on arms it again
+                    continue
+                if oldest + HAND_OVER_S > now:
+                    self._due[key] = (oldest + HAND_OVER_S, ns)
+                    continue
+                self._due[key] = (now + HAND_OVER_S, ns)  # looked at again then
             try:
                 self._flush(ns)
             except Exception:  # the next read or put tries again; this thread must live on
@@ -217,7 +222,6 @@ class PendingOps:
         with ns.writes_lock:
             if not request.done:  # nobody took it into a commit yet: this call publishes the queue
                 self._commit_writes(ns, self._take_queue(ns))
-                self._stored_queue(ns)
         if request.error is not None:
             raise request.error
 
@@ -251,12 +255,6 @@ class PendingOps:
             batch = self._take_queue(ns)
             if batch:
                 self._commit_writes(ns, batch)
-            self._stored_queue(ns)
-
-    def _stored_queue(self, ns: _Ns) -> None:
-        """The caller (holding ``ns.writes_lock``) stored the queue it took."""
-        if self._flusher is not None:
-            self._flusher.done(ns)
 
     def _flush_deferred(self) -> None:
         """Store every queued write (before a read, a history operation, on close and at exit)."""

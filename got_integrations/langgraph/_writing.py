@@ -352,7 +352,6 @@ class WriteOps(PendingOps):
                 if ns.pending:  # writes a running graph handed over: they go in this put's ref transaction
                     with ns.writes_lock:
                         answer = self._put_with_writes(ns, build, self._take_queue(ns))
-                        self._stored_queue(ns)
                 elif ns.head:
                     answer = repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
                 else:
