@@ -263,6 +263,11 @@ class PendingOps:
             for ns in flusher.waiting():
                 self._flush_ns(ns)
 
+    def _writes_waiting(self) -> bool:
+        """Whether a namespace has queued writes (a read stores them first)."""
+        flusher = self._flusher
+        return flusher is not None and any(ns.pending for ns in flusher.waiting())
+
     def _close_flusher(self) -> None:
         self._flush_deferred()
         flusher, self._flusher = self._flusher, None

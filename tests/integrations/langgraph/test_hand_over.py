@@ -343,3 +343,22 @@ def test_interrupt_inside_graph_with_command_resume(tmp_path):
     other = builder.compile(checkpointer=GitCheckpointSaver.from_path(tmp_path / "r.git"))
     assert [i.value for i in other.get_state(config).interrupts] == ["go on at 3?"]
     assert other.invoke(Command(resume="yes"), config)["log"] == ["1:auto", "2:auto", "3:yes", "4:auto"]
+
+
+def test_async_read_of_a_cached_checkpoint_sees_another_writers_newer_one(tmp_path):
+    """aget_tuple runs inline for a checkpoint this process holds; it still reads the refs."""
+    mine = GitCheckpointSaver.from_path(tmp_path / "c.git")
+    theirs = GitCheckpointSaver.from_path(tmp_path / "c.git")
+    config = {"configurable": {"thread_id": "t"}}
+    mine_graph, their_graph = loop_graph(2).compile(checkpointer=mine), loop_graph(3).compile(checkpointer=theirs)
+
+    async def main() -> tuple[Any, Any]:
+        await mine_graph.ainvoke({"n": 0}, config)
+        before = await mine.aget_tuple(config)
+        await their_graph.ainvoke({"n": 0}, config)  # another saver moves head past ours
+        return before, await mine.aget_tuple(config)
+
+    before, after = asyncio.run(main())
+    assert before.checkpoint["channel_values"]["n"] == 2
+    assert after.checkpoint["channel_values"]["n"] == 3
+    assert after.checkpoint == theirs.get_tuple(config).checkpoint
