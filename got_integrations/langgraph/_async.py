@@ -1,8 +1,10 @@
 """The async twins of :class:`~got_integrations.langgraph.GitCheckpointSaver`'s methods.
 
 Each runs its sync method in a worker thread (``asyncio.to_thread``): git I/O never blocks
-the event loop (a running graph's ``aput_writes``, which only serialises and queues the
-writes for the next checkpoint, runs inline), and the sync and async paths share one implementation, its caches and its
+the event loop. Two run inline, where a thread hop would cost more than the work: a running
+graph's ``aput_writes``, which only serialises and queues the writes for the next
+checkpoint, and ``aget_tuple`` of a checkpoint whose objects this process holds (a few ref
+reads and a decode). The sync and async paths share one implementation, its caches and its
 group commit of pending writes (async graphs run parallel tasks' ``aput_writes`` at once).
 """
 

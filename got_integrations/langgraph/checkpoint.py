@@ -48,15 +48,19 @@ Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write co
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
 ``put_writes`` writes one commit, a one-file tree and the file (3 objects) and creates the
-checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
+checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Inside a running
+graph, ``put_writes`` hands a task's regular writes to the namespace's next ``put``: both go
+in one ref transaction and one pack (:mod:`~got_integrations.langgraph._pending` says when
+else they are stored: interrupts and errors at once, reads, ``close``, exit, a 50 ms timer). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so
 a cache hit is never stale); ``head`` is re-read on every latest read. A cold read reads
 segments (:mod:`~got_integrations.langgraph._reading`).
 
 The saver is split by job: this module (construction, caches, serializer, versions),
-``_reading`` (documents, values, ``get_tuple``, ``list``), ``_writing`` (``put``,
-``put_writes``), ``_history`` (delete, copy, fork, prune) and ``_async`` (the ``a*`` twins).
+``_reading`` (documents, values, ``get_tuple``, ``list``), ``_writing`` (``put``),
+``_pending`` (``put_writes``), ``_history`` (delete, copy, fork, prune) and ``_async`` (the
+``a*`` twins).
 
 "Latest" is the highest checkpoint id, as in ``InMemorySaver``: ``head`` always holds it;
 a put whose parent is not ``head``'s tip (``update_state`` on an old config, a replay)
