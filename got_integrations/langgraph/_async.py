@@ -1,10 +1,10 @@
 """The async twins of :class:`~got_integrations.langgraph.GitCheckpointSaver`'s methods.
 
 Each runs its sync method in a worker thread (``asyncio.to_thread``): git I/O never blocks
-the event loop. Two run inline, where a thread hop would cost more than the work: a running
+the event loop (the Agent Server refuses any blocking call there, a ref file read
+included). One runs inline, where a thread hop would cost more than the work: a running
 graph's ``aput_writes``, which only serialises and queues the writes for the next
-checkpoint, and ``aget_tuple`` of a checkpoint whose objects this process holds (a few ref
-reads and a decode). The sync and async paths share one implementation, its caches and its
+checkpoint (no I/O). The sync and async paths share one implementation, its caches and its
 group commit of pending writes (async graphs run parallel tasks' ``aput_writes`` at once).
 """
 
@@ -47,17 +47,21 @@ class AsyncOps:
             self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
         ) -> None: ...
         def delete_thread(self, thread_id: str) -> None: ...
-        def _in_memory(self, config: RunnableConfig) -> bool: ...
-        def _hands_over(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]) -> bool: ...
+        def _put_writes(
+            self,
+            config: RunnableConfig,
+            writes: Sequence[tuple[str, Any]],
+            task_id: str,
+            task_path: str,
+            *,
+            publish: bool,
+        ) -> bool: ...
         def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...
         def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None: ...
         def delete_for_runs(self, run_ids: Sequence[str]) -> None: ...
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async :meth:`get_tuple` (in a worker thread: git I/O never blocks the event loop; inline
-        when the checkpoint's objects are in this process's caches)."""
-        if self._in_memory(config):  # a few ref reads and a decode: cheaper than a thread hop
-            return self.get_tuple(config)
+        """Async :meth:`get_tuple` (in a worker thread: git I/O never blocks the event loop)."""
         return await asyncio.to_thread(self.get_tuple, config)
 
     async def alist(
@@ -89,9 +93,8 @@ class AsyncOps:
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         """Async :meth:`put_writes` (inline when it only queues the writes for the next checkpoint)."""
-        if self._hands_over(config, writes):  # serialising and queueing: cheaper than a thread hop
-            self.put_writes(config, writes, task_id, task_path)
-        else:
+        # handing the writes to the next checkpoint only serialises and queues: cheaper than a thread hop
+        if not self._put_writes(config, writes, task_id, task_path, publish=False):
             await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:

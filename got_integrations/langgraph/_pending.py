@@ -107,7 +107,7 @@ class _Flusher:
                 return
             wake = not self._due  # the thread sleeps until something is due
             self._due[id(ns)] = (time.monotonic() + HAND_OVER_S, ns)
-            if self._thread is None:
+            if self._thread is None:  # it ends once nothing is queued, and starts again here
                 self._thread = threading.Thread(target=self._run, name="got-pending-writes", daemon=True)
                 self._thread.start()
             elif wake:
@@ -126,9 +126,8 @@ class _Flusher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._due and not self._closed:
-                    self._cond.wait()
-                if self._closed:
+                if not self._due or self._closed:  # nothing queued: no idle thread holds the saver
+                    self._thread = None
                     return
                 key, (when, ns) = min(self._due.items(), key=lambda kv: kv[1][0])
                 now = time.monotonic()
@@ -188,50 +187,58 @@ class PendingOps:
             ConcurrentUpdateError: another process kept moving the same ``pending/`` ref.
             UnsafePayloadError: a value needs pickle.
         """
+        self._put_writes(config, writes, task_id, task_path, publish=True)
+
+    def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        *,
+        publish: bool,
+    ) -> bool:
+        """:meth:`put_writes`; with ``publish=False`` only if it can hand the writes over (no
+        disk I/O: the async twin runs this inline). Returns whether it took the writes."""
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = text_id(conf["checkpoint_id"], "checkpoint id")
         task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
+        special = any(channel in WRITES_IDX_MAP for channel, _ in writes)
+        if not publish and (special or RUNNING not in conf or checkpoint_id in ns.urgent):
+            return False
         entries: list[dict[str, Any]] = []
-        special = False
         for idx, (channel, value) in enumerate(writes):  # serialised before queueing: errors stay with the caller
             entry: dict[str, Any] = {
                 "idx": WRITES_IDX_MAP.get(channel, idx),
                 "channel": text_id(channel, "channel name"),
                 "exact": encode_exact(self._dumps(value)),
             }
-            special = special or entry["idx"] < 0
             if self.readable:
                 entry["value"] = jsonable(value)
             entries.append(entry)
         if not entries:
-            return
+            return True
         request = _WriteRequest(checkpoint_id, task_id, task_path, task_file(task_id), entries)
-        hand_over = RUNNING in conf and not special
         with ns.pending_lock:
             if special:
                 ns.urgent[checkpoint_id] = None
                 if len(ns.urgent) > 64:  # the latest few interrupted checkpoints are enough
                     del ns.urgent[next(iter(ns.urgent))]
-            hand_over = hand_over and checkpoint_id not in ns.urgent
+            hand_over = RUNNING in conf and not special and checkpoint_id not in ns.urgent
+            if not hand_over and not publish:
+                return False  # an interrupt of this checkpoint came meanwhile: the caller publishes
             request.handed_over = hand_over
             ns.pending.append(request)
         if hand_over:
             self._arm(ns)
-            return
+            return True
         with ns.writes_lock:
             if not request.done:  # nobody took it into a commit yet: this call publishes the queue
                 self._commit_writes(ns, self._take_queue(ns))
         if request.error is not None:
             raise request.error
-
-    def _hands_over(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]) -> bool:
-        """Whether ``put_writes(config, writes, ...)`` only queues (no disk I/O: the async twin runs it inline)."""
-        conf = config["configurable"]
-        if RUNNING not in conf or not writes or any(channel in WRITES_IDX_MAP for channel, _ in writes):
-            return False
-        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
-        return str(conf.get("checkpoint_id")) not in ns.urgent
+        return True
 
     # ------------------------------------------------------------------ the queue
     def _arm(self, ns: _Ns) -> None:
@@ -262,11 +269,6 @@ class PendingOps:
         if flusher is not None:
             for ns in flusher.waiting():
                 self._flush_ns(ns)
-
-    def _writes_waiting(self) -> bool:
-        """Whether a namespace has queued writes (a read stores them first)."""
-        flusher = self._flusher
-        return flusher is not None and any(ns.pending for ns in flusher.waiting())
 
     def _close_flusher(self) -> None:
         self._flush_deferred()

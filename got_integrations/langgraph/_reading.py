@@ -67,13 +67,11 @@ class ReadOps:
     _lists: LRU
     _files: LRU
     _docs: LRU
-    _channels: LRU
     _writes_cache: LRU
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
 
         def _flush_deferred(self) -> None: ...
-        def _writes_waiting(self) -> bool: ...
         def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
         def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any: ...
 
@@ -310,24 +308,6 @@ class ReadOps:
         return out
 
     # ------------------------------------------------------------------ the saver's read API
-    def _in_memory(self, config: RunnableConfig) -> bool:
-        """Whether ``get_tuple(config)`` finds the checkpoint's objects in this process's caches
-        (this process wrote or read it) and no queued write waits: then it only reads a few ref
-        files and decodes, and the async twin runs it inline (as ``AsyncSqliteSaver`` decodes in
-        the event loop). A guess: ``get_tuple`` still reads the refs, and reads git if they moved."""
-        if self._writes_waiting():
-            return False
-        conf = config["configurable"]
-        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
-        checkpoint_id = get_checkpoint_id(config)
-        commit = ns.ids.get(str(checkpoint_id)) if checkpoint_id else ns.head
-        if commit is None or self._docs.weight(commit) is None or self._files.weight(commit) is None:
-            return False
-        channels = self._channels.get(commit)
-        return channels is not None and all(
-            self._lists.weight((commit, name)) is not None for name, info in channels.items() if info["kind"] == "list"
-        )
-
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (its ``checkpoint_id``, else the latest), or None.
 

@@ -346,7 +346,7 @@ def test_interrupt_inside_graph_with_command_resume(tmp_path):
 
 
 def test_async_read_of_a_cached_checkpoint_sees_another_writers_newer_one(tmp_path):
-    """aget_tuple runs inline for a checkpoint this process holds; it still reads the refs."""
+    """A saver that holds a thread's checkpoints in its caches still reads the refs: another writer's newer one wins."""
     mine = GitCheckpointSaver.from_path(tmp_path / "c.git")
     theirs = GitCheckpointSaver.from_path(tmp_path / "c.git")
     config = {"configurable": {"thread_id": "t"}}
