@@ -3,7 +3,9 @@
 
 The workload is a real graph: an agent with a tool loop (scripted model) runs N super-steps
 in one thread, so the message list grows by one message per step. The saver calls that
-run makes (``put`` + ``put_writes`` per step) are recorded once, then replayed call by call
+run makes (``put`` + ``put_writes`` per step) are recorded once (their configs keep
+``__pregel_runtime``, which tells a saver a graph is running: the git saver then hands a
+step's writes to the next ``put``, as in a live graph), then replayed call by call
 against every saver, interleaved round-robin (who goes first rotates) so that disk noise
 from other processes hits them alike. Three parts:
 
