@@ -151,10 +151,16 @@ class _Flusher:
                 _log.exception("storing queued pending writes of %s failed", ns.ref.prefix)
 
 
-def _flush_at_exit(ref: weakref.ref[PendingOps]) -> None:
-    saver = ref()
-    if saver is not None:
-        saver._flush_deferred()
+_HANDING_OVER: weakref.WeakSet[PendingOps] = weakref.WeakSet()  # savers that queued writes: stored at exit
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for saver in list(_HANDING_OVER):
+        try:
+            saver._flush_deferred()
+        except Exception:  # one saver's disk trouble does not keep the others' writes back
+            _log.exception("storing queued pending writes at exit failed")
 
 
 class PendingOps:
@@ -248,7 +254,7 @@ class PendingOps:
                 flusher = self._flusher
                 if flusher is None:
                     flusher = self._flusher = _Flusher(self._flush_ns)
-                    atexit.register(_flush_at_exit, weakref.ref(self))
+                    _HANDING_OVER.add(self)
         flusher.arm(ns)
 
     def _take_queue(self, ns: _Ns) -> builtins.list[_WriteRequest]:

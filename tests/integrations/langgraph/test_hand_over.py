@@ -362,3 +362,29 @@ def test_async_read_of_a_cached_checkpoint_sees_another_writers_newer_one(tmp_pa
     assert before.checkpoint["channel_values"]["n"] == 2
     assert after.checkpoint["channel_values"]["n"] == 3
     assert after.checkpoint == theirs.get_tuple(config).checkpoint
+
+
+def test_queued_writes_are_stored_when_the_interpreter_exits(tmp_path):
+    code = textwrap.dedent(
+        """
+        import sys
+        from got_integrations.langgraph import GitCheckpointSaver
+        saver = GitCheckpointSaver.from_path(sys.argv[1])
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": sys.argv[2],
+                                   "__pregel_runtime": 1}}
+        saver.put_writes(config, [("log", ["a"])], "task-1")  # queued; the process ends right away
+        """
+    )
+    saver = GitCheckpointSaver.from_path(tmp_path / "e.git")
+    cid = first_checkpoint(saver, "t")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "e.git"), cid],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = GitCheckpointSaver.from_path(tmp_path / "e.git").get_tuple(running("t", cid))
+    assert [(t, c) for t, c, _ in found.pending_writes] == [("task-1", "log")]
