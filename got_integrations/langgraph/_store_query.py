@@ -213,6 +213,27 @@ class ItemQueries:
         for (ns,) in self.db.execute(sql + " ORDER BY ns", args):
             yield ns
 
+    def expired_by_namespace(self, now_us: int) -> dict[bytes, list[str]]:
+        """Paths of the items expired at ``now_us``, by namespace (from the expiry index)."""
+        self._settle()
+        out: dict[bytes, list[str]] = {}
+        for ns, path in self.db.execute("SELECT ns, path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,)):
+            out.setdefault(ns, []).append(path)
+        return out
+
+    def emptied(self, expired: Mapping[bytes, Sequence[str]]) -> list[bytes]:
+        """The namespaces of ``expired`` (namespace -> its expired paths) that lose every
+        item and have no namespace below them (their directory can go as a whole)."""
+        out = []
+        for ns, paths in expired.items():
+            row = self.db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
+            if row is None or row[0] != len(paths):
+                continue
+            lo, hi = prefix_bounds(ns)
+            if self.db.execute("SELECT 1 FROM spaces WHERE ns>? AND ns<? LIMIT 1", (lo, hi)).fetchone() is None:
+                out.append(ns)
+        return out
+
     def expired(self, now_us: int) -> list[str]:
         """Paths of the items expired at ``now_us`` (from the expiry index)."""
         self._settle()

@@ -198,3 +198,31 @@ def test_a_legacy_file_written_after_the_move_is_moved_by_its_next_put(tmp_path:
     store.reindex()
     assert store.index.count(None) == 1
     store.close()
+
+
+def test_a_sweep_that_empties_namespaces_removes_them_and_nothing_else(tmp_path: Path) -> None:
+    gitdir = tmp_path / "t.git"
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(gitdir, clock=lambda: now[0])
+    store.batch([PutOp(("gone",), f"k{i}", {"i": i}, ttl=1.0) for i in range(5)])  # all expire
+    store.batch([PutOp(("half",), f"k{i}", {"i": i}, ttl=1.0 if i % 2 else None) for i in range(6)])
+    store.batch([PutOp(("parent",), "k", {"i": 0}, ttl=1.0), PutOp(("parent", "child"), "k", {"i": 1})])
+    store.batch([PutOp(("noted",), "k", {"i": 0}, ttl=1.0)])
+    foreign = GitStore.namespace_path(("noted",)) + "/README.md"  # not an item: the sweep must keep it
+    store.repo.commit_files(store.ref, {foreign: b"kept by hand\n"}, "a file of someone else's\n")
+    tip = store.repo.tip(store.ref)
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == 5 + 3 + 1 + 1
+    changed = git(gitdir, "diff-tree", "-r", "--name-only", "--no-commit-id", tip, "refs/got/store").split()
+    assert len(changed) == 10 and all(p.endswith(".json") for p in changed)
+    listed = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert sorted(listed) == sorted(
+        [item_path(("half",), f"k{i}") for i in (0, 2, 4)] + [item_path(("parent", "child"), "k"), foreign]
+    )
+    assert not any(p.startswith(GitStore.namespace_path(("gone",))) for p in listed)
+    assert fsck_clean(gitdir)[0]
+    assert store.list_namespaces() == [("half",), ("parent", "child")]
+    counted = store.index.count(None)
+    store.reindex()
+    assert store.index.count(None) == counted == 4 and store.list_namespaces() == [("half",), ("parent", "child")]
+    store.close()
