@@ -61,11 +61,11 @@ class TTLSweeperMixin:
                 self._commit(tip, self._sweep_changes(tip, expired), message, [], [], swept_at=now_us)
             return count
 
-    def _sweep_changes(self, tip: str | None, expired: dict[bytes, list[str]]) -> dict[str, None]:
+    def _sweep_changes(self, tip: str | None, expired: dict[bytes, list[str]]) -> dict[str, bytes | None]:
         """The deletions of a sweep: a namespace whose every item expired, with no namespace
         below it and nothing else in its directory, goes as one directory (its files are not
         checked and rebuilt one by one); any other expired item as its file."""
-        changes: dict[str, None] = {}
+        changes: dict[str, bytes | None] = {}
         for ns in self.index.emptied(expired):
             paths = expired[ns]
             folder = paths[0].rpartition("/")[0]
