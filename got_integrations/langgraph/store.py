@@ -3,8 +3,14 @@
 Every batch that writes (puts, deletes, TTL refreshes) is one commit on the store ref
 (default ``refs/got/store``). An item is one readable JSON file::
 
-    <label 1>/<label 2>/.../<key>.json     {"namespace", "key", "value", "created_at",
-                                           "updated_at", "ttl", "expires_at", "index"}
+    ns.<h>/<h>/<h>/<label 1>/<label 2>/.../<key>.json
+        {"namespace", "key", "value", "created_at", "updated_at", "ttl", "expires_at", "index"}
+
+The three ``<h>`` levels are hash buckets of the namespace (16 entries each,
+:meth:`GitStore.namespace_path` names a namespace's directory), so a put rewrites a few
+small trees however many namespaces the store holds. A store written before the buckets
+(``<label 1>/.../<key>.json``) is read as it is and moved by its first write, in one
+commit of trees only (``_store_migrate``).
 
 Every label and key goes through :func:`got_core.names.encode_component` (``/``, ``..``,
 NUL and control characters are percent-encoded; ids too long for a file name become a
