@@ -226,3 +226,23 @@ def test_a_sweep_that_empties_namespaces_removes_them_and_nothing_else(tmp_path:
     store.reindex()
     assert store.index.count(None) == counted == 4 and store.list_namespaces() == [("half",), ("parent", "child")]
     store.close()
+
+
+def test_an_encrypted_legacy_store_moves_without_decrypting_and_reads_back(tmp_path: Path) -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    gitdir = tmp_path / "sealed.git"
+    key = b"0123456789abcdef0123456789abcdef"
+    writer = GitStore(gitdir, serde=EncryptedSerializer.from_pycryptodome_aes(key=key))
+    writer.batch([PutOp(("vault", f"v{i % 4}"), f"k{i}", {"secret": f"confidential {i}"}) for i in range(80)])
+    legacy = _as_legacy(writer)
+    writer.close()
+    store = GitStore(gitdir, serde=EncryptedSerializer.from_pycryptodome_aes(key=key))
+    assert store.get(("vault", "v1"), "k5").value == {"secret": "confidential 5"}
+    assert store.migrate_layout() == 80
+    files = store.repo.list_files(store.repo.tip(store.ref))
+    assert sorted(files.values()) == sorted(legacy.values()) and all(is_bucket(p.split("/")[0]) for p in files)
+    assert all(b"confidential" not in store.repo.read_blob(b) for b in files.values())  # still nothing readable
+    assert store.search(("vault",), filter={"secret": "confidential 7"}, limit=5)[0].key == "k7"
+    assert fsck_clean(gitdir)[0]
+    store.close()
