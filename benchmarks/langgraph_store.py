@@ -352,21 +352,16 @@ SCALE = [("write", "put"), ("read after write", "get after put"), ("steady read"
 
 
 def scale(runs: list[dict[str, Any]]) -> None:
-    """One row per size: write, read-after-write, steady read, cold read and disk after gc,
-    each as git / peer (the issue's scale rows; the tables above hold the medians)."""
-    peers = [n for n in runs[0]["ms"]["get"] if n != "git"] if runs else []
-    table = Table(title="scale: git / peer at each size (medians; disk: git objects and refs after gc)")
-    table.add_column("items")
-    for label, _ in SCALE:
-        for name in peers:
-            table.add_column(f"{label} /{name}", justify="right")
-    for name in peers:
-        table.add_column(f"disk /{name}", justify="right")
+    """One row per size and peer: write, read after write, steady read, cold read and disk
+    after gc, each as git / that peer (the issue's scale rows; the tables above hold the medians)."""
+    table = Table(title="scale: git / peer (medians; disk: git objects and refs after gc)")
+    for column in ("items", "peer", *(label for label, _ in SCALE), "disk"):
+        table.add_column(column, justify="right")
     for run in runs:
         ms, disk = run["ms"], run["disk_bytes"]
-        cells = [f"{ms[op]['git']['median'] / ms[op][n]['median']:.2f}x" for _, op in SCALE for n in peers]
-        cells += [f"{disk['git']['store'] / disk[n]['store']:.2f}x" for n in peers]
-        table.add_row(f"{run['size']:,}", *cells)
+        for name in (n for n in ms["get"] if n != "git"):
+            cells = [f"{ms[op]['git']['median'] / ms[op][name]['median']:.2f}x" for _, op in SCALE]
+            table.add_row(f"{run['size']:,}", name, *cells, f"{disk['git']['store'] / disk[name]['store']:.2f}x")
     console.print(table)
 
 
