@@ -350,7 +350,11 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
             tip = self.index.fresh(held_rows=all(isinstance(op, (GetOp, PutOp)) for op in ops))
             results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
             # by namespace and key: an item of a legacy layout sits at another path
-            existing = self.index.rows_of({p: (ns_blob(op.namespace), key_blob(op.key)) for p, op in puts.items()})
+            existing = (
+                self.index.rows_of({p: (ns_blob(op.namespace), key_blob(op.key)) for p, op in puts.items()})
+                if puts
+                else {}
+            )
             if puts or refresh:
                 self._write(tip, puts, existing, refresh, now, embed_docs)
         return results
