@@ -246,3 +246,37 @@ def test_an_encrypted_legacy_store_moves_without_decrypting_and_reads_back(tmp_p
     assert store.search(("vault",), filter={"secret": "confidential 7"}, limit=5)[0].key == "k7"
     assert fsck_clean(gitdir)[0]
     store.close()
+
+
+def test_an_index_left_before_the_move_catches_up_without_reading_the_moved_files(tmp_path: Path) -> None:
+    gitdir = tmp_path / "old.git"
+    writer = GitStore(gitdir)
+    writer.batch([PutOp(("users", f"u{i % 5}"), f"k{i}", {"i": i}) for i in range(120)])
+    _as_legacy(writer)
+    writer.get(("users", "u1"), "k1")  # the index file follows the legacy tip
+    writer.close()
+    saved = {f.name: f.read_bytes() for f in (gitdir / "got").glob("store-*.sqlite3*")}
+    mover = GitStore(gitdir)
+    assert mover.migrate_layout() == 120
+    mover.put(("users", "u1"), "extra", {"i": -1})
+    mover.close()
+    for f in (gitdir / "got").glob("store-*.sqlite3*"):
+        f.unlink()
+    for name, data in saved.items():  # as if the mover's index writes were lost (a killed process)
+        (gitdir / "got" / name).write_bytes(data)
+
+    class Counting(GitStore):
+        reads = 0
+
+        def _row_of(self, path: str, blob: str) -> Any:
+            Counting.reads += 1
+            return super()._row_of(path, blob)
+
+    late = Counting(gitdir)
+    assert late.get(("users", "u3"), "k8").value == {"i": 8}
+    assert Counting.reads == 1  # only the put's new file; the 120 moved ones came from their rows
+    assert late.index.count(None) == 121
+    answers = _items(late)
+    late.reindex()
+    assert _items(late) == answers and late.list_namespaces() == [("users", f"u{i}") for i in range(5)]
+    late.close()
