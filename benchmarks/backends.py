@@ -38,9 +38,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from _plot import default_out, log_lines
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
+from got_core.bench.progress import LogProgress
 from got_core.memory import BACKENDS, Lesson, get_backend
 
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"scratch: {root} (all backends on the same disk; removed when done)")
     rows = []
     try:
-        with Progress(console=console, transient=True) as progress:
+        with LogProgress(console=console, transient=True) as progress:
             task = progress.add_task("backends", total=len(sizes) * len(names))
             for size in sizes:
                 for name in names:

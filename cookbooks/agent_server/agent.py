@@ -8,8 +8,11 @@ the per-user data directory, outside the directory ``langgraph dev`` watches).
 
 Run it from this directory (``pip install 'gitofthoughts[server]'``)::
 
-    LANGSMITH_TRACING=false LANGGRAPH_NO_VERSION_CHECK=true \\
+    LANGSMITH_TRACING=false LANGGRAPH_NO_VERSION_CHECK=true LANGGRAPH_CLI_NO_ANALYTICS=1 \\
         langgraph dev --no-browser --host 127.0.0.1 --port 2024
+
+(``LANGGRAPH_CLI_NO_ANALYTICS=1``: the CLI posts nothing, and runs no analytics thread that
+could race its own environment set-up, see ``server_env`` in ``demo.py``.)
 
 or let ``python cookbooks/agent_server/demo.py`` start it on a free port, drive it with
 ``langgraph_sdk`` and show what git holds.

@@ -2,7 +2,7 @@
 
 It copies this folder (``langgraph.json`` and ``agent.py``) under ``--out``, starts
 ``langgraph dev`` there on 127.0.0.1 (a free port, no browser, no tracing, no version
-check: nothing leaves the machine) with ``GOT_REPO`` outside the folder the server
+check, no CLI analytics: nothing leaves the machine) with ``GOT_REPO`` outside the folder the server
 watches, drives it with ``langgraph_sdk`` (a run that pauses for review, the resume, the
 history, the store), prints what git holds, and stops the server.
 
@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["drive", "free_port", "main", "serve", "server_env", "start", "stop"]
+__all__ = ["drive", "exit_description", "free_port", "main", "serve", "server_env", "start", "stop"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -41,7 +41,16 @@ QUESTION = "a trip to Lisbon"
 
 
 def server_env(gitdir: Path) -> dict[str, str]:
-    """The server's environment: ``GOT_REPO`` set, tracing, version checks and telemetry off."""
+    """The server's environment: ``GOT_REPO`` set; tracing, version checks, analytics and telemetry off.
+
+    ``LANGGRAPH_CLI_NO_ANALYTICS=1`` matters twice: without it the ``langgraph`` CLI posts
+    every command to its analytics service (``langgraph_cli/analytics.py``), and it does so
+    from a thread whose ``getaddrinfo`` runs while the main thread adds some twenty variables
+    to the environment (``patch_environment`` in ``langgraph_api/cli.py``). glibc's
+    ``setenv`` is not safe against a concurrent ``getenv`` (``getaddrinfo`` reads
+    ``LOCALDOMAIN``/``RES_OPTIONS``): a rare SIGSEGV of the CLI before its first log line.
+    ``PYTHONFAULTHANDLER=1`` makes any crash of the server print a Python traceback in its log.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "GOT_"))}
     env.update(
         {
@@ -50,8 +59,10 @@ def server_env(gitdir: Path) -> dict[str, str]:
             "LANGSMITH_TRACING": "false",
             "LANGCHAIN_TRACING_V2": "false",
             "LANGGRAPH_NO_VERSION_CHECK": "true",
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "DO_NOT_TRACK": "1",
             "LOG_LEVEL": "INFO",
+            "PYTHONFAULTHANDLER": "1",
         }
     )
     return env
@@ -64,11 +75,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def exit_description(returncode: int) -> str:
+    """``returncode`` of a process in words: ``status 1``, or ``signal 11 (SIGSEGV)`` for ``-11``."""
+    if returncode >= 0:
+        return f"status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "unknown signal"
+    return f"signal {-returncode} ({name})"
+
+
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"langgraph dev exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+            text = log.read_text(errors="replace")
+            raise RuntimeError(
+                f"langgraph dev exited with {proc.returncode}, {exit_description(proc.returncode)}, before it "
+                f"answered on {url}; its log {log} ({len(text)} characters, a Python traceback there if it "
+                f"crashed: PYTHONFAULTHANDLER is set) follows:\n{text}"
+            )
         try:
             with urllib.request.urlopen(f"{url}/ok", timeout=5) as response:
                 if response.status == 200:

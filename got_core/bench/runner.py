@@ -466,12 +466,13 @@ def _progress(total: int, done: int, label: str, enabled: bool) -> Iterator[Call
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
-        Progress,
         TextColumn,
         TimeElapsedColumn,
     )
 
-    with Progress(
+    from got_core.bench.progress import LogProgress
+
+    with LogProgress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),

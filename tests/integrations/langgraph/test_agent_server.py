@@ -30,6 +30,7 @@ from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError
 from got_core.names import encode_component
+from got_integrations.langgraph._store_doc import item_path
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "cookbooks" / "agent_server"
@@ -156,6 +157,72 @@ async def test_with_a_key_nothing_readable_reaches_the_repository(
     for word in ("research", "Approved"):
         assert git(gitdir, "grep", "-l", word, *refs, check=False) == ""
         assert git(gitdir, "log", "--all", f"--grep={word}", "--format=%H") == ""
+
+
+# ---------------------------------------------------------------------------- the CLI process
+#: Run in a subprocess with the server's environment: the real ``langgraph`` CLI (``validate``, which carries the
+#: same ``log_command`` decorator as ``dev``), with an audit hook recording every URL opened and every name looked
+#: up, in any thread, and refusing them (the probe itself sends nothing); the threads are joined before the report.
+AUDITED_CLI = """
+import json, sys, threading
+seen = []
+def hook(event, args):
+    if event in ("urllib.Request", "socket.getaddrinfo", "socket.connect"):
+        seen.append([event, str(args[0] if event != "socket.connect" else args[1])])
+        raise PermissionError("the test lets nothing leave the machine")
+sys.addaudithook(hook)
+from langgraph_cli.cli import cli
+try:
+    cli(["validate", "--config", "langgraph.json"], standalone_mode=False)
+finally:
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join()
+    print("AUDIT " + json.dumps(seen))
+"""
+
+
+def _cli_network_events(app: Path, env: dict[str, str]) -> list[list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", AUDITED_CLI], cwd=app, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("AUDIT ")]
+    assert done.returncode == 0 and lines, done.stdout + done.stderr
+    return json.loads(lines[-1][len("AUDIT ") :])
+
+
+def test_the_server_cli_runs_no_analytics_thread(tmp_path: Path) -> None:
+    """``langgraph dev`` with the cookbook's environment opens no URL and looks up no name (no analytics post).
+
+    The CLI's analytics thread resolved its host while the main thread rewrote the environment (glibc's
+    ``setenv`` against ``getaddrinfo``'s ``getenv``): the rare SIGSEGV of ``langgraph dev`` at start. The same
+    probe without ``LANGGRAPH_CLI_NO_ANALYTICS`` shows the post, so the probe can see it."""
+    pytest.importorskip("langgraph_cli")
+    demo = _load("demo")
+    app = tmp_path / "app"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api", "demo.py"))
+    env = demo.server_env(tmp_path / "data" / "agent.git")
+    assert _cli_network_events(app, env) == []
+    assert env["PYTHONFAULTHANDLER"] == "1"  # a crash of the server leaves a Python traceback in its log
+    without = {k: v for k, v in env.items() if k != "LANGGRAPH_CLI_NO_ANALYTICS"}
+    events = _cli_network_events(app, without)
+    assert any(kind == "urllib.Request" and "/rest/v1/logs" in url for kind, url in events), events
+
+
+def test_a_crashed_server_is_reported_with_its_signal_and_log(tmp_path: Path) -> None:
+    """The start-up failure names the signal and the log, and carries the log's text."""
+    demo = _load("demo")
+    assert demo.exit_description(-11) == "signal 11 (SIGSEGV)"
+    assert demo.exit_description(3) == "status 3"
+    log = tmp_path / "server.log"
+    log.write_text("Fatal Python error: Segmentation fault\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    proc.wait(timeout=TEST_TIMEOUT)
+    with pytest.raises(RuntimeError) as failed:
+        demo._wait_ready(f"http://127.0.0.1:{demo.free_port()}", proc, log, TEST_TIMEOUT)
+    message = str(failed.value)
+    assert "exited with -11, signal 11 (SIGSEGV)" in message and str(log) in message
+    assert message.endswith("Fatal Python error: Segmentation fault\n")
 
 
 # ---------------------------------------------------------------------------- the real server
@@ -308,8 +375,8 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     plans = await client.store.search_items(["plans"])
     assert [i["value"]["plan"] for i in plans["items"]] == ["Plan for a trip to Lisbon: 1. research 2. draft 3. check"]
     files = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
-    assert "users/alice/prefs.json" in files
-    prefs = json.loads(git(gitdir, "show", "refs/got/store:users/alice/prefs.json"))
+    assert item_path(("users", "alice"), "prefs") in files
+    prefs = json.loads(git(gitdir, "show", "refs/got/store:" + item_path(("users", "alice"), "prefs")))
     assert "pt" in json.dumps(prefs)
     assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
 
@@ -338,7 +405,9 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     pruned = await client.threads.prune([tid])
     assert pruned["pruned_count"] == 1
     assert _thread_refs(gitdir, tid) == []
-    assert "users/alice/prefs.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert (
+        item_path(("users", "alice"), "prefs") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    )
 
     # A run rolled back while in flight (multitask_strategy="rollback") leaves no commit: the server calls the
     # saver's adelete_for_runs, which drops the run's checkpoints from the thread's refs.
@@ -457,9 +526,9 @@ async def test_a_store_ttl_setting_runs_a_sweeper_while_the_factory_is_open(
     async with server.store() as store:
         assert store.ttl_config == {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.02}
         await store.aput(("notes",), "brief", {"text": "expires"})
-        assert "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+        assert item_path(("notes",), "brief") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
         deadline = time.monotonic() + TEST_TIMEOUT
-        while "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split():
+        while item_path(("notes",), "brief") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split():
             assert time.monotonic() < deadline, "the expired item was never swept"
             await asyncio.sleep(0.5)
     monkeypatch.setenv("GOT_STORE_TTL_MINUTES", "soon")
