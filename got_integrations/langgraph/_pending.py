@@ -168,6 +168,7 @@ class PendingOps:
 
     repo: ReasoningRepo
     readable: bool
+    hand_over_writes: bool = True
     _flusher: _Flusher | None = None
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
@@ -231,7 +232,9 @@ class PendingOps:
                 ns.urgent[checkpoint_id] = None
                 if len(ns.urgent) > 64:  # the latest few interrupted checkpoints are enough
                     del ns.urgent[next(iter(ns.urgent))]
-            hand_over = RUNNING in conf and not special and checkpoint_id not in ns.urgent
+            hand_over = (
+                self.hand_over_writes and RUNNING in conf and not special and checkpoint_id not in ns.urgent
+            )
             if not hand_over and not publish:
                 return False  # an interrupt of this checkpoint came meanwhile: the caller publishes
             request.handed_over = hand_over

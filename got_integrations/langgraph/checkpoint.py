@@ -136,6 +136,11 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         graph_types: let LangGraph hand every graph compiled from now on its schema types
             (``with_allowlist``; see :func:`~got_integrations.langgraph._serde.request_graph_types`).
         cache_bytes: memory for recently read or written checkpoint bytes (reads skip git).
+        hand_over_writes: inside a running graph, let a task's regular ``put_writes`` return
+            once queued and ride on the namespace's next ``put`` (one ref transaction a
+            super-step; stored at the latest 50 ms later, and before any read, ``close`` or
+            exit). ``False`` stores every ``put_writes`` before it returns, as outside a graph:
+            a process killed mid-step then never re-runs a task whose call had returned.
 
     Raises:
         ConfigError: ``readable=True`` with a serializer that encrypts.
@@ -154,6 +159,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         readable: bool | None = None,
         graph_types: bool = True,
         cache_bytes: int = 64 * 1024 * 1024,
+        hand_over_writes: bool = True,
     ) -> None:
         if serde is None:  # strict: only allow-listed types are rebuilt, nothing is unpickled
             serde = default_serde(allowed_msgpack_modules)
@@ -172,6 +178,8 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             request_graph_types()
         self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
         self.allow_pickle = allow_pickle
+        #: Whether a running graph's regular writes ride on the next ``put`` (see ``hand_over_writes``).
+        self.hand_over_writes = bool(hand_over_writes)
         self._serde_lock = threading.Lock()
         self._blobs = LRU(cache_bytes // 2)  # blob sha -> bytes
         self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements

@@ -112,6 +112,31 @@ def test_outside_a_graph_put_writes_is_stored_when_it_returns(tmp_path):
     assert [(t, c) for t, c, _ in other.get_tuple(config).pending_writes] == [("task-1", "log")]
 
 
+def test_hand_over_writes_false_stores_a_running_graphs_write_before_it_returns(tmp_path):
+    import threading
+
+    saver = GitCheckpointSaver.from_path(tmp_path / "strict.git", hand_over_writes=False)
+    cid = first_checkpoint(saver, "t")
+    moved: list[tuple[int, str]] = []  # (thread, ref) of every ref move, a spy on our own primitives
+    plain, several = saver.repo.update_ref, saver.repo.update_refs
+
+    def update_ref(ref, *args, **kwargs):
+        moved.append((threading.get_ident(), ref))
+        return plain(ref, *args, **kwargs)
+
+    def update_refs(refs, *args, **kwargs):
+        refs = list(refs)
+        moved.extend((threading.get_ident(), ref) for ref in refs)
+        return several(refs, *args, **kwargs)
+
+    saver.repo.update_ref, saver.repo.update_refs = update_ref, update_refs
+    saver.put_writes(running("t", cid), [("log", ["x"])], "task-1")
+    here = [ref for thread, ref in moved if thread == threading.get_ident()]
+    assert any(f"/pending/{cid}" in ref for ref in here), moved  # stored by the call itself, not later
+    other = GitCheckpointSaver.from_path(tmp_path / "strict.git")  # reads git only
+    assert [(t, c) for t, c, _ in other.get_tuple(running("t", cid)).pending_writes] == [("task-1", "log")]
+
+
 # ---------------------------------------------------------------------------- what stores queued writes
 def test_queued_writes_are_read_by_this_saver_and_stored_on_close(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "q.git")
