@@ -232,9 +232,7 @@ class PendingOps:
                 ns.urgent[checkpoint_id] = None
                 if len(ns.urgent) > 64:  # the latest few interrupted checkpoints are enough
                     del ns.urgent[next(iter(ns.urgent))]
-            hand_over = (
-                self.hand_over_writes and RUNNING in conf and not special and checkpoint_id not in ns.urgent
-            )
+            hand_over = self.hand_over_writes and RUNNING in conf and not special and checkpoint_id not in ns.urgent
             if not hand_over and not publish:
                 return False  # an interrupt of this checkpoint came meanwhile: the caller publishes
             request.handed_over = hand_over
