@@ -61,6 +61,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from got_core.bench.progress import LogProgress
+
 console = Console(width=None if sys.stdout.isatty() else 150)
 _FILLER = (
     "The tool result was checked against the question, the units agree and the arithmetic "
@@ -607,8 +609,9 @@ def report(result: dict[str, Any]) -> list[str]:
         short, long_ = min(result["steps"]), max(result["steps"])
         w = _ratio(lengths, "write_ms", {"steps": short}, "git", "sqlite")
         check(f"write per super-step, {short}-step threads, git / SqliteSaver (target <= 1.0x)", w, w <= 1.0)
-        w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
-        check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
+        if long_ > short:  # the long-thread target (>= 2x faster) says nothing of the shortest threads
+            w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
+            check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
         for steps in result["steps"]:
             c = _ratio(lengths, "cold_read_ms", {"steps": steps}, "git", "sqlite")
             check(f"cold first get_tuple, {steps}-step thread, git / SqliteSaver (target <= 1.5x)", c, c <= 1.5)
@@ -703,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(why)
     result: dict[str, Any] = {"steps": args.steps, "postgres": why, "lengths": [], "scale": [], "fanout": []}
     try:
-        with Progress(console=console, transient=True) as progress:
+        with LogProgress(console=console, transient=True) as progress:
             result["lengths"] = run_lengths(args, workdir, pg, progress)
             if args.scale:
                 result["scale"] = run_scale(args, workdir, pg, progress)
