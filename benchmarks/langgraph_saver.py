@@ -3,7 +3,9 @@
 
 The workload is a real graph: an agent with a tool loop (scripted model) runs N super-steps
 in one thread, so the message list grows by one message per step. The saver calls that
-run makes (``put`` + ``put_writes`` per step) are recorded once, then replayed call by call
+run makes (``put`` + ``put_writes`` per step) are recorded once (their configs keep
+``__pregel_runtime``, which tells a saver a graph is running: the git saver then hands a
+step's writes to the next ``put``, as in a live graph), then replayed call by call
 against every saver, interleaved round-robin (who goes first rotates) so that disk noise
 from other processes hits them alike. Three parts:
 
@@ -59,6 +61,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from got_core.bench.progress import LogProgress
+
 console = Console(width=None if sys.stdout.isatty() else 150)
 _FILLER = (
     "The tool result was checked against the question, the units agree and the arithmetic "
@@ -102,7 +106,10 @@ def record_calls(steps: int) -> list[tuple[str, tuple]]:
     calls: list[tuple[str, tuple]] = []
 
     def clean(config: dict) -> dict:
-        return {"configurable": {k: v for k, v in config["configurable"].items() if not k.startswith("__")}}
+        # LangGraph's internal keys go, except the one that tells a saver a graph is running (the git
+        # saver then hands a step's writes to the next put, as it does in a live graph)
+        conf = config["configurable"]
+        return {"configurable": {k: v for k, v in conf.items() if not k.startswith("__") or k == "__pregel_runtime"}}
 
     class Recorder(InMemorySaver):
         def put(self, config, checkpoint, metadata, new_versions):
@@ -602,8 +609,9 @@ def report(result: dict[str, Any]) -> list[str]:
         short, long_ = min(result["steps"]), max(result["steps"])
         w = _ratio(lengths, "write_ms", {"steps": short}, "git", "sqlite")
         check(f"write per super-step, {short}-step threads, git / SqliteSaver (target <= 1.0x)", w, w <= 1.0)
-        w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
-        check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
+        if long_ > short:  # the long-thread target (>= 2x faster) says nothing of the shortest threads
+            w = _ratio(lengths, "write_ms", {"steps": long_}, "git", "sqlite")
+            check(f"write per super-step, {long_}-step threads, git / SqliteSaver (target <= 0.5x)", w, w <= 0.5)
         for steps in result["steps"]:
             c = _ratio(lengths, "cold_read_ms", {"steps": steps}, "git", "sqlite")
             check(f"cold first get_tuple, {steps}-step thread, git / SqliteSaver (target <= 1.5x)", c, c <= 1.5)
@@ -615,9 +623,10 @@ def report(result: dict[str, Any]) -> list[str]:
             f = _ratio(lengths, "write_ms", {"steps": steps}, "floor", "sqlite")
             o = _ratio(lengths, "write_ms", {"steps": steps}, "floor-1move", "sqlite")
             g = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor")
+            g1 = _ratio(lengths, "write_ms", {"steps": steps}, "git", "floor-1move")
             lines.append(
                 f"floor, {steps}-step threads: pygit2 loose-object floor / SqliteSaver {f:.2f}x (two ref moves a step), "
-                f"{o:.2f}x (one); git saver / floor {g:.2f}x"
+                f"{o:.2f}x (one); git saver / floor {g:.2f}x, / floor-1move {g1:.2f}x"
             )
         d = _ratio(lengths, "bytes_after_gc", {"steps": long_}, "sqlite", "git")
         check(f"disk after gc, {long_}-step thread, SqliteSaver / git (target >= 50x)", d, d >= 50)
@@ -697,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(why)
     result: dict[str, Any] = {"steps": args.steps, "postgres": why, "lengths": [], "scale": [], "fanout": []}
     try:
-        with Progress(console=console, transient=True) as progress:
+        with LogProgress(console=console, transient=True) as progress:
             result["lengths"] = run_lengths(args, workdir, pg, progress)
             if args.scale:
                 result["scale"] = run_scale(args, workdir, pg, progress)

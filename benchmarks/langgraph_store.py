@@ -20,7 +20,9 @@ rotates each round, so disk and CPU noise from other processes hits them alike):
   (for git the derived index is on disk; ``cold open, index rebuilt`` deletes it first).
 
 Disk: git objects and refs after ``repo.maintenance()`` (repack), the derived index file
-apart, against the SQLite file (with its WAL) and PostgreSQL's store tables.
+apart, against the SQLite file (with its WAL) and PostgreSQL's store tables. A last table
+gives each size's scale row: write, read after write, steady read, cold read and disk, as
+git ÷ each peer.
 
 SqliteStore runs as ``SqliteStore.from_conn_string`` builds it (journal and fsync as SQLite
 defaults them); GitStore writes without fsync (``fsync=False``, the default: a killed
@@ -346,6 +348,23 @@ def report(runs: list[dict[str, Any]]) -> None:
         )
 
 
+SCALE = [("write", "put"), ("read after write", "get after put"), ("steady read", "get"), ("cold read", "cold open")]
+
+
+def scale(runs: list[dict[str, Any]]) -> None:
+    """One row per size and peer: write, read after write, steady read, cold read and disk
+    after gc, each as git / that peer (the issue's scale rows; the tables above hold the medians)."""
+    table = Table(title="scale: git / peer (medians; disk: git objects and refs after gc)")
+    for column in ("items", "peer", *(label for label, _ in SCALE), "disk"):
+        table.add_column(column, justify="right")
+    for run in runs:
+        ms, disk = run["ms"], run["disk_bytes"]
+        for name in (n for n in ms["get"] if n != "git"):
+            cells = [f"{ms[op]['git']['median'] / ms[op][name]['median']:.2f}x" for _, op in SCALE]
+            table.add_row(f"{run['size']:,}", name, *cells, f"{disk['git']['store'] / disk[name]['store']:.2f}x")
+    console.print(table)
+
+
 def targets(runs: list[dict[str, Any]]) -> list[str]:
     """The issue's target lines (list_namespaces, get, put, filtered search <= 1.0x SqliteStore)."""
     lines = []
@@ -396,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
     report(runs)
+    scale(runs)
     for line in targets(runs):
         console.print(line)
     (args.out / "langgraph_store.json").write_text(json.dumps(runs, indent=1))

@@ -1,7 +1,10 @@
 """The async twins of :class:`~got_integrations.langgraph.GitCheckpointSaver`'s methods.
 
 Each runs its sync method in a worker thread (``asyncio.to_thread``): git I/O never blocks
-the event loop, and the sync and async paths share one implementation, its caches and its
+the event loop (the Agent Server refuses any blocking call there, a ref file read
+included). One runs inline, where a thread hop would cost more than the work: a running
+graph's ``aput_writes``, which only serialises and queues the writes for the next
+checkpoint (no I/O). The sync and async paths share one implementation, its caches and its
 group commit of pending writes (async graphs run parallel tasks' ``aput_writes`` at once).
 """
 
@@ -44,6 +47,15 @@ class AsyncOps:
             self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
         ) -> None: ...
         def delete_thread(self, thread_id: str) -> None: ...
+        def _put_writes(
+            self,
+            config: RunnableConfig,
+            writes: Sequence[tuple[str, Any]],
+            task_id: str,
+            task_path: str,
+            *,
+            publish: bool,
+        ) -> bool: ...
         def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...
         def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None: ...
         def delete_for_runs(self, run_ids: Sequence[str]) -> None: ...
@@ -80,8 +92,10 @@ class AsyncOps:
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        """Async :meth:`put_writes`."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        """Async :meth:`put_writes` (inline when it only queues the writes for the next checkpoint)."""
+        # handing the writes to the next checkpoint only serialises and queues: cheaper than a thread hop
+        if not self._put_writes(config, writes, task_id, task_path, publish=False):
+            await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""

@@ -49,6 +49,8 @@ class _Ns:
     # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
     pending_lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Any] = field(default_factory=list)
+    # checkpoints that got a special write (an interrupt, an error): their writes are never handed over
+    urgent: dict[str, None] = field(default_factory=dict)
 
 
 class HistoryOps:
@@ -59,6 +61,7 @@ class HistoryOps:
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
 
+        def _flush_deferred(self) -> None: ...
         def threads(self) -> list[str]: ...
         def namespaces(self, thread_id: str) -> list[str]: ...
         def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
@@ -77,6 +80,7 @@ class HistoryOps:
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread (its refs; objects go at the next gc)."""
+        self._flush_deferred()  # a running graph's queued writes are read too
         thread_id = text_id(thread_id, "thread id")
         prefix = f"{THREADS_REF}{id_component(thread_id, 'thread id')}/"
         for name in self.repo.refs(prefix):
@@ -89,6 +93,7 @@ class HistoryOps:
         Git shares the objects, so a copy costs a few refs. Checkpoints already on the
         target stay; the copied lines join as forks and the highest id becomes ``head``.
         """
+        self._flush_deferred()  # a running graph's queued writes are read too
         for checkpoint_ns in self.namespaces(source_thread_id):
             src = self._ns(source_thread_id, checkpoint_ns)
             dst = self._ns(target_thread_id, checkpoint_ns)
@@ -161,6 +166,7 @@ class HistoryOps:
             UnknownRefError: no such checkpoint.
             InvalidInputError: the target thread already has checkpoints in that namespace.
         """
+        self._flush_deferred()  # a running graph's queued writes are read too
         src = self._ns(source_thread_id, checkpoint_ns)
         commit = self._lookup(src, checkpoint_id)
         if commit is None:
@@ -192,6 +198,7 @@ class HistoryOps:
         Raises:
             InvalidInputError: an unknown strategy.
         """
+        self._flush_deferred()  # a running graph's queued writes are read too
         if strategy not in ("keep_latest", "delete"):
             raise InvalidInputError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
@@ -207,6 +214,7 @@ class HistoryOps:
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed;
         later checkpoints of the same line are re-parented onto the nearest survivor."""
+        self._flush_deferred()  # a running graph's queued writes are read too
         runs = {str(r) for r in run_ids}
         if not runs:
             return

@@ -71,6 +71,7 @@ class ReadOps:
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
 
+        def _flush_deferred(self) -> None: ...
         def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns: ...
         def _loads(self, typed: Typed, what: str = "a checkpoint payload") -> Any: ...
 
@@ -312,6 +313,7 @@ class ReadOps:
 
         Pending writes come back in ``writes_sort_key`` order (task path, task id, index).
         """
+        self._flush_deferred()  # a running graph's queued writes are read too
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
@@ -331,6 +333,7 @@ class ReadOps:
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (highest id first): of one thread (and namespace, when the
         config names one), whose metadata has every ``filter`` item, older than ``before``."""
+        self._flush_deferred()  # a running graph's queued writes are read too
         if config is not None:
             conf = config["configurable"]
             thread_ids, only_ns = [text_id(conf["thread_id"], "thread id")], conf.get("checkpoint_ns")
@@ -361,6 +364,7 @@ class ReadOps:
 
     def threads(self) -> builtins.list[str]:
         """Every thread id with checkpoints in the repository."""
+        self._flush_deferred()  # a running graph's queued writes are read too
         out = set()
         for name, oid in self.repo.refs(THREADS_REF).items():
             thread = decode_id(name[len(THREADS_REF) :].split("/", 1)[0])
@@ -372,6 +376,7 @@ class ReadOps:
 
     def namespaces(self, thread_id: str) -> builtins.list[str]:
         """The checkpoint namespaces of a thread (``""`` is the root graph)."""
+        self._flush_deferred()  # a running graph's queued writes are read too
         prefix = f"{THREADS_REF}{id_component(text_id(thread_id, 'thread id'), 'thread id')}/"
         out = set()
         for name, oid in self.repo.refs(prefix).items():

@@ -10,6 +10,7 @@ packs for readers to search until the next ``repo.maintenance()``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 from got_core.errors import PayloadTooLargeError
@@ -37,7 +38,7 @@ class BulkWriter:
         self._enabled: bool | None = None  # SHA-1 repository? read at the first big commit
         # trees this writer packed lately, by id: the next batch starts from them, and reading
         # them back would search every pack (a tree never changes, so a copy is always right)
-        self._trees: dict[str, bytes] = {}
+        self._trees: OrderedDict[str, bytes] = OrderedDict()
         self._tree_bytes = 0
 
     def _read_raw(self, oid: str) -> tuple[str, bytes]:
@@ -49,8 +50,10 @@ class BulkWriter:
             if kind == "tree" and oid not in self._trees:
                 self._trees[oid] = data
                 self._tree_bytes += len(data)
-        while self._tree_bytes > TREE_CACHE_BYTES and self._trees:  # oldest first
-            self._tree_bytes -= len(self._trees.pop(next(iter(self._trees))))
+        # oldest first; popitem, not next(iter(...)): a plain dict's first live entry sits behind
+        # every slot removed before it, so evicting a thousand trees a batch walked them over and over
+        while self._tree_bytes > TREE_CACHE_BYTES and self._trees:
+            self._tree_bytes -= len(self._trees.popitem(last=False)[1])
 
     def wanted(self, changes: Mapping[str, bytes | None]) -> bool:
         """Whether a commit of ``changes`` should be written as a pack."""

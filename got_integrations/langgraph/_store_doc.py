@@ -5,16 +5,22 @@ is written and read back, and how LangGraph's filters and namespace conditions m
 :mod:`got_integrations.langgraph.store` (the verbs) and
 :mod:`got_integrations.langgraph._store_index` (the derived index) share them.
 
-An item file, at ``<label 1>/.../<key>.json`` (each component through
-:func:`~got_integrations.langgraph._layout.id_component`)::
+An item file, at ``ns.<h>/<h>/<h>/<label 1>/.../<key>.json`` (each label and the key
+through :func:`~got_integrations.langgraph._layout.id_component`; the three ``<h>`` are the
+first hex digits of a hash of the namespace's directory, see :func:`namespace_dir`)::
 
     {"namespace", "key", "value" | "exact", "created_at", "updated_at", "ttl", "expires_at", "index"}
+
+Stores written before the fan-out hold items at ``<label 1>/.../<key>.json`` (the
+*legacy* layout, :func:`legacy_item_path`); readers accept both, and a store's first
+write moves the legacy files (``_store_migrate``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import decimal
+import hashlib
 import json
 import math
 import pathlib
@@ -40,11 +46,14 @@ __all__ = [
     "check_namespace",
     "check_placement",
     "dump",
+    "is_bucket",
     "item_path",
     "key_blob",
+    "legacy_item_path",
     "loads_value",
     "matches",
     "matches_filter",
+    "namespace_dir",
     "ns_blob",
     "ns_from_blob",
     "to_us",
@@ -105,9 +114,46 @@ def check_namespace(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
     return namespace
 
 
+#: Hex digits of the namespace hash, one directory level each (16 entries a level: 4,096
+#: buckets, so a put rewrites trees of about 16 entries whatever the number of namespaces).
+FANOUT_LEVELS = 3
+#: The first fan-out level's names start so (a label never holds ``.``, an item file ends in
+#: ``.json``): a root entry is a bucket or a legacy namespace directory, never both.
+BUCKET_PREFIX = "ns."
+
+
 @lru_cache(maxsize=4096)
 def _ns_dir(namespace: tuple[str, ...]) -> str:
     return "/".join(id_component(label, "namespace label") for label in namespace)
+
+
+@lru_cache(maxsize=4096)
+def namespace_dir(namespace: tuple[str, ...]) -> str:
+    """The tree directory of a namespace's items: ``ns.<h>/<h>/<h>/<labels...>``.
+
+    The ``<h>`` are the first :data:`FANOUT_LEVELS` hex digits of the SHA-256 of the
+    labels' directory (``memories/user5``), so the namespaces spread over 4,096 small
+    directories and a write never rewrites one listing every namespace; the labels stay
+    readable below: ``git log <ref> -- ':(glob)ns.*/*/*/memories/user5/**'`` lists that
+    namespace's commits (or give :meth:`GitStore.namespace_path`'s answer as the path).
+
+    Raises:
+        InvalidNameError: a label that cannot be a path component.
+    """
+    labels = _ns_dir(namespace)
+    digits = hashlib.sha256(labels.encode("utf-8", "surrogatepass")).hexdigest()[:FANOUT_LEVELS]
+    return BUCKET_PREFIX + "/".join(digits) + "/" + labels
+
+
+def is_bucket(name: str) -> bool:
+    """Whether a root entry of the store's tree is a fan-out bucket (else a legacy namespace directory)."""
+    return name.startswith(BUCKET_PREFIX)
+
+
+def _key_file(key: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidStoreNameError(f"a key is a non-empty string, not {key!r:.80}")
+    return id_component(key, "key") + ".json"
 
 
 def item_path(namespace: tuple[str, ...], key: str) -> str:
@@ -116,11 +162,25 @@ def item_path(namespace: tuple[str, ...], key: str) -> str:
     Raises:
         InvalidStoreNameError: an empty key or one that is not text.
     """
-    if not isinstance(key, str) or not key:
-        raise InvalidStoreNameError(f"a key is a non-empty string, not {key!r:.80}")
     try:
-        return _ns_dir(namespace) + "/" + id_component(key, "key") + ".json"
+        return namespace_dir(namespace) + "/" + _key_file(key)
     except InvalidNameError as exc:
+        if isinstance(exc, InvalidStoreNameError):
+            raise
+        raise InvalidStoreNameError(str(exc)) from None
+
+
+def legacy_item_path(namespace: tuple[str, ...], key: str) -> str:
+    """Where a store written before the fan-out keeps an item (``<labels...>/<key>.json``).
+
+    Raises:
+        InvalidStoreNameError: see :func:`item_path`.
+    """
+    try:
+        return _ns_dir(namespace) + "/" + _key_file(key)
+    except InvalidNameError as exc:
+        if isinstance(exc, InvalidStoreNameError):
+            raise
         raise InvalidStoreNameError(str(exc)) from None
 
 
@@ -202,7 +262,10 @@ def check_placement(doc: dict[str, Any], path: str, what: str) -> None:
         CorruptRepositoryError: a planted or moved file (it would answer for another item).
     """
     try:
-        expected = item_path(check_namespace(tuple(doc["namespace"]), allow_empty=False), doc["key"])
+        namespace = check_namespace(tuple(doc["namespace"]), allow_empty=False)
+        expected = item_path(namespace, doc["key"])
+        if expected != path and not is_bucket(path) and legacy_item_path(namespace, doc["key"]) == path:
+            return  # written before the fan-out: still its place until the store moves it
     except InvalidStoreNameError as exc:
         raise CorruptRepositoryError(f"{what} names an invalid namespace or key ({exc})") from None
     if expected != path:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, GotError, StorageError
 from got_core.repo import ReasoningRepo
+from got_integrations.langgraph._store_doc import is_bucket, item_path, legacy_item_path, ns_from_blob
 from got_integrations.langgraph._store_pending import DEFER_ROWS, PendingRows
 from got_integrations.langgraph._store_query import CHUNK, INSERT, ItemQueries, Row, prefix_bounds, row_of_doc
 
@@ -75,6 +76,12 @@ CREATE INDEX IF NOT EXISTS items_ns_recent ON items(ns, updated_us, key);
 CREATE TABLE IF NOT EXISTS spaces(
     ns BLOB PRIMARY KEY, n INTEGER NOT NULL, forever INTEGER NOT NULL, max_exp INTEGER) WITHOUT ROWID;
 """
+
+
+def _placed(row: Row, path: str) -> bool:
+    """Whether ``path`` is where the item of ``row`` may sit (its fan-out path, or its legacy one)."""
+    namespace, key = ns_from_blob(row.ns), row.key.decode("utf-8", "surrogatepass")
+    return path == item_path(namespace, key) or (not is_bucket(path) and path == legacy_item_path(namespace, key))
 
 
 def index_path(gitdir: Path, ref: str, mode: str) -> Path:
@@ -335,14 +342,26 @@ class ItemIndex(ItemQueries):
         if stored is None:
             self._clear()
         upserts, deletes = [], []
+        moved = self._moved_rows(changes) if stored is not None else {}
         for path, _old, new in changes:
             if not path.endswith(".json"):
                 continue  # not an item file (a README someone committed, say)
             if new is None:
                 deletes.append(path)
+            elif (row := moved.get(new)) is not None and _placed(row, path):
+                upserts.append(row._replace(path=path))  # the same file at another path: no read
             else:
                 upserts.append(self.row_of(path, new))
         self._apply(upserts, deletes)
+
+    def _moved_rows(self, changes: Sequence[tuple[str, str | None, str | None]]) -> dict[str, Row]:
+        """The indexed rows of the files a diff deletes, by blob id, when it also adds files:
+        a blob deleted at one path and added at another is the same item moved (its content
+        names its namespace and key), as the layout move writes it."""
+        gone = [p for p, _old, new in changes if new is None and p.endswith(".json")]
+        if not gone or len(gone) == len(changes):
+            return {}
+        return {row.blob: row for row in self.rows_at(gone).values()}
 
     def apply_own(
         self, parent: str | None, commit: str, upserts: Sequence[Row], deleted: Sequence[Row], *, hold: bool = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from got_integrations.langgraph._store_doc import key_blob, ns_blob, to_us, value_json
@@ -98,6 +98,38 @@ class ItemQueries:
         row = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
         return Row(*row) if row else None
 
+    def rows_of(self, items: Mapping[str, tuple[bytes, bytes]]) -> dict[str, Row]:
+        """The rows of the items named ``{name: (ns, key)}``, by name (absent ones left out;
+        held rows first). An item's row may sit at another path than the name (a legacy one)."""
+        out: dict[str, Row] = {}
+        wanted = dict(items)
+        if self._pending:
+            held = self._pending.by_key
+            for name, nk in list(wanted.items()):
+                if nk in held:
+                    row = held[nk]
+                    if row is not None:
+                        out[name] = row
+                    del wanted[name]
+        if len(wanted) <= 4:  # a put or two: the unique index, one statement each
+            for name, (ns, key) in wanted.items():
+                found = self.db.execute(f"SELECT {_COLS} FROM items WHERE ns=? AND key=?", (ns, key)).fetchone()
+                if found:
+                    out[name] = Row(*found)
+            return out
+        names = {nk: name for name, nk in wanted.items()}
+        pairs = list(names)
+        for i in range(0, len(pairs), CHUNK // 2):
+            part = pairs[i : i + CHUNK // 2]
+            sql = (
+                f"WITH k(ns, key) AS (VALUES {','.join(['(?,?)'] * len(part))}) "
+                f"SELECT {', '.join('items.' + c for c in Row._fields)} FROM k JOIN items ON items.ns=k.ns AND items.key=k.key"
+            )
+            for found in self.db.execute(sql, [v for pair in part for v in pair]):
+                row = Row(*found)
+                out[names[(row.ns, row.key)]] = row
+        return out
+
     def rows_at(self, paths: Iterable[str]) -> dict[str, Row]:
         """The rows of the item files at ``paths`` (absent ones left out; held rows first)."""
         paths = list(paths)
@@ -112,6 +144,12 @@ class ItemQueries:
             for row in self.db.execute(f"SELECT {_COLS} FROM items WHERE path IN ({marks})", part):
                 out[row[2]] = Row(*row)
         return out
+
+    def all_rows(self) -> Iterator[Row]:
+        """Every row of the index file (held rows are written first)."""
+        self._settle()
+        for row in self.db.execute(f"SELECT {_COLS} FROM items"):
+            yield Row(*row)
 
     def count(self, prefix: bytes | None) -> int:
         """Items under a namespace prefix (None: all), live or not."""
@@ -174,6 +212,27 @@ class ItemQueries:
             args += prefix_bounds(prefix)
         for (ns,) in self.db.execute(sql + " ORDER BY ns", args):
             yield ns
+
+    def expired_by_namespace(self, now_us: int) -> dict[bytes, list[str]]:
+        """Paths of the items expired at ``now_us``, by namespace (from the expiry index)."""
+        self._settle()
+        out: dict[bytes, list[str]] = {}
+        for ns, path in self.db.execute("SELECT ns, path FROM items WHERE exp IS NOT NULL AND exp<=?", (now_us,)):
+            out.setdefault(ns, []).append(path)
+        return out
+
+    def emptied(self, expired: Mapping[bytes, Sequence[str]]) -> list[bytes]:
+        """The namespaces of ``expired`` (namespace -> its expired paths) that lose every
+        item and have no namespace below them (their directory can go as a whole)."""
+        out = []
+        for ns, paths in expired.items():
+            row = self.db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
+            if row is None or row[0] != len(paths):
+                continue
+            lo, hi = prefix_bounds(ns)
+            if self.db.execute("SELECT 1 FROM spaces WHERE ns>? AND ns<? LIMIT 1", (lo, hi)).fetchone() is None:
+                out.append(ns)
+        return out
 
     def expired(self, now_us: int) -> list[str]:
         """Paths of the items expired at ``now_us`` (from the expiry index)."""

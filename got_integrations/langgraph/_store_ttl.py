@@ -2,7 +2,8 @@
 
 The sweep (:meth:`TTLSweeperMixin.sweep_ttl`) reads the expired items from the derived
 index's expiry index and deletes them in one commit (one pack when there are many, see
-``_store_bulk``); the index then drops their rows in one statement. The sweeper runs it
+``_store_bulk``); a namespace left empty goes as one directory. The index then drops their
+rows in one statement. The sweeper runs it
 on a timer.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._store_doc import to_us, utc_now
 from got_integrations.langgraph._store_index import ItemIndex, Row
 
@@ -34,6 +36,8 @@ class TTLSweeperMixin:
     index: ItemIndex
     _write_lock: threading.Lock
 
+    repo: ReasoningRepo
+
     def _commit(  # pragma: no cover - the host defines it
         self,
         tip: str | None,
@@ -50,11 +54,31 @@ class TTLSweeperMixin:
         with self._write_lock:
             tip = self.index.fresh()
             now_us = to_us(utc_now(self.clock))
-            expired = self.index.expired(now_us)
-            if expired:
-                message = f"store: sweep {len(expired)} expired item(s)\n"
-                self._commit(tip, dict.fromkeys(expired), message, [], [], swept_at=now_us)
-            return len(expired)
+            expired = self.index.expired_by_namespace(now_us)
+            count = sum(len(paths) for paths in expired.values())
+            if count:
+                message = f"store: sweep {count} expired item(s)\n"
+                self._commit(tip, self._sweep_changes(tip, expired), message, [], [], swept_at=now_us)
+            return count
+
+    def _sweep_changes(self, tip: str | None, expired: dict[bytes, list[str]]) -> dict[str, bytes | None]:
+        """The deletions of a sweep: a namespace whose every item expired, with no namespace
+        below it and nothing else in its directory, goes as one directory (its files are not
+        checked and rebuilt one by one); any other expired item as its file."""
+        changes: dict[str, bytes | None] = {}
+        for ns in self.index.emptied(expired):
+            paths = expired[ns]
+            folder = paths[0].rpartition("/")[0]
+            if tip is not None and all(p.rpartition("/")[0] == folder for p in paths):
+                listed = self.repo.list_dir(tip, folder)
+                if not any(is_dir for _, is_dir in listed) and sorted(n for n, _ in listed) == sorted(
+                    p.rpartition("/")[2] for p in paths
+                ):
+                    changes[folder] = None
+                    del expired[ns]
+        for paths in expired.values():
+            changes.update(dict.fromkeys(paths))
+        return changes
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
         """Sweep expired items periodically in a daemon thread.

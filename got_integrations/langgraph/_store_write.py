@@ -79,18 +79,22 @@ class StoreWritesMixin:
         upserts: list[Row] = []
         summary: list[str] = []
         embed_texts: list[str] = []
+        deleted: list[Row] = []
         now_iso, now_us = now.isoformat(), to_us(now)
         for path, op in puts.items():
             label = one_line("/".join(op.namespace) + ":" + op.key, 80)
-            refresh.pop(path, None)
+            old = existing.get(path)
+            if old is not None:
+                refresh.pop(old.path, None)
+                if old.path != path or op.value is None:  # deleted, or moved out of a legacy directory
+                    changes[old.path] = None
+                    deleted.append(old)
             if op.value is None:
-                if path in existing:
-                    changes[path] = None
+                if old is not None:
                     summary.append(f"delete {label}")
                 continue
             if not isinstance(op.value, Mapping):
                 raise InvalidInputError(f"store values are mappings (dicts), not {type(op.value).__name__}")
-            old = existing.get(path)
             alive = old is not None and (old.exp is None or old.exp > now_us)
             ttl = op.ttl if op.ttl is not None else None
             expires = now + timedelta(minutes=float(ttl)) if ttl is not None else None
@@ -141,7 +145,6 @@ class StoreWritesMixin:
             return
         self._ensure_vectors(embed_texts, embed_docs)  # before the commit: a failed embedding writes nothing
         head = f"store: {summary[0]}" + (f" (+{len(summary) - 1} more)" if len(summary) > 1 else "")
-        deleted = [existing[p] for p, v in changes.items() if v is None]
         self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deleted)
 
     def _refreshed(self, row: Row, expires: datetime) -> bytes:

@@ -1,5 +1,6 @@
 """Writing side of :class:`~got_integrations.langgraph.GitCheckpointSaver`: ``put`` (one
-commit on the thread's line) and ``put_writes`` (commits on the checkpoint's ``pending/`` ref).
+commit on the thread's line); ``put_writes`` and the pending refs are in
+:mod:`~got_integrations.langgraph._pending`.
 
 What a super-step costs (ARCHITECTURE §6: files created are what a write costs): ``put``
 writes the commit, the root tree, the changed channel directories, ``checkpoint.json``
@@ -8,43 +9,32 @@ added every 10 elements (and a bucket's segment every 100), and the element that
 completes it gets no ``.bin`` of its own (nor, from then on, do the others it covers).
 A put of many new elements at once (a resumed
 or restored state, the one checkpoint ``durability="exit"`` saves) writes their segments
-and renderings only: half the blobs. ``put_writes`` writes a commit, a one-file tree and
-the file, and creates the checkpoint's ``pending/<id>`` ref: a new name, which on ext4
-costs a fraction of a rename over an existing ref file, and a tree that stays one file
-however long the thread. Concurrent ``put_writes`` calls of one namespace (parallel
-tasks, and the burst LangGraph sends at exit under ``durability="exit"``) share one
-commit per checkpoint: the first caller to get the lock takes every request queued by
-then (a group commit); each call still returns only once its writes are published, so
-nothing acknowledged is lost.
+and renderings only: half the blobs.
 
-Why not publish a checkpoint and its writes in one ref move: LangGraph saves a
-checkpoint (``put``) *before* its tasks run and their writes (``put_writes``) after, and
-each must be durable when the call returns (a crash mid-step resumes from them; an
-interrupt ends the run right after its writes, with no ``put`` to carry them). Two
-durable calls are two ref files, whichever refs they are. LangGraph
-1.2 runs a step's ``put_writes`` in its background executor beside the next ``put`` and,
-under ``durability="sync"``, waits only for the ``put``, so a live graph's step pays
-about one move. ``benchmarks/langgraph_saver.py`` measures the pygit2 floor of these
-writes beside SqliteSaver, with two ref writes a step and with one.
+Inside a running graph, the writes of the step before (``put_writes`` hands them over,
+see :mod:`~got_integrations.langgraph._pending`) go into the same ref transaction and the
+same pack as the checkpoint: a super-step is one ref transaction (moving ``head``,
+creating ``pending/<parent id>``) and one pack. LangGraph saves a step's writes before
+the checkpoint that applies them, so the checkpoint never becomes visible without them.
+``benchmarks/langgraph_saver.py`` measures the pygit2 floor of these writes beside
+SqliteSaver, with two ref writes a step and with one.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     get_checkpoint_metadata,
 )
 
-from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError, UnknownRefError
+from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError
 from got_core.repo import Keep, Publish
 from got_integrations.langgraph._history import _Ns
 from got_integrations.langgraph._layout import (
@@ -52,7 +42,6 @@ from got_integrations.langgraph._layout import (
     SEGMENT,
     blob_sha,
     channel_dir,
-    check_writes_doc,
     elem_path,
     encode_exact,
     fast_json,
@@ -60,17 +49,15 @@ from got_integrations.langgraph._layout import (
     json_roundtrips,
     jsonable,
     message_summary,
-    parse_json,
     render_json,
     segment_path,
     segment_ranges,
     split_msgpack_array,
-    task_file,
     text_id,
-    writes_path,
 )
+from got_integrations.langgraph._pending import PendingOps, _WriteRequest
 from got_integrations.langgraph._reading import Typed
-from got_integrations.langgraph._render import checkpoint_message, update_segments, writes_message
+from got_integrations.langgraph._render import checkpoint_message, update_segments
 
 if TYPE_CHECKING:  # pragma: no cover
     from got_core.repo import ReasoningRepo
@@ -97,20 +84,7 @@ class _Stored(NamedTuple):
     channels: dict[str, Any] = {}  # noqa: RUF012 - a NamedTuple default, never mutated
 
 
-@dataclass
-class _WriteRequest:
-    """One ``put_writes`` call waiting for the commit that publishes it."""
-
-    checkpoint_id: str
-    task_id: str
-    task_path: str
-    path: str
-    entries: list[dict[str, Any]]
-    done: bool = False
-    error: BaseException | None = field(default=None, repr=False)
-
-
-class WriteOps:
+class WriteOps(PendingOps):
     """Mixin of the saver's writes; relies on the saver's repository, serializer and caches."""
 
     repo: ReasoningRepo
@@ -375,11 +349,13 @@ class WriteOps:
                 return Publish(oid, _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent, channels))
 
             try:
-                answer = (
-                    repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
-                    if ns.head
-                    else repo.update_ref(ns.ref.head, build)
-                )
+                if ns.pending:  # writes a running graph handed over: they go in this put's ref transaction
+                    with ns.writes_lock:
+                        answer = self._put_with_writes(ns, build, self._take_queue(ns))
+                elif ns.head:
+                    answer = repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
+                else:
+                    answer = repo.update_ref(ns.ref.head, build)
             except ConcurrentUpdateError:
                 ns.head = None  # our view of the refs was stale: the next put re-reads them
                 raise
@@ -435,154 +411,40 @@ class WriteOps:
         if not any(o == commit and n != ns.ref.head for n, o in self._leaves(ns).items()):
             self.repo.set_ref(self._free_fork_name(ns, checkpoint_id), commit, expected=None)
 
-    # ------------------------------------------------------------------ pending writes
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Store a task's writes for a checkpoint (a commit on the checkpoint's ``pending/<id>``
-        ref, shared with the ``put_writes`` calls of the same namespace that run at the same time).
+    def _put_with_writes(
+        self, ns: _Ns, build: Callable[[str | None], Publish | Keep], batch: builtins.list[_WriteRequest]
+    ) -> _Stored:
+        """Publish a checkpoint and the queued writes of ``batch`` in one ref transaction (one
+        pack): ``head`` moves and each checkpoint's ``pending/`` ref is created or moved.
 
-        As in the reference savers, a regular write ``(task_id, idx)`` is stored once (a
-        repeat is ignored); special writes (errors, interrupts, ...) replace the old one.
-
-        Raises:
-            CorruptRepositoryError: the task's writes file is damaged (nothing is changed).
-            ConcurrentUpdateError: another process kept moving the same ``pending/`` ref.
-            UnsafePayloadError: a value needs pickle.
+        The caller holds ``ns.writes_lock``. When the checkpoint cannot be published, the
+        writes still are (on their own), and the checkpoint's error is raised.
         """
-        conf = config["configurable"]
-        ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
-        checkpoint_id = text_id(conf["checkpoint_id"], "checkpoint id")
-        task_id, task_path = text_id(task_id, "task id"), text_id(task_path or "", "task path")
-        entries = []
-        for idx, (channel, value) in enumerate(writes):  # serialised before queueing: errors stay with the caller
-            entry = {
-                "idx": WRITES_IDX_MAP.get(channel, idx),
-                "channel": text_id(channel, "channel name"),
-                "exact": encode_exact(self._dumps(value)),
-            }
-            if self.readable:
-                entry["value"] = jsonable(value)
-            entries.append(entry)
-        if not entries:
-            return
-        request = _WriteRequest(checkpoint_id, task_id, task_path, task_file(task_id), entries)
-        with ns.pending_lock:
-            ns.pending.append(request)
-        with ns.writes_lock:
-            if not request.done:  # nobody took it into a commit yet: this call publishes the queue
-                with ns.pending_lock:
-                    batch, ns.pending = ns.pending, []
-                self._commit_writes(ns, batch)
-        if request.error is not None:
-            raise request.error
+        if not batch:
+            return self.repo.update_ref(ns.ref.head, build)
+        groups = self._groups(batch)
+        head = self.repo.ref(ns.ref.head)
+        refs = {cid: self.repo.ref(ns.ref.pending(cid)) for cid in groups}
+        seen: dict[str, Publish | Keep] = {}
 
-    def _commit_writes(self, ns: _Ns, batch: builtins.list[_WriteRequest]) -> None:
-        """One commit per checkpoint on its ``pending/`` ref for the requests of ``batch``;
-        marks each done, with its own error (a damaged file refuses its request only) or its
-        commit's."""
-        groups: dict[str, builtins.list[_WriteRequest]] = {}
-        for request in batch:
-            groups.setdefault(request.checkpoint_id, []).append(request)
+        def build_all(tips: dict[str, str | None]) -> dict[str, str | None] | Keep:
+            out: dict[str, str | None] = {}
+            seen[""] = answer = build(tips[head])
+            if isinstance(answer, Publish):
+                out[head] = answer.target
+            for cid, group in groups.items():
+                seen[cid] = writes = self._build_writes(ns, tips[refs[cid]], group)
+                if isinstance(writes, Publish):
+                    out[refs[cid]] = writes.target
+            return out or Keep(None)
+
         try:
-            for checkpoint_id, group in groups.items():
-                ref = ns.ref.pending(checkpoint_id)
-
-                def build(tip: str | None, group: builtins.list[_WriteRequest] = group) -> Publish | Keep:
-                    return self._build_writes(ns, tip, group)
-
-                try:
-                    # the tip this process wrote last, else "absent": a checkpoint's first writes
-                    # create its ref without reading it (the compare-and-swap checks either guess)
-                    errors, tip = self.repo.update_ref(ref, build, tip_hint=ns.pending_tips.get(checkpoint_id))
-                except Exception as exc:  # every caller of this checkpoint learns its commit failed
-                    ns.pending_tips.pop(checkpoint_id, None)
-                    for request in group:
-                        request.error, request.done = exc, True
-                    continue
-                if len(ns.pending_tips) >= 256:  # a hint per recent checkpoint is enough
-                    ns.pending_tips.clear()
-                ns.pending_tips[checkpoint_id] = tip
-                for n, request in enumerate(group):
-                    request.error, request.done = errors.get(n), True
-        except BaseException as exc:  # interrupted: nobody waits for a commit that will not come
-            for request in batch:
-                if not request.done:
-                    request.error, request.done = exc, True
+            self.repo.update_refs([head, *refs.values()], build_all)
+        except BaseException:
+            self._commit_writes(ns, batch)  # the writes do not wait for a checkpoint that failed
             raise
-
-    def _build_writes(self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
-        docs: dict[str, dict[str, Any]] = {}  # writes file -> its document as it will be
-        errors: dict[int, BaseException] = {}
-        changed: dict[str, builtins.list[_WriteRequest]] = {}
-        legacy: builtins.list[str | None] = []  # the earlier saver's writes tip, read once
-        for n, request in enumerate(batch):
-            doc = docs.get(request.path)
-            if doc is None:
-                try:
-                    doc = docs[request.path] = self._stored_writes(ns, tip, request, legacy)
-                except CorruptRepositoryError as exc:
-                    errors[n] = exc
-                    continue
-            stored = doc["entries"]
-            fresh = False
-            for entry in request.entries:
-                key = entry["idx"]
-                if key >= 0 and key in stored:
-                    continue
-                stored[key] = entry
-                fresh = True
-            doc["task_path"] = request.task_path or doc["task_path"]
-            if fresh:
-                changed.setdefault(request.path, []).append(request)
-        if not changed:
-            return Keep((errors, tip))
-        files: dict[str, bytes | None] = {}
-        for path in changed:
-            doc = docs[path]
-            files[path] = fast_json(
-                {
-                    "checkpoint_id": doc["checkpoint_id"],
-                    "task_id": doc["task_id"],
-                    "task_path": doc["task_path"],
-                    "writes": [doc["entries"][i] for i in sorted(doc["entries"])],
-                }
-            )
-        requests = [r for rs in changed.values() for r in rs]
-        channels = sorted({str(e["channel"]) for path in changed for e in docs[path]["entries"].values()})
-        message = writes_message(requests, channels)
-        oid = self.repo.prepare_commit([tip] if tip else [], files, message)
-        return Publish(oid, (errors, oid))
-
-    def _stored_writes(
-        self, ns: _Ns, tip: str | None, request: _WriteRequest, legacy: builtins.list[str | None]
-    ) -> dict[str, Any]:
-        """The writes already stored for the request's (checkpoint, task): in the checkpoint's
-        ``pending/`` ref at ``tip``, else in the single ``writes`` ref of an earlier saver
-        (its tip read once per commit into ``legacy``); the next commit moves them to ``pending/``.
-
-        Raises:
-            CorruptRepositoryError: the file is damaged.
-        """
-        entries: dict[int, dict[str, Any]] = {}
-        old_path = ""
-        if not legacy:
-            legacy.append(self.repo.tip(ns.ref.writes))
-        for commit, path in ((tip, request.path), (legacy[0], writes_path(request.checkpoint_id, request.task_id))):
-            if commit is None:
-                continue
-            try:
-                raw = self.repo.read_file(commit, path)
-            except UnknownRefError:
-                continue
-            what = f"writes file {path} of commit {commit[:12]}"
-            old = check_writes_doc(parse_json(raw, what), what)
-            entries = {w["idx"]: w for w in old["writes"]}
-            old_path = old.get("task_path", "")
-            break
-        return {
-            "checkpoint_id": request.checkpoint_id,
-            "task_id": request.task_id,
-            "task_path": old_path,
-            "entries": entries,
-        }
+        for cid, group in groups.items():
+            errors, tip = seen[cid].value
+            self._note_tip(ns, cid, tip)
+            self._finish(group, errors)
+        return seen[""].value

@@ -48,15 +48,19 @@ Cost per super-step (ARCHITECTURE §6: objects and ref moves are what a write co
 one commit, the root and the changed directories' trees, ``checkpoint.json`` and the new
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
 ``put_writes`` writes one commit, a one-file tree and the file (3 objects) and creates the
-checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Unchanged channels are not
+checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Inside a running
+graph, ``put_writes`` hands a task's regular writes to the namespace's next ``put``: both go
+in one ref transaction and one pack (:mod:`~got_integrations.langgraph._pending` says when
+else they are stored: interrupts and errors at once, reads, ``close``, exit, a 50 ms timer). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so
 a cache hit is never stale); ``head`` is re-read on every latest read. A cold read reads
 segments (:mod:`~got_integrations.langgraph._reading`).
 
 The saver is split by job: this module (construction, caches, serializer, versions),
-``_reading`` (documents, values, ``get_tuple``, ``list``), ``_writing`` (``put``,
-``put_writes``), ``_history`` (delete, copy, fork, prune) and ``_async`` (the ``a*`` twins).
+``_reading`` (documents, values, ``get_tuple``, ``list``), ``_writing`` (``put``),
+``_pending`` (``put_writes``), ``_history`` (delete, copy, fork, prune) and ``_async`` (the
+``a*`` twins).
 
 "Latest" is the highest checkpoint id, as in ``InMemorySaver``: ``head`` always holds it;
 a put whose parent is not ``head``'s tip (``update_state`` on an old config, a replay)
@@ -132,6 +136,11 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         graph_types: let LangGraph hand every graph compiled from now on its schema types
             (``with_allowlist``; see :func:`~got_integrations.langgraph._serde.request_graph_types`).
         cache_bytes: memory for recently read or written checkpoint bytes (reads skip git).
+        hand_over_writes: inside a running graph, let a task's regular ``put_writes`` return
+            once queued and ride on the namespace's next ``put`` (one ref transaction a
+            super-step; stored at the latest 50 ms later, and before any read, ``close`` or
+            exit). ``False`` stores every ``put_writes`` before it returns, as outside a graph:
+            a process killed mid-step then never re-runs a task whose call had returned.
 
     Raises:
         ConfigError: ``readable=True`` with a serializer that encrypts.
@@ -150,6 +159,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         readable: bool | None = None,
         graph_types: bool = True,
         cache_bytes: int = 64 * 1024 * 1024,
+        hand_over_writes: bool = True,
     ) -> None:
         if serde is None:  # strict: only allow-listed types are rebuilt, nothing is unpickled
             serde = default_serde(allowed_msgpack_modules)
@@ -168,6 +178,8 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             request_graph_types()
         self.repo = repo if isinstance(repo, ReasoningRepo) else ReasoningRepo.open(repo)
         self.allow_pickle = allow_pickle
+        #: Whether a running graph's regular writes ride on the next ``put`` (see ``hand_over_writes``).
+        self.hand_over_writes = bool(hand_over_writes)
         self._serde_lock = threading.Lock()
         self._blobs = LRU(cache_bytes // 2)  # blob sha -> bytes
         self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements
@@ -196,7 +208,8 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             saver.close()
 
     def close(self) -> None:
-        """Drop caches and release the repository's index handle."""
+        """Store a running graph's queued writes, drop caches and release the repository's index handle."""
+        self._close_flusher()
         for cache in (
             self._blobs,
             self._lists,
@@ -276,11 +289,13 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
 
         ``.../head`` holds the latest checkpoint; ``.../forks/...`` the other lines.
         """
+        self._flush_deferred()
         ns = self._ns(thread_id, checkpoint_ns)
         return {name: self._id_of(ns, oid) for name, oid in self._leaves(ns).items()}
 
     def commit_of(self, config: RunnableConfig) -> str | None:
         """The git commit SHA of the checkpoint named by ``config`` (the latest when it names none)."""
+        self._flush_deferred()
         conf = config["configurable"]
         ns = self._ns(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)

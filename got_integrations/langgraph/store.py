@@ -3,8 +3,14 @@
 Every batch that writes (puts, deletes, TTL refreshes) is one commit on the store ref
 (default ``refs/got/store``). An item is one readable JSON file::
 
-    <label 1>/<label 2>/.../<key>.json     {"namespace", "key", "value", "created_at",
-                                           "updated_at", "ttl", "expires_at", "index"}
+    ns.<h>/<h>/<h>/<label 1>/<label 2>/.../<key>.json
+        {"namespace", "key", "value", "created_at", "updated_at", "ttl", "expires_at", "index"}
+
+The three ``<h>`` levels are hash buckets of the namespace (16 entries each,
+:meth:`GitStore.namespace_path` names a namespace's directory), so a put rewrites a few
+small trees however many namespaces the store holds. A store written before the buckets
+(``<label 1>/.../<key>.json``) is read as it is and moved by its first write, in one
+commit of trees only (``_store_migrate``).
 
 Every label and key goes through :func:`got_core.names.encode_component` (``/``, ``..``,
 NUL and control characters are percent-encoded; ids too long for a file name become a
@@ -86,6 +92,7 @@ from got_integrations.langgraph._store_doc import (
     loads_value,
     matches,
     matches_filter,
+    namespace_dir,
     ns_blob,
     ns_from_blob,
     to_us,
@@ -93,6 +100,7 @@ from got_integrations.langgraph._store_doc import (
 )
 from got_integrations.langgraph._store_filter import filter_sql
 from got_integrations.langgraph._store_index import ItemIndex, Row, row_of_doc
+from got_integrations.langgraph._store_migrate import LayoutMigrationMixin
 from got_integrations.langgraph._store_ttl import TTLSweeperMixin
 from got_integrations.langgraph._store_vectors import VectorCache, cosine, item_texts
 from got_integrations.langgraph._store_write import EmbedDocs, StoreWritesMixin
@@ -107,7 +115,7 @@ DEFAULT_STORE_REF = "refs/got/store"
 _EmbedQuery = Callable[[str], list[float]]
 
 
-class GitStore(StoreWritesMixin, TTLSweeperMixin, BaseStore):
+class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStore):
     """A LangGraph ``BaseStore`` whose every batch of writes is one git commit.
 
     Args:
@@ -194,6 +202,16 @@ class GitStore(StoreWritesMixin, TTLSweeperMixin, BaseStore):
         return cls(ReasoningRepo.open(path), **options)
 
     # ------------------------------------------------------------------ rows and items
+    @staticmethod
+    def namespace_path(namespace: tuple[str, ...]) -> str:
+        """The directory of ``namespace``'s item files in the store's tree
+        (``ns.<h>/<h>/<h>/<labels...>``), e.g. for ``git log <ref> -- <path>``.
+
+        Raises:
+            InvalidStoreNameError: a namespace LangGraph does not allow.
+        """
+        return namespace_dir(check_namespace(namespace, allow_empty=False))
+
     @staticmethod
     def _path(namespace: tuple[str, ...], key: str) -> str:
         return item_path(namespace, key)
@@ -324,12 +342,19 @@ class GitStore(StoreWritesMixin, TTLSweeperMixin, BaseStore):
                     path = item_path(op.namespace, op.key)
                     puts.pop(path, None)  # last write wins, in order
                     puts[path] = op
+            if puts and not self._layout_checked:
+                self._migrate_layout()  # once per store object: legacy item files move first
             refresh: dict[str, Row] = {}
             # one snapshot for every read of the batch; gets and puts also see the rows of our
             # latest writes that the index holds in memory, so those need not reach the file
             tip = self.index.fresh(held_rows=all(isinstance(op, (GetOp, PutOp)) for op in ops))
             results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
-            existing = self.index.rows_at(puts) if puts else {}
+            # by namespace and key: an item of a legacy layout sits at another path
+            existing = (
+                self.index.rows_of({p: (ns_blob(op.namespace), key_blob(op.key)) for p, op in puts.items()})
+                if puts
+                else {}
+            )
             if puts or refresh:
                 self._write(tip, puts, existing, refresh, now, embed_docs)
         return results

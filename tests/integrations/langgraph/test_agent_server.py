@@ -30,6 +30,7 @@ from timeouts import TEST_TIMEOUT
 
 from got_core.errors import ConfigError
 from got_core.names import encode_component
+from got_integrations.langgraph._store_doc import item_path
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "cookbooks" / "agent_server"
@@ -374,8 +375,8 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     plans = await client.store.search_items(["plans"])
     assert [i["value"]["plan"] for i in plans["items"]] == ["Plan for a trip to Lisbon: 1. research 2. draft 3. check"]
     files = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
-    assert "users/alice/prefs.json" in files
-    prefs = json.loads(git(gitdir, "show", "refs/got/store:users/alice/prefs.json"))
+    assert item_path(("users", "alice"), "prefs") in files
+    prefs = json.loads(git(gitdir, "show", "refs/got/store:" + item_path(("users", "alice"), "prefs")))
     assert "pt" in json.dumps(prefs)
     assert int(git(gitdir, "rev-list", "--count", "refs/got/store").strip()) >= 2
 
@@ -404,7 +405,9 @@ async def test_agent_server_keeps_its_threads_in_git(agent_server: tuple[str, Pa
     pruned = await client.threads.prune([tid])
     assert pruned["pruned_count"] == 1
     assert _thread_refs(gitdir, tid) == []
-    assert "users/alice/prefs.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert (
+        item_path(("users", "alice"), "prefs") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    )
 
     # A run rolled back while in flight (multitask_strategy="rollback") leaves no commit: the server calls the
     # saver's adelete_for_runs, which drops the run's checkpoints from the thread's refs.
@@ -523,9 +526,9 @@ async def test_a_store_ttl_setting_runs_a_sweeper_while_the_factory_is_open(
     async with server.store() as store:
         assert store.ttl_config == {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.02}
         await store.aput(("notes",), "brief", {"text": "expires"})
-        assert "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+        assert item_path(("notes",), "brief") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
         deadline = time.monotonic() + TEST_TIMEOUT
-        while "notes/brief.json" in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split():
+        while item_path(("notes",), "brief") in git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split():
             assert time.monotonic() < deadline, "the expired item was never swept"
             await asyncio.sleep(0.5)
     monkeypatch.setenv("GOT_STORE_TTL_MINUTES", "soon")

@@ -244,7 +244,7 @@ def test_ttl_expiry_refresh_and_sweep_with_a_fake_clock(tmp_path):
     assert [i.key for i in store.search(("s",))] == ["forever"]
     assert store.sweep_ttl() == 1 and store.sweep_ttl() == 0
     files = git(tmp_path / "t.git", "ls-tree", "-r", "--name-only", "refs/got/store").split()
-    assert files == ["s/forever.json"]
+    assert files == [GitStore.namespace_path(("s",)) + "/forever.json"]
     assert "sweep 1 expired" in git(tmp_path / "t.git", "log", "-1", "--format=%s", "refs/got/store")
 
 

@@ -44,7 +44,9 @@ def test_a_big_batch_is_one_pack_and_one_commit(tmp_path: Path) -> None:
     assert (_packs(gitdir), _loose(gitdir)) == (2, 0)  # every blob and tree, and the commit, in one pack
     assert git(gitdir, "rev-list", "--count", "refs/got/store").strip() == "2"
     assert fsck_clean(gitdir)[0]
-    doc = json.loads(git(gitdir, "cat-file", "blob", "refs/got/store:users/u3/notes/k10.json"))
+    doc = json.loads(
+        git(gitdir, "cat-file", "blob", f"refs/got/store:{GitStore.namespace_path(('users', 'u3', 'notes'))}/k10.json")
+    )
     assert doc["value"] == {"text": "v 10", "n": 10}
     assert store.get(("users", "u3", "notes"), "k10").value == {"text": "v 10", "n": 10}
     store.close()
@@ -88,7 +90,8 @@ def test_the_ttl_sweep_of_many_items_is_one_pack(tmp_path: Path) -> None:
     now[0] += timedelta(minutes=2)
     assert store.sweep_ttl() == 2 * PACK_MIN
     assert (_packs(gitdir), _loose(gitdir)) == (packs + 3, 0)
-    assert git(gitdir, "ls-tree", "--name-only", "refs/got/store").split() == ["keep"]
+    kept = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert {p.rpartition("/")[0] for p in kept} == {GitStore.namespace_path(("keep",))}
     assert fsck_clean(gitdir)[0]
     # the index dropped the swept rows as a rebuild from git would have it
     assert store.list_namespaces() == [("keep",)]

@@ -20,7 +20,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from got_core.errors import CorruptRepositoryError
 from got_integrations.langgraph import GitStore
-from got_integrations.langgraph._store_doc import matches_filter
+from got_integrations.langgraph._store_doc import item_path, matches_filter
 
 
 def _tree(gitdir: Path, rev: str = "refs/got/store") -> dict[str, str]:
@@ -183,13 +183,14 @@ def test_the_index_is_derived_delete_it_or_rebuild_it(tmp_path):
 def test_a_planted_or_moved_item_file_is_a_typed_error(tmp_path):
     store = GitStore(tmp_path / "p.git")
     store.put(("docs",), "a", {"v": 1})
-    data = store.repo.read_file(store.repo.tip(store.ref), "docs/a.json")
-    store.repo.commit_files(store.ref, {"docs/b.json": data}, "moved by hand\n")  # claims to be docs/a
+    data = store.repo.read_file(store.repo.tip(store.ref), item_path(("docs",), "a"))
+    planted = item_path(("docs",), "b")
+    store.repo.commit_files(store.ref, {planted: data}, "moved by hand\n")  # claims to be docs/a
     fresh = GitStore(tmp_path / "p.git")
     for read in (lambda: fresh.get(("docs",), "a"), lambda: fresh.search(()), lambda: fresh.list_namespaces()):
         with pytest.raises(CorruptRepositoryError, match="b.json"):
             read()
-    store.repo.commit_files(store.ref, {"docs/b.json": None}, "undo\n")
+    store.repo.commit_files(store.ref, {planted: None}, "undo\n")
     assert fresh.get(("docs",), "a").value == {"v": 1}  # nothing stored was lost
 
 
