@@ -60,6 +60,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from got_core import Node, ReasoningRepo
+from got_core.bench.progress import LogProgress
 from got_core.names import encode_component
 from got_core.repo.nodes import node_message
 from got_core.types import canonical_json
@@ -696,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         bench = Bench(work, args.ops, args.reads, args.colds, args.seed)
-        with Progress(*columns, console=console, transient=True) as progress:
+        with LogProgress(*columns, console=console, transient=True) as progress:
             for level in levels:
                 setup = bench.grow(level, args.api_fill, progress)
                 row = bench.measure(level, progress)

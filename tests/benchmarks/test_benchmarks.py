@@ -19,7 +19,7 @@ BENCH = ROOT / "benchmarks"
 
 TINY = {
     "backends": ["--sizes", "3,6", "--backends", "none,markdown,git,graph", "--ops", "2"],
-    "substrate": ["--levels", "0", "--ops", "3", "--reads", "3"],
+    "substrate": ["--levels", "0", "--ops", "3", "--reads", "3", "--refs", "500", "--ref-reads", "3"],
     "solver": ["--problems", "1", "--arms", "greedy", "--memories", "none", "--layouts", "shared"],
     "langgraph_saver": [
         *("--steps", "3", "--thread-budget", "6", "--reads", "2", "--cold", "1"),
