@@ -286,33 +286,16 @@ def _packed_prefix(m: mmap.mmap, want: bytes) -> bool:
             return m.find(b" " + want, lo) >= 0
     else:
         return m.find(b" " + want, lo) >= 0
-
-    def line_end(at: int) -> int:
+    at = _packed_seek(m, lo, want)
+    if at is None:  # a record that is not "<sha> <name>": the plain scan answers (a name follows one space)
+        return m.find(b" " + want, lo) >= 0
+    while at < end and m[at : at + 1] == b"^":  # peeled lines belong to the record before them
         nl = m.find(b"\n", at)
-        return end if nl < 0 else nl
-
-    def name_at(at: int) -> bytes:
-        return m[at : line_end(at)].partition(b" ")[2]
-
-    # invariant: every record before lo names a ref < want; every record from hi on, >= want
-    hi = end
-    while lo < hi:
-        mid = (lo + hi) // 2
-        nl = m.rfind(b"\n", lo, mid)
-        start = lo if nl < 0 else nl + 1
-        if m[start : start + 1] == b"^":  # a peeled line belongs to the record before it
-            nxt = line_end(start) + 1
-            if nxt >= hi:
-                hi = start
-                continue
-            start = nxt
-        if name_at(start) < want:
-            lo = line_end(start) + 1
-        else:
-            hi = start
-    while lo < end and m[lo : lo + 1] == b"^":
-        lo = line_end(lo) + 1
-    return lo < end and name_at(lo).startswith(want)
+        at = end if nl < 0 else nl + 1
+    if at >= end:
+        return False
+    nl = m.find(b"\n", at)
+    return m[at : end if nl < 0 else nl].partition(b" ")[2].startswith(want)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
