@@ -156,6 +156,47 @@ def test_creating_a_ref_inside_or_above_another_refs_path_is_refused(tmp_path, p
     assert fsck_clean(repo.gitdir)[0]
 
 
+FLIPPER = textwrap.dedent(
+    """
+    import os, sys, time
+    lock, stop = sys.argv[1], sys.argv[2]
+    while not os.path.exists(stop):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:  # the writer holds it
+            time.sleep(0.0001)
+            continue
+        end = time.perf_counter() + 0.00002  # held for moments, as pack-refs holds each ref it prunes
+        while time.perf_counter() < end:
+            pass
+        os.close(fd)
+        os.unlink(lock)  # only a lock this process created
+        end = time.perf_counter() + 0.00002
+        while time.perf_counter() < end:
+            pass
+    """
+)
+
+
+def test_a_ref_lock_held_for_moments_by_another_process_is_waited_for(tmp_path):
+    """`git pack-refs` locks each loose ref it prunes for a moment, and a writer that lost
+    its race drops its lock: a lock that is gone when we look is tried again, never a StorageError."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("alpha root"))
+    lock, stop = repo.gitdir / "refs" / "notes" / "got.lock", tmp_path / "stop"
+    assert (repo.gitdir / "refs" / "notes" / "got").is_file()
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(lock), str(stop)])
+    try:
+        written = [repo.commit_node(node(f"alpha step {i}")) for i in range(150)]
+    finally:
+        stop.touch()
+        flipper.wait(timeout=TIMEOUT)
+    assert not lock.exists()
+    noted = {line.split()[1] for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines()}
+    assert {n.oid for n in written} <= noted
+    assert fsck_clean(repo.gitdir)[0]
+
+
 def test_packed_refs_prefix_search_agrees_with_a_scan(tmp_path):
     rng = random.Random(13)
     parts = ["a", "b", "ab", "a-b", "tags", "x_1", "z"]

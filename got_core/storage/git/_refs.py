@@ -19,6 +19,10 @@ from got_core.storage.git._staging import _Staging
 from got_core.storage.refscan import packed_has_prefix, packed_under
 
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
+#: How long a ref lock that another writer (or ``git pack-refs``) held for a moment is tried again
+#: before the failure counts as the disk's (git's own ``core.filesRefLockTimeout`` is 0.1 s; this
+#: allows for a busy machine).
+LOCK_RETRY_S = 1.0
 
 
 def is_valid_ref_name(name: str) -> bool:
@@ -260,19 +264,27 @@ class _Refs(_Staging):
     def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
         """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.
 
-        A writer that held the lock and then gave up (its own transaction lost) leaves
-        the ref as it was and the lock gone by the time we look, which the state cannot
-        tell apart from a disk error: the lock is tried once more before it is one.
+        A writer that held the lock and then gave up (its own transaction lost), or `git
+        pack-refs` pruning the loose ref, leaves the ref as it was and the lock gone by the time
+        we look, which the state cannot tell apart from a disk error: the lock is tried again,
+        with a growing pause, for up to :data:`LOCK_RETRY_S` before it is one.
         """
-        for attempt in (0, 1):
+        deadline = time.monotonic() + LOCK_RETRY_S
+        pause = 0.001
+        while True:
             try:
                 txn.lock_ref(name)
                 return
             except (GitError, OSError, ValueError):
                 if self._lost_race(name, expected):
                     raise RefRace(name) from None
-                if attempt:
+                # the lock is gone and the ref unchanged: a writer or `git pack-refs` held it for a
+                # moment (pack-refs locks each loose ref it prunes). Tried again, as git waits for a
+                # held ref lock (core.filesRefLockTimeout); a disk that refuses keeps refusing.
+                if time.monotonic() >= deadline:
                     raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def _check_ref_path_free(self, name: str) -> None:
         """Refuse to create ``name`` where a ref already lives at a parent or child path."""
