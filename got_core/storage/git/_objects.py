@@ -290,6 +290,16 @@ class _Objects(_Staging):
         for i, part in enumerate(parts):
             entries = self._parsed.get(node)
             if entries is None:
+                built = self._built.get(bytes.fromhex(node))
+                if built is not None:
+                    # a tree this handle built lately (a notes root, 256 entries): its entries are
+                    # known, not parsed again (a notes write asks it for the note's other spellings)
+                    raw = built.get(part.encode("utf-8"))
+                    if raw is None:
+                        return None
+                    entry = raw[1]
+                    entries = {part.encode("utf-8"): (int(entry[: entry.index(b" ")], 8), entry[-20:].hex())}
+            if entries is None:
                 entries = tree_entries_of(*self._raw_read(node), node)
                 if len(self._parsed) >= 32:
                     self._parsed.pop(next(iter(self._parsed)))
