@@ -40,6 +40,7 @@ __all__ = [
     "install_pack",
     "object_id",
     "pack_bytes",
+    "pack_entry",
     "pack_index_ids",
     "pack_records",
     "records_of",
@@ -102,6 +103,17 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     records = records_of(objects, ids)
     pack, index = assemble_pack(records)
     return pack, index, ids
+
+
+def pack_entry(kind: str, data: bytes) -> bytes:
+    """One whole pack entry: the type-and-size header and the deflated content.
+
+    Raises:
+        StorageError: an object kind a pack here does not hold.
+    """
+    if kind not in TYPE_CODES:
+        raise StorageError(f"cannot pack an object of kind {kind!r}")
+    return _header(kind, len(data)) + _deflate(data)
 
 
 def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = None) -> dict[bytes, bytes]:

@@ -67,3 +67,39 @@ def test_a_flat_note_stock_git_wrote_is_still_replaced_from_a_built_root(tmp_pat
     paths = git(gitdir, "ls-tree", "-r", "--name-only", "refs/notes/got").splitlines()
     assert [p for p in paths if p.replace("/", "") == target.oid] == [f"{target.oid[:2]}/{target.oid[2:]}"]
     assert fsck_clean(gitdir)[0]
+
+
+def pack_names(gitdir: Path) -> set[str]:
+    return {p.name for p in (gitdir / "objects" / "pack").glob("pack-*.idx")}
+
+
+def test_merging_small_packs_this_handle_wrote_reads_none_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entries of the packs a handle wrote are kept for the next merge: a merge of
+    its own small packs opens none of them; a pack another handle wrote is read from
+    disk as before; every object stays readable by git."""
+    from got_core.storage.git import _packing
+
+    path = tmp_path / "r.git"
+    other = ReasoningRepo.init(path)
+    other.commit_files("refs/heads/other", {"o.txt": "from another writer\n"}, "another handle's pack")
+    other.close()
+    repo = ReasoningRepo(path)
+    read_back: list[str] = []
+    real = _packing.pack_records
+
+    def counting(idx: Path) -> dict[bytes, bytes] | None:
+        read_back.append(idx.name)
+        return real(idx)
+
+    monkeypatch.setattr(_packing, "pack_records", counting)
+    theirs = pack_names(path)
+    seen: set[str] = set()
+    for i in range(_packing.MAX_PACKS + 4):
+        repo.commit_files("refs/heads/t", {f"f{i}.txt": f"v{i}\n"}, f"write {i}")
+        seen |= pack_names(path)
+    assert len(seen) > _packing.MAX_PACKS >= len(pack_names(path)), "the small packs were merged"
+    assert set(read_back) <= theirs, f"packs this handle wrote were read back: {set(read_back) - theirs}"
+    assert git(path, "show", "t:f3.txt") == "v3\n" and git(path, "show", "other:o.txt") == "from another writer\n"
+    assert git(path, "rev-list", "--count", "t").strip() == str(_packing.MAX_PACKS + 4)
+    assert fsck_clean(path)[0]
+    assert not list((path / "objects" / "pack").glob("tmp_*"))

@@ -57,6 +57,8 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._built: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self._sha1 = sha1_repository(self.gitdir)
         self._packs_written = self._packs_checked = 0
+        self._own_packs: dict[str, dict[bytes, bytes]] = {}
+        self._own_bytes = 0
 
 
 def init_bare(path: Path) -> None:
