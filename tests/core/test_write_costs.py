@@ -16,7 +16,8 @@ import pytest
 from gitcli import fsck_clean, git
 
 from got_core import Node, ReasoningRepo
-from got_core.storage.git import _objects
+from got_core.storage.git import GitRepo, RefRace, _objects
+from got_core.storage.refs import update_refs
 
 IDENTITY = ("-c", "user.name=Stock Git", "-c", "user.email=git@localhost")
 
@@ -103,3 +104,94 @@ def test_merging_small_packs_this_handle_wrote_reads_none_back(tmp_path: Path, m
     assert git(path, "rev-list", "--count", "t").strip() == str(_packing.MAX_PACKS + 4)
     assert fsck_clean(path)[0]
     assert not list((path / "objects" / "pack").glob("tmp_*"))
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of every ref read through ``GitRepo.ref_target`` from now on."""
+    reads: list[str] = []
+    real = GitRepo.ref_target
+
+    def counting(self: GitRepo, name: str) -> str | None:
+        reads.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(GitRepo, "ref_target", counting)
+    return reads
+
+
+def count_transactions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """ "won" or "lost" for every ref transaction from now on."""
+    outcomes: list[str] = []
+    real = GitRepo.cas_refs
+
+    def counting(self: GitRepo, updates):  # type: ignore[no-untyped-def]
+        try:
+            real(self, updates)
+        except RefRace:
+            outcomes.append("lost")
+            raise
+        outcomes.append("won")
+
+    monkeypatch.setattr(GitRepo, "cas_refs", counting)
+    return outcomes
+
+
+def test_a_write_after_this_threads_own_reads_branch_and_notes_only_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    first = repo.commit_node(node("the first write"))
+    reads = count_reads(monkeypatch)
+    second = repo.commit_node(node("the second write"))
+    assert second.parents == (first.oid,)
+    # once, under the transaction's lock (the compare of the compare-and-swap), not before building too
+    assert reads.count("refs/heads/master") == 1 and reads.count("refs/notes/got") == 1, reads
+    assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", second.oid)) == {"s_comb": 0.5}
+
+
+def test_refs_moved_by_stock_git_behind_the_hints_back_are_built_on_not_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint (where this handle's last write left the refs) is stale: ``git update-ref``
+    and ``git notes`` moved the branch and the notes ref since. The first attempt loses its
+    compare-and-swap, the second reads the refs and builds on what git wrote."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    ours = repo.commit_node(node("written by us"))
+    tree = git(gitdir, "rev-parse", f"{ours.oid}^{{tree}}").strip()
+    theirs = git(gitdir, *IDENTITY, "commit-tree", tree, "-p", ours.oid, "-m", "written by stock git").strip()
+    git(gitdir, "update-ref", "refs/heads/master", theirs, ours.oid)
+    git(gitdir, *IDENTITY, "notes", "--ref=got", "add", "-m", '{"s_comb": 0.25}', theirs)
+    notes_by_git = git(gitdir, "rev-parse", "refs/notes/got").strip()
+    outcomes = count_transactions(monkeypatch)
+    after = repo.commit_node(node("written on top of git's"))
+    assert outcomes == ["lost", "won"], outcomes
+    assert after.parents == (theirs,)
+    assert git(gitdir, "rev-list", "master").split() == [after.oid, theirs, ours.oid]
+    assert git(gitdir, "rev-parse", "refs/notes/got^").strip() == notes_by_git
+    assert json.loads(git(gitdir, "notes", "--ref=got", "show", theirs)) == {"s_comb": 0.25}
+    assert json.loads(git(gitdir, "notes", "--ref=got", "show", after.oid)) == {"s_comb": 0.5}
+    assert git(gitdir, "rev-parse", f"refs/tags/success_{after.node_id}").strip() == after.oid
+    assert fsck_clean(gitdir)[0]
+
+
+def test_a_wrong_hint_never_moves_a_ref_from_a_value_it_did_not_check(tmp_path: Path) -> None:
+    """``update_refs(expected=...)`` at the primitive: a hint that a ref is absent (or at an
+    old value) when it exists elsewhere fails the compare-and-swap; the builder is asked
+    again with the real tips, for the named ref and for a ref it reads on the way."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    old = repo.commit_files("x", {"f.txt": "old\n"}, "old")
+    now = repo.commit_files("x", {"f.txt": "now\n"}, "now")
+    repo.tag("t", now)
+    git(repo.gitdir, "update-ref", "refs/heads/y", old)
+    seen: list[tuple[str | None, str | None]] = []
+
+    def build(tips: dict[str, str | None]) -> dict[str, str | None]:
+        seen.append((tips["refs/heads/x"], tips["refs/tags/t"]))
+        return {"refs/heads/x": old, "refs/heads/y": now}
+
+    wrong = {"refs/heads/x": None, "refs/tags/t": old, "refs/heads/y": None}
+    update_refs(repo.git, ("refs/heads/x", "refs/heads/y"), build, expected=wrong)
+    assert seen == [(None, old), (now, now)]
+    assert git(repo.gitdir, "rev-parse", "x", "y").split() == [old, now]
+    assert fsck_clean(repo.gitdir)[0]

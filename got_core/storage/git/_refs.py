@@ -49,6 +49,8 @@ def is_valid_ref_name(name: str) -> bool:
 class _Refs(_Staging):
     """Reading refs and moving them in ref transactions."""
 
+    _moved_to: dict[str, str | None]  # where this handle's last transactions left refs (hints)
+
     def ref_target(self, name: str) -> str | None:
         """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
         try:
@@ -184,6 +186,13 @@ class _Refs(_Staging):
             out[name] = None if target is None or isinstance(target, str) else str(target)
         return out
 
+    def moved_tips(self, names: Iterable[str]) -> dict[str, str | None]:
+        """Where this handle's own last ref transactions left ``names`` (None: deleted); the
+        names it has not moved are left out. A hint for :func:`~got_core.storage.refs.update_refs`'s
+        ``expected``, never a read: another writer may have moved a ref since."""
+        known = self._moved_to
+        return {n: known[n] for n in names if n in known}
+
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
 
@@ -216,6 +225,7 @@ class _Refs(_Staging):
                 raise RefRace(name)
             self.flush_staged()  # no ref moves while objects are only in memory
             ref.delete()
+            self._moved_to.pop(name, None)
             found.append(True)
 
         self._ref_op(name, expected, delete, check_value=expected is not None)
@@ -255,11 +265,15 @@ class _Refs(_Staging):
                 # now, as one pack, before any ref moves (a lost race above wrote nothing)
                 self.flush_staged()
         except RefRace:
+            self._moved_to.clear()  # another writer is about: the hints may be stale
             raise
         except (GitError, OSError, ValueError) as exc:
             if any(self._lost_race(n, e) for n, (e, _new) in updates.items()):
                 raise RefRace(next(iter(updates))) from None
             raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
+        if len(self._moved_to) >= 256:
+            self._moved_to.clear()
+        self._moved_to.update((name, new) for name, (_expected, new) in updates.items())
 
     def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
         """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.
