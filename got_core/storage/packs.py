@@ -43,6 +43,7 @@ __all__ = [
     "pack_entry",
     "pack_index_ids",
     "pack_records",
+    "read_tree_entries",
     "records_of",
     "sha1_repository",
     "signed_commit",
@@ -367,6 +368,16 @@ def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[b
         # sorted as libgit2 sorts (a name ends in "/" when its mode's type bits say directory)
         out[name] = (name + b"/" if mode in _TREE_MODES or int(mode, 8) & 0o170000 == TREE_MODE else name, entry)
     return out
+
+
+def read_tree_entries(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, tuple[bytes, bytes]]:
+    """The entries of tree ``oid`` as :func:`build_tree_objects` keeps them in ``parsed``:
+    name -> (sort key, raw entry ``<mode> <name>\\0<20-byte id>``, the mode as libgit2 writes it).
+
+    Raises:
+        CorruptRepositoryError: missing, not a tree, or not well formed.
+    """
+    return _read_tree(read_raw, oid)
 
 
 def _build(

@@ -16,7 +16,7 @@ import pytest
 from gitcli import fsck_clean, git
 
 from got_core import Node, ReasoningRepo
-from got_core.storage.git import GitRepo, RefRace, _objects
+from got_core.storage.git import GitRepo, RefRace
 from got_core.storage.refs import update_refs
 
 IDENTITY = ("-c", "user.name=Stock Git", "-c", "user.email=git@localhost")
@@ -26,21 +26,33 @@ def node(thought: str, outcome: str = "success") -> Node:
     return Node(thought, scores={"s_comb": 0.5}, problem_id="p", outcome=outcome)
 
 
-def test_a_write_does_not_parse_the_notes_tree_it_built_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Ids of every object read raw (the bytes a tree is parsed from) from now on."""
+    parsed: list[str] = []
+    real = GitRepo._raw_read
+
+    def counting(self: GitRepo, oid: str) -> tuple[str, bytes]:
+        parsed.append(oid)
+        return real(self, oid)
+
+    monkeypatch.setattr(GitRepo, "_raw_read", counting)
+    return parsed
+
+
+def test_a_write_parses_no_tree_twice_and_not_the_notes_tree_it_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes root this handle built in the write before is not parsed again, and the
+    fan-out directory the note goes to is parsed once, for the lookups of the note's other
+    spellings and for the build of the new notes tree together."""
     repo = ReasoningRepo.init(tmp_path / "r.git")
-    for i in range(40):  # a notes root of 40 fan-out entries at least: large enough to keep
+    for i in range(300):  # fan-out directories of more than one note, a root of ~180 entries
         repo.commit_node(node(f"warm up thought {i}"))
     root = repo.git.commit_tree(repo.git.ref_target("refs/notes/got"))
-    parsed: list[str] = []
-    real = _objects.tree_entries_of
-
-    def counting(kind: str, data: bytes, oid: str = "") -> dict[bytes, tuple[int, str]]:
-        parsed.append(oid)
-        return real(kind, data, oid)
-
-    monkeypatch.setattr(_objects, "tree_entries_of", counting)
+    parsed = count_parses(monkeypatch)
     written = repo.commit_node(node("the measured write"))
     assert root not in parsed, "the notes root this handle built was parsed again"
+    assert len(parsed) == len(set(parsed)), f"a tree was parsed twice in one write: {parsed}"
     assert repo.note_json(written.oid) == {"s_comb": 0.5}
     assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", written.oid)) == {"s_comb": 0.5}
     assert fsck_clean(repo.gitdir)[0]

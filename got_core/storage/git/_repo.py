@@ -53,7 +53,6 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._staging = 0
         self._recent: dict[str, tuple[str, bytes]] = {}
         self._recent_bytes = 0
-        self._parsed: dict[str, dict[bytes, tuple[int, str]]] = {}
         self._built: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self._sha1 = sha1_repository(self.gitdir)
         self._packs_written = self._packs_checked = 0

@@ -62,8 +62,7 @@ class _Staging(_Handle):
     _staging: int  # depth of nested staged_writes scopes
     _recent: dict[str, tuple[str, bytes]]  # objects of the last flushes (on disk)
     _recent_bytes: int
-    _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
-    _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of large trees built lately
+    _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of trees built (large ones) or looked into lately
     _sha1: bool
     _packs_written: int
     _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
