@@ -288,7 +288,7 @@ class _Objects(_Staging):
         node = tree
         parts = check_path(path)
         for i, part in enumerate(parts):
-            found = self._raw_entries(node).get(part.encode("utf-8"))
+            found = self._parsed_tree(node).get(part.encode("utf-8"))
             if found is None:
                 return None
             entry = found[1]
@@ -300,7 +300,7 @@ class _Objects(_Staging):
                 return None
         return None
 
-    def _raw_entries(self, oid: str) -> dict[bytes, tuple[bytes, bytes]]:
+    def _parsed_tree(self, oid: str) -> dict[bytes, tuple[bytes, bytes]]:
         """The entries of tree ``oid``, parsed once: a tree this handle built or read lately is
         not parsed again, and is kept where :meth:`build_tree` starts from, so a note's lookups
         of its other spellings and the build of its notes tree share one parse of the fan-out
