@@ -18,10 +18,10 @@ Only SHA-1 repositories: a caller falls back to loose writes elsewhere.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import struct
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +52,9 @@ __all__ = [
     "write_pack",
     "write_pack_named",
 ]
+
+#: Numbers for the temporary files of packs being written (with the pid: unique on this host).
+_TMP_NAMES = itertools.count()
 
 #: Pack type codes of the objects a pack here may hold.
 TYPE_CODES = {"commit": 1, "tree": 2, "blob": 3}
@@ -277,22 +280,24 @@ def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None 
     if fsync is None:
         fsync = fsync_enabled()
     name = pack[-20:].hex()
-    folder = Path(gitdir) / "objects" / "pack"
-    final = {suffix: folder / f"pack-{name}.{suffix}" for suffix in ("pack", "idx")}
+    folder = os.path.join(os.fspath(gitdir), "objects", "pack")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         for suffix, data in (("pack", pack), ("idx", index)):
-            if final[suffix].exists():
+            final = f"{folder}/pack-{name}.{suffix}"
+            if os.path.exists(final):
                 continue  # the same objects, packed before
-            fd, tmp = tempfile.mkstemp(prefix=f"tmp_{suffix}_", dir=folder)
+            # created read-only, as git leaves its packs (no chmod afterwards); the name is unique
+            # to this process and call, O_EXCL refuses anything already there
+            tmp = f"{folder}/tmp_{suffix}_{os.getpid()}_{next(_TMP_NAMES)}_{os.urandom(4).hex()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
             try:
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
                     if fsync:
                         out.flush()
                         os.fsync(out.fileno())
-                os.chmod(tmp, 0o444)  # as git leaves its packs
-                os.replace(tmp, final[suffix])
+                os.replace(tmp, final)
             except BaseException:
                 try:
                     os.unlink(tmp)

@@ -207,3 +207,37 @@ def test_a_wrong_hint_never_moves_a_ref_from_a_value_it_did_not_check(tmp_path: 
     assert seen == [(None, old), (now, now)]
     assert git(repo.gitdir, "rev-parse", "x", "y").split() == [old, now]
     assert fsck_clean(repo.gitdir)[0]
+
+
+def test_a_write_s_pack_files_are_created_read_only_without_a_chmod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import stat
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("the first write"))
+    before = {p.name for p in (repo.gitdir / "objects" / "pack").iterdir()}
+    chmods: list[str] = []
+    real = os.chmod
+
+    def counting(path, mode, *args, **kwargs):  # type: ignore[no-untyped-def]
+        chmods.append(str(path))
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "chmod", counting)
+    repo.commit_node(node("the measured write"))
+    monkeypatch.undo()
+    new = [p for p in (repo.gitdir / "objects" / "pack").iterdir() if p.name not in before]
+    assert sorted(p.suffix for p in new) == [".idx", ".pack"], new
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o444 & ~current_umask() for p in new)
+    assert chmods == []
+    assert fsck_clean(repo.gitdir)[0]
+
+
+def current_umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
