@@ -241,3 +241,39 @@ def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def test_new_refs_check_packed_refs_from_a_kept_copy_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ref creation (each node write's tag) checks ``packed-refs`` for refs under the new
+    name from a copy kept while the file's stamp stays the same; a rewrite by ``git
+    pack-refs`` is seen at once. (The racy window, two seconds after a change, is set to
+    zero here so the copy is kept at once; outside it the file is read per creation.)"""
+    from got_core.errors import StorageError
+    from got_core.storage.git import _refs
+
+    monkeypatch.setattr(_refs, "_RACY_NS", 0, raising=False)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    first = repo.commit_node(node("first"))
+    git(gitdir, "update-ref", "refs/tags/held/inside", first.oid)
+    git(gitdir, "pack-refs", "--all")
+    reads: list[str] = []
+    real = _refs.packed_has_prefix
+
+    def counting(where: Path, prefix: str) -> bool:
+        reads.append(prefix)
+        return real(where, prefix)
+
+    monkeypatch.setattr(_refs, "packed_has_prefix", counting)
+    for i in range(3):
+        repo.commit_node(node(f"write {i}"))
+    with pytest.raises(StorageError, match="refs exist under refs/tags/held/"):
+        repo.tag("held", first.oid)
+    assert reads == [], "packed-refs was read again although it did not change"
+    git(gitdir, "update-ref", "-d", "refs/tags/held/inside")
+    git(gitdir, "pack-refs", "--all")  # a new packed-refs without it
+    repo.tag("held", first.oid)
+    assert git(gitdir, "rev-parse", "refs/tags/held").strip() == first.oid
+    assert fsck_clean(gitdir)[0]

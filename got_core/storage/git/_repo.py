@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._own_packs: dict[str, dict[bytes, bytes]] = {}
         self._own_bytes = 0
         self._moved_to: dict[str, str | None] = {}
+        self._packed: tuple[tuple[int, ...], mmap.mmap] | None = None
 
 
 def init_bare(path: Path) -> None:
