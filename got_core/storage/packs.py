@@ -17,6 +17,7 @@ Only SHA-1 repositories: a caller falls back to loose writes elsewhere.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import os
@@ -49,6 +50,7 @@ __all__ = [
     "signed_commit",
     "tree_entries_of",
     "tree_object",
+    "uniform_blob_names",
     "write_pack",
     "write_pack_named",
 ]
@@ -385,6 +387,72 @@ def read_tree_entries(read_raw: Callable[[str], tuple[str, bytes]], oid: str) ->
     return _read_tree(read_raw, oid)
 
 
+_UNIFORM: dict[int, re.Pattern[bytes]] = {}
+
+
+def uniform_blob_names(data: bytes) -> tuple[int, list[bytes]] | None:
+    """The names of a raw tree whose entries are all ``100644`` blobs with names of one
+    length (a notes fan-out directory: 38 hex digits each), in order; with that length.
+
+    None for any other tree, or one whose names are not strictly sorted (git's order for
+    blobs is the names' byte order): such a tree is parsed entry by entry instead.
+    """
+    if not data.startswith(b"100644 "):
+        return None
+    width = data.find(b"\0", 7) - 7
+    if width <= 0 or len(data) % (width + 28):
+        return None
+    pattern = _UNIFORM.get(width)
+    if pattern is None:
+        if len(_UNIFORM) >= 16:
+            _UNIFORM.clear()
+        pattern = _UNIFORM[width] = re.compile(rb"100644 ([^\x00/]{%d})\x00[\s\S]{20}" % width)
+    names = pattern.findall(data)
+    # each match is one whole entry and matches never overlap: as many as fit means they tile it
+    if len(names) * (width + 28) != len(data) or any(a >= b for a, b in itertools.pairwise(names)):
+        return None
+    return width, names
+
+
+def _splice(data: bytes, width: int, names: list[bytes], changes: Mapping[bytes, str | None]) -> bytes:
+    """A uniform tree (:func:`uniform_blob_names`) with blob ``changes`` (name of that width ->
+    hex id, None deletes) applied by splicing its entries: no entry is parsed."""
+    stride = width + 28
+    parts = bytearray(data)
+    for name in sorted(changes):
+        value = changes[name]
+        at = bisect.bisect_left(names, name)
+        present = at < len(names) and names[at] == name
+        entry = b"" if value is None else b"100644 " + name + b"\0" + bytes.fromhex(value)
+        if present:
+            parts[at * stride : (at + 1) * stride] = entry
+            if value is None:
+                del names[at]
+        elif value is not None:
+            parts[at * stride : at * stride] = entry
+            names.insert(at, name)
+    return bytes(parts)
+
+
+def _build_uniform(
+    read_raw: Callable[[str], tuple[str, bytes]], base: str, changes: dict[tuple[str, ...], str | None]
+) -> tuple[bytes | None, bytes] | None:
+    """(new tree bytes or None when empty, the base's bytes) when ``base`` is uniform and every
+    change is a blob of its names' width at this level; else None."""
+    if any(len(parts) != 1 for parts in changes):
+        return None
+    kind, data = read_raw(base)
+    found = uniform_blob_names(data) if kind == "tree" else None
+    if found is None:
+        return None
+    width, names = found
+    named = {parts[0].encode("utf-8"): value for parts, value in changes.items()}
+    if any(len(name) != width for name in named):
+        return None
+    new = _splice(data, width, names, named)
+    return (new or None), data
+
+
 def _build(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str | None,
@@ -394,6 +462,16 @@ def _build(
 ) -> bytes | None:
     """The new tree's binary id (None: empty); new trees are appended to ``out``."""
     known = parsed.get(bytes.fromhex(base)) if parsed is not None and base else None
+    if known is None and base:
+        # a notes fan-out directory (n/256 entries at n notes) takes its note by splicing:
+        # the cost of a memmove, not of parsing, sorting and joining every entry
+        spliced = _build_uniform(read_raw, base, changes)
+        if spliced is not None:
+            data = spliced[0]
+            if data is None:
+                return None
+            out.append(("tree", data))
+            return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
     entries = dict(known) if known is not None else (_read_tree(read_raw, base) if base else {})
     groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
     for parts, value in changes.items():

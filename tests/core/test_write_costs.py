@@ -10,12 +10,15 @@ does again work this session took out of it.
 from __future__ import annotations
 
 import json
+import random
+import subprocess
 from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
 
 from got_core import Node, ReasoningRepo
+from got_core.storage import packs
 from got_core.storage.git import GitRepo, RefRace
 from got_core.storage.refs import update_refs
 
@@ -27,15 +30,16 @@ def node(thought: str, outcome: str = "success") -> Node:
 
 
 def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Ids of every object read raw (the bytes a tree is parsed from) from now on."""
+    """Ids of every object read from the object database from now on (the bytes a tree is
+    parsed from, when it is not in memory)."""
     parsed: list[str] = []
-    real = GitRepo._raw_read
+    real = GitRepo._odb_read
 
-    def counting(self: GitRepo, oid: str) -> tuple[str, bytes]:
+    def counting(self: GitRepo, oid: str) -> tuple[int, bytes]:
         parsed.append(oid)
         return real(self, oid)
 
-    monkeypatch.setattr(GitRepo, "_raw_read", counting)
+    monkeypatch.setattr(GitRepo, "_odb_read", counting)
     return parsed
 
 
@@ -52,7 +56,7 @@ def test_a_write_parses_no_tree_twice_and_not_the_notes_tree_it_built(
     parsed = count_parses(monkeypatch)
     written = repo.commit_node(node("the measured write"))
     assert root not in parsed, "the notes root this handle built was parsed again"
-    assert len(parsed) == len(set(parsed)), f"a tree was parsed twice in one write: {parsed}"
+    assert len(parsed) == len(set(parsed)), f"a tree was read twice in one write: {parsed}"
     assert repo.note_json(written.oid) == {"s_comb": 0.5}
     assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", written.oid)) == {"s_comb": 0.5}
     assert fsck_clean(repo.gitdir)[0]
@@ -277,3 +281,57 @@ def test_new_refs_check_packed_refs_from_a_kept_copy_until_it_changes(
     repo.tag("held", first.oid)
     assert git(gitdir, "rev-parse", "refs/tags/held").strip() == first.oid
     assert fsck_clean(gitdir)[0]
+
+
+def mktree(gitdir: Path, entries: dict[str, str], *, literally: bool = False) -> str:
+    """A tree of blobs (name -> id) written by stock git (``--literally``: unsorted, as given)."""
+    if literally:
+        raw = b"".join(b"100644 " + n.encode() + b"\0" + bytes.fromhex(i) for n, i in entries.items())
+        proc = subprocess.run(
+            ["git", f"--git-dir={gitdir}", "hash-object", "-t", "tree", "-w", "--literally", "--stdin"],
+            input=raw,
+            capture_output=True,
+            check=True,
+        )
+        return proc.stdout.decode().strip()
+    listing = "".join(f"100644 blob {i}\t{n}\n" for n, i in entries.items())
+    return git(gitdir, "mktree", input=listing.encode()).strip()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fan_out_directory_spliced_is_the_tree_git_builds(tmp_path: Path, seed: int) -> None:
+    """A directory of blobs with names of one width (a notes fan-out directory) takes its
+    changes by splicing: the same tree (id) ``git mktree`` makes of the same entries, for
+    inserts, replacements and deletions, and lookups agree with ``git rev-parse``."""
+    rng = random.Random(seed)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    blobs = [git(gitdir, "hash-object", "-w", "--stdin", input=f"note {k}".encode()).strip() for k in range(6)]
+    names = sorted({f"{rng.getrandbits(152):038x}" for _ in range(rng.randint(1, 60))})
+    entries = {n: rng.choice(blobs) for n in names}
+    base = mktree(gitdir, entries)
+    changes: dict[str, str | None] = {}
+    for n in rng.sample(names, min(3, len(names))):
+        changes[n] = None if rng.random() < 0.5 else rng.choice(blobs)
+    for _ in range(rng.randint(0, 3)):
+        changes[f"{rng.getrandbits(152):038x}"] = rng.choice(blobs)
+    changes[f"{rng.getrandbits(152):038x}"] = None  # deleting what is not there changes nothing
+    root, _trees = packs.build_tree_objects(repo.git._raw_read, base, changes)
+    expected = {n: i for n, i in {**entries, **changes}.items() if i is not None}
+    assert root == (mktree(gitdir, dict(sorted(expected.items()))) if expected else None)
+    for name in [*names[:5], f"{1:038x}", "ab", names[0] + "/x"]:
+        want = git(gitdir, "rev-parse", "--verify", "-q", f"{base}:{name}", check=False).strip() or None
+        assert repo.git.tree_entry(base, name) == want, name
+
+
+def test_an_unsorted_fan_out_directory_is_parsed_and_rebuilt_sorted(tmp_path: Path) -> None:
+    """A hostile directory of same-width names out of order is not spliced (the splice relies
+    on the order): it is parsed and rebuilt in git's order, as before."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    blob = git(gitdir, "hash-object", "-w", "--stdin", input=b"note").strip()
+    names = ["c" * 38, "a" * 38, "b" * 38]
+    base = mktree(gitdir, dict.fromkeys(names, blob), literally=True)
+    assert packs.uniform_blob_names(repo.git._raw_read(base)[1]) is None
+    root, _trees = packs.build_tree_objects(repo.git._raw_read, base, {"d" * 38: blob})
+    assert root == mktree(gitdir, dict.fromkeys(sorted([*names, "d" * 38]), blob))

@@ -67,6 +67,7 @@ class _Staging(_Handle):
     _packs_written: int
     _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
     _own_bytes: int
+    _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
 
     @contextmanager
     def staged_writes(self) -> Iterator[None]:
@@ -130,6 +131,8 @@ class _Staging(_Handle):
             CorruptRepositoryError: missing or unreadable.
         """
         found = self._in_memory(oid)
+        if found is None:
+            found = self._read_trees.get(oid)
         if found is not None:
             return found
         try:
@@ -138,7 +141,14 @@ class _Staging(_Handle):
             raise CorruptRepositoryError(
                 f"object {oid} cannot be read from {self.gitdir}: {exc}; run `got fsck`"
             ) from None
-        return _TYPE_NAMES.get(int(kind), "unknown"), data
+        answer = _TYPE_NAMES.get(int(kind), "unknown"), data
+        if answer[0] == "tree" and len(data) <= _RECENT_MAX_BYTES // 8:
+            # a tree read raw is read again in the same write (a note's lookups, then the build
+            # of its notes tree): the last few are kept
+            if len(self._read_trees) >= 8:
+                self._read_trees.pop(next(iter(self._read_trees)))
+            self._read_trees[oid] = answer
+        return answer
 
     def _raw_header(self, oid: str) -> tuple[str, int] | None:
         """(kind, size) of an object, from memory or its header in the object database
