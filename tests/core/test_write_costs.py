@@ -321,7 +321,8 @@ def test_a_fan_out_directory_spliced_is_the_tree_git_builds(tmp_path: Path, seed
     assert root == (mktree(gitdir, dict(sorted(expected.items()))) if expected else None)
     for name in [*names[:5], f"{1:038x}", "ab", names[0] + "/x"]:
         want = git(gitdir, "rev-parse", "--verify", "-q", f"{base}:{name}", check=False).strip() or None
-        assert repo.git.tree_entry(base, name) == want, name
+        assert repo.git.tree_entry(base, name) == want, name  # libgit2's lookup
+        assert repo.git._entry_in_memory(base, name) == want, name  # the bisection of raw entries
 
 
 def test_an_unsorted_fan_out_directory_is_parsed_and_rebuilt_sorted(tmp_path: Path) -> None:
