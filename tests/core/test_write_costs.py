@@ -252,12 +252,13 @@ def test_new_refs_check_packed_refs_from_a_kept_copy_until_it_changes(
 ) -> None:
     """A ref creation (each node write's tag) checks ``packed-refs`` for refs under the new
     name from a copy kept while the file's stamp stays the same; a rewrite by ``git
-    pack-refs`` is seen at once. (The racy window, two seconds after a change, is set to
+    pack-refs`` is seen at once. (The racy window after a change, 0.1 or 2 s, is set to
     zero here so the copy is kept at once; outside it the file is read per creation.)"""
     from got_core.errors import StorageError
     from got_core.storage.git import _refs
 
     monkeypatch.setattr(_refs, "_RACY_NS", 0, raising=False)
+    monkeypatch.setattr(_refs, "_RACY_FINE_NS", 0, raising=False)
     repo = ReasoningRepo.init(tmp_path / "r.git")
     gitdir = repo.gitdir
     first = repo.commit_node(node("first"))

@@ -27,8 +27,11 @@ LOCK_RETRY_S = 1.0
 #: ``packed-refs`` up to this size is kept in memory between ref creations (:meth:`_Refs._packed_has`).
 PACKED_KEEP_BYTES = 16 << 20
 #: A ``packed-refs`` changed this recently (ns) is read afresh: another change within the file
-#: system's timestamp granularity could leave the same stamp (git's racy-git rule).
+#: system's timestamp granularity could leave the same stamp (git's racy-git rule). Whole-second
+#: stamps (ext3, HFS+, FAT, some network file systems) get two seconds; nanosecond stamps (ext4,
+#: xfs, btrfs, tmpfs: a clock tick of a few ms) get 100 ms.
 _RACY_NS = 2_000_000_000
+_RACY_FINE_NS = 100_000_000
 
 
 def is_valid_ref_name(name: str) -> bool:
@@ -331,7 +334,8 @@ class _Refs(_Staging):
         Every new ref's creation asks this (a tag per node write): the file is opened and
         mapped once per change, not per write. Any rewrite gives the file a new ctime (git and
         libgit2 replace it, a new inode too); one within the timestamp granularity of the last
-        could keep the stamp, so a file changed in the last two seconds is read afresh.
+        could keep the stamp, so a file changed more recently than that (:data:`_RACY_NS`,
+        :data:`_RACY_FINE_NS`) is read afresh.
         """
         path = f"{self.gitdir}/packed-refs"
         try:
@@ -345,7 +349,9 @@ class _Refs(_Staging):
         if kept is not None and kept[0] == stamp:
             return _packed_prefix(kept[1], want)
         self._packed = None
-        if not 0 < st.st_size <= PACKED_KEEP_BYTES or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        fine = st.st_mtime_ns % 1_000_000_000 or st.st_ctime_ns % 1_000_000_000
+        racy = _RACY_FINE_NS if fine else _RACY_NS
+        if not 0 < st.st_size <= PACKED_KEEP_BYTES or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < racy:
             return packed_has_prefix(self.gitdir, prefix)
         try:
             with open(path, "rb") as f:
