@@ -50,7 +50,7 @@ __all__ = [
     "signed_commit",
     "tree_entries_of",
     "tree_object",
-    "uniform_blob_names",
+    "uniform_tree_names",
     "write_pack",
     "write_pack_named",
 ]
@@ -387,43 +387,51 @@ def read_tree_entries(read_raw: Callable[[str], tuple[str, bytes]], oid: str) ->
     return _read_tree(read_raw, oid)
 
 
-_UNIFORM: dict[int, re.Pattern[bytes]] = {}
+_UNIFORM: dict[tuple[bytes, int], re.Pattern[bytes]] = {}
+#: The modes of the trees spliced rather than parsed: a notes fan-out directory (blobs named by
+#: the rest of a commit id) and the notes root (directories named by its first two digits).
+_UNIFORM_MODES = (b"100644", b"40000")
 
 
-def uniform_blob_names(data: bytes) -> tuple[int, list[bytes]] | None:
-    """The names of a raw tree whose entries are all ``100644`` blobs with names of one
-    length (a notes fan-out directory: 38 hex digits each), in order; with that length.
+def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
+    """(mode, width, names in order) of a raw tree whose entries all have one mode of
+    :data:`_UNIFORM_MODES` and names of one width: a notes fan-out directory (``100644``
+    blobs named by 38 hex digits) or a notes root (``40000`` directories named by two).
 
-    None for any other tree, or one whose names are not strictly sorted (git's order for
-    blobs is the names' byte order): such a tree is parsed entry by entry instead.
+    None for any other tree, or one whose names are not strictly sorted (names of one
+    width sort as git sorts them, ``/`` appended to directories or not): such a tree is
+    parsed entry by entry instead.
     """
-    if not data.startswith(b"100644 "):
+    mode = next((m for m in _UNIFORM_MODES if data.startswith(m + b" ")), None)
+    if mode is None:
         return None
-    width = data.find(b"\0", 7) - 7
-    if width <= 0 or len(data) % (width + 28):
+    head = len(mode) + 1
+    width = data.find(b"\0", head) - head
+    stride = head + width + 21
+    if width <= 0 or len(data) % stride:
         return None
-    pattern = _UNIFORM.get(width)
+    pattern = _UNIFORM.get((mode, width))
     if pattern is None:
         if len(_UNIFORM) >= 16:
             _UNIFORM.clear()
-        pattern = _UNIFORM[width] = re.compile(rb"100644 ([^\x00/]{%d})\x00[\s\S]{20}" % width)
+        pattern = _UNIFORM[mode, width] = re.compile(re.escape(mode) + rb" ([^\x00/]{%d})\x00[\s\S]{20}" % width)
     names = pattern.findall(data)
     # each match is one whole entry and matches never overlap: as many as fit means they tile it
-    if len(names) * (width + 28) != len(data) or any(a >= b for a, b in itertools.pairwise(names)):
+    if len(names) * stride != len(data) or any(a >= b for a, b in itertools.pairwise(names)):
         return None
-    return width, names
+    return mode, width, names
 
 
-def _splice(data: bytes, width: int, names: list[bytes], changes: Mapping[bytes, str | None]) -> bytes:
-    """A uniform tree (:func:`uniform_blob_names`) with blob ``changes`` (name of that width ->
-    hex id, None deletes) applied by splicing its entries: no entry is parsed."""
-    stride = width + 28
+def _splice(data: bytes, mode: bytes, names: list[bytes], changes: Mapping[bytes, bytes | None]) -> bytes:
+    """A uniform tree (:func:`uniform_tree_names`) with ``changes`` (name of its width -> binary
+    id of the same mode, None deletes) applied by splicing its entries: no entry is parsed."""
+    stride = len(mode) + len(names[0] if names else next(iter(changes))) + 22
     parts = bytearray(data)
     for name in sorted(changes):
         value = changes[name]
         at = bisect.bisect_left(names, name)
         present = at < len(names) and names[at] == name
-        entry = b"" if value is None else b"100644 " + name + b"\0" + bytes.fromhex(value)
+        entry = b"" if value is None else mode + b" " + name + b"\0" + value
         if present:
             parts[at * stride : (at + 1) * stride] = entry
             if value is None:
@@ -435,22 +443,50 @@ def _splice(data: bytes, width: int, names: list[bytes], changes: Mapping[bytes,
 
 
 def _build_uniform(
-    read_raw: Callable[[str], tuple[str, bytes]], base: str, changes: dict[tuple[str, ...], str | None]
-) -> tuple[bytes | None, bytes] | None:
-    """(new tree bytes or None when empty, the base's bytes) when ``base`` is uniform and every
-    change is a blob of its names' width at this level; else None."""
-    if any(len(parts) != 1 for parts in changes):
-        return None
+    read_raw: Callable[[str], tuple[str, bytes]],
+    base: str,
+    changes: dict[tuple[str, ...], str | None],
+    out: list[tuple[str, bytes]],
+    parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None,
+) -> tuple[bytes | None] | None:
+    """(the new tree's bytes, None when empty) when ``base`` is uniform and the changes keep
+    it so (blobs of its width in a blob directory, subdirectories of its width in a directory
+    of directories); else None, and nothing was built."""
     kind, data = read_raw(base)
-    found = uniform_blob_names(data) if kind == "tree" else None
+    found = uniform_tree_names(data) if kind == "tree" else None
     if found is None:
         return None
-    width, names = found
-    named = {parts[0].encode("utf-8"): value for parts, value in changes.items()}
-    if any(len(name) != width for name in named):
-        return None
-    new = _splice(data, width, names, named)
-    return (new or None), data
+    mode, width, names = found
+    stride = len(mode) + width + 22
+    named: dict[bytes, bytes | None] = {}
+    if mode == b"100644":
+        for parts, value in changes.items():
+            name = parts[0].encode("utf-8")
+            if len(parts) != 1 or len(name) != width:
+                return None
+            named[name] = None if value is None else bytes.fromhex(value)
+    else:
+        groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
+        for parts, value in changes.items():
+            name = parts[0].encode("utf-8")
+            if len(parts) == 1 or len(name) != width:
+                return None
+            groups.setdefault(name, {})[parts[1:]] = value
+        for name, sub in groups.items():  # everything checked: from here on nothing falls back
+            at = bisect.bisect_left(names, name)
+            present = at < len(names) and names[at] == name
+            sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
+            named[name] = _build(read_raw, sub_base, sub, out, parsed)
+    return (_splice(data, mode, names, named) or None,)
+
+
+def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:
+    """Whether a kept tree may be uniform (its first and last entries agree on mode and
+    width): then its raw bytes are looked at, which decide."""
+    if len(entries) < 32:
+        return False
+    first, last = next(iter(entries.values()))[1], entries[next(reversed(entries))][1]
+    return first.index(b"\0") == last.index(b"\0") and first[:6] == last[:6]
 
 
 def _build(
@@ -462,10 +498,10 @@ def _build(
 ) -> bytes | None:
     """The new tree's binary id (None: empty); new trees are appended to ``out``."""
     known = parsed.get(bytes.fromhex(base)) if parsed is not None and base else None
-    if known is None and base:
-        # a notes fan-out directory (n/256 entries at n notes) takes its note by splicing:
-        # the cost of a memmove, not of parsing, sorting and joining every entry
-        spliced = _build_uniform(read_raw, base, changes)
+    if base and (known is None or _looks_uniform(known)):
+        # a notes fan-out directory (n/256 entries at n notes) and the notes root take the note
+        # by splicing: the cost of a memmove, not of parsing, sorting and joining every entry
+        spliced = _build_uniform(read_raw, base, changes, out, parsed)
         if spliced is not None:
             data = spliced[0]
             if data is None:

@@ -334,6 +334,46 @@ def test_an_unsorted_fan_out_directory_is_parsed_and_rebuilt_sorted(tmp_path: Pa
     blob = git(gitdir, "hash-object", "-w", "--stdin", input=b"note").strip()
     names = ["c" * 38, "a" * 38, "b" * 38]
     base = mktree(gitdir, dict.fromkeys(names, blob), literally=True)
-    assert packs.uniform_blob_names(repo.git._raw_read(base)[1]) is None
+    assert packs.uniform_tree_names(repo.git._raw_read(base)[1]) is None
     root, _trees = packs.build_tree_objects(repo.git._raw_read, base, {"d" * 38: blob})
     assert root == mktree(gitdir, dict.fromkeys(sorted([*names, "d" * 38]), blob))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_notes_root_spliced_is_the_tree_the_entry_by_entry_build_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """A directory of directories named with one width (a notes root) is spliced too: the
+    same new trees as the entry-by-entry build (itself checked against libgit2 in
+    test_packs) for notes added to existing and new fan-out directories, replaced, and
+    removed down to an emptied directory, which disappears; lookups agree with git."""
+    rng = random.Random(seed)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    blobs = [git(gitdir, "hash-object", "-w", "--stdin", input=f"note {k}".encode()).strip() for k in range(4)]
+    fan: dict[str, dict[str, str]] = {}
+    for _ in range(rng.randint(32, 80)):
+        oid = f"{rng.getrandbits(160):040x}"
+        fan.setdefault(oid[:2], {})[oid[2:]] = rng.choice(blobs)
+    subtrees = {d: mktree(gitdir, dict(sorted(notes.items()))) for d, notes in sorted(fan.items())}
+    listing = "".join(f"040000 tree {t}\t{d}\n" for d, t in subtrees.items())
+    base = git(gitdir, "mktree", input=listing.encode()).strip()
+    single = next((d for d, notes in fan.items() if len(notes) == 1), None)
+    changes: dict[str, str | None] = {}
+    for d in rng.sample(sorted(fan), 3):
+        rest = rng.choice(sorted(fan[d]))
+        changes[f"{d}/{rest}"] = rng.choice([None, *blobs])
+    if single is not None:
+        changes[f"{single}/{next(iter(fan[single]))}"] = None  # its directory empties and goes
+    for _ in range(3):
+        oid = f"{rng.getrandbits(160):040x}"
+        changes[f"{oid[:2]}/{oid[2:]}"] = rng.choice(blobs)
+    spliced = packs.build_tree_objects(repo.git._raw_read, base, changes)
+    monkeypatch.setattr(packs, "_build_uniform", lambda *args: None)
+    parsed = packs.build_tree_objects(repo.git._raw_read, base, changes)
+    assert spliced[0] == parsed[0] and sorted(spliced[1]) == sorted(parsed[1])
+    monkeypatch.undo()
+    for path in [*list(changes)[:4], "zz", f"{next(iter(fan))}/{'0' * 38}", next(iter(fan))]:
+        want = git(gitdir, "rev-parse", "--verify", "-q", f"{base}:{path}", check=False).strip() or None
+        is_blob = want is not None and git(gitdir, "cat-file", "-t", want).strip() == "blob"
+        assert repo.git._entry_in_memory(base, path) == (want if is_blob else None), path

@@ -14,7 +14,7 @@ from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME,
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
-from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_blob_names
+from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_tree_names
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -291,15 +291,21 @@ class _Objects(_Staging):
         for i, part in enumerate(parts):
             if bytes.fromhex(node) not in self._built:
                 kind, data = self._raw_read(node)
-                uniform = uniform_blob_names(data) if kind == "tree" else None
-                if uniform is not None:  # a notes fan-out directory: found by bisection, not parsed
-                    width, names = uniform
+                uniform = uniform_tree_names(data) if kind == "tree" else None
+                if uniform is not None:  # a notes fan-out directory or root: bisected, not parsed
+                    kind_mode, width, names = uniform
                     name = part.encode("utf-8")
                     at = bisect.bisect_left(names, name)
-                    if i < len(parts) - 1 or at == len(names) or names[at] != name:
+                    if at == len(names) or names[at] != name:
                         return None
-                    start = (at + 1) * (width + 28) - 20
-                    return data[start : start + 20].hex()
+                    start = (at + 1) * (len(kind_mode) + width + 22) - 20
+                    node = data[start : start + 20].hex()
+                    last = i == len(parts) - 1
+                    if kind_mode == b"100644":
+                        return node if last else None
+                    if last:
+                        return None  # a directory, not a file
+                    continue
             found = self._parsed_tree(node).get(part.encode("utf-8"))
             if found is None:
                 return None
