@@ -377,3 +377,39 @@ def test_a_notes_root_spliced_is_the_tree_the_entry_by_entry_build_makes(
         want = git(gitdir, "rev-parse", "--verify", "-q", f"{base}:{path}", check=False).strip() or None
         is_blob = want is not None and git(gitdir, "cat-file", "-t", want).strip() == "blob"
         assert repo.git._entry_in_memory(base, path) == (want if is_blob else None), path
+
+
+def test_the_pack_directory_is_listed_only_when_the_packs_may_pass_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write does not list ``objects/pack`` to count the packs: the handle counts its own
+    since its last listing, and lists (and merges) only when that count may pass the limit;
+    the count stays bounded, and packs another writer added are found at that listing."""
+    import os
+    import sys
+
+    from got_core.storage.git import _packing
+
+    path = tmp_path / "r.git"
+    repo = ReasoningRepo.init(path)
+    repo.commit_files("refs/heads/t", {"first.txt": "1\n"}, "first write")
+    listings: list[str] = []
+    real = os.scandir
+
+    def counting(where):  # type: ignore[no-untyped-def]
+        if sys._getframe(1).f_code.co_filename == _packing.__file__:  # our listings, not pathlib's
+            listings.append(str(where))
+        return real(where)
+
+    monkeypatch.setattr(_packing.os, "scandir", counting)
+    other = ReasoningRepo(path)
+    writes = 4 * _packing.MAX_PACKS
+    for i in range(writes):
+        repo.commit_files("refs/heads/t", {f"f{i}.txt": f"v{i}\n"}, f"write {i}")
+        if i % 8 == 0:
+            other.commit_files("refs/heads/o", {f"o{i}.txt": f"o{i}\n"}, f"other {i}")
+        assert len(pack_names(path)) <= 2 * _packing.MAX_PACKS
+    assert 0 < len(listings) <= writes // 4, f"{len(listings)} listings in {writes} writes"
+    assert git(path, "rev-list", "--count", "t").strip() == str(writes + 1)
+    assert git(path, "show", "o:o8.txt") == "o8\n"
+    assert fsck_clean(path)[0]

@@ -58,6 +58,7 @@ class _Packing(_Staging):
     """Consolidating small packs."""
 
     _packs_checked: int
+    _pack_estimate: int  # packs in the directory by what this handle knows (its last listing and its own since)
 
     def maybe_consolidate(self) -> int:
         """After this handle wrote packs: merge small packs when there are too many.
@@ -66,12 +67,21 @@ class _Packing(_Staging):
         """
         if self._packs_written == self._packs_checked:
             return 0
+        # the directory is listed only when the packs this handle knows of (the count it last
+        # listed, plus its own since) may pass the limit: a listing per write costs 10-20 us, and
+        # on a file system whose directories keep the names of removed files (tmpfs) it grows
+        # with every pack ever written. Other writers' packs are found at the next listing.
+        self._pack_estimate += self._packs_written - self._packs_checked
         self._packs_checked = self._packs_written
+        if self._pack_estimate <= MAX_PACKS:
+            return 0
         try:
             count = sum(1 for e in os.scandir(self.gitdir / "objects" / "pack") if e.name.endswith(".idx"))
         except OSError:
             return 0
-        return self.consolidate_packs() if count > MAX_PACKS else 0
+        merged = self.consolidate_packs() if count > MAX_PACKS else 0
+        self._pack_estimate = count - merged
+        return merged
 
     def consolidate_packs(self, max_packs: int = MAX_PACKS) -> int:
         """Merge the small packs into one (see the module doc); returns how many were merged away.
