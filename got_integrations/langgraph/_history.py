@@ -51,6 +51,9 @@ class _Ns:
     pending: list[Any] = field(default_factory=list)
     # checkpoints that got a special write (an interrupt, an error): their writes are never handed over
     urgent: dict[str, None] = field(default_factory=dict)
+    # the latest checkpoints this saver put itself: no earlier saver's ``writes`` ref holds writes of
+    # them (only savers older than the ``pending/`` refs wrote that ref), so their writes skip reading it
+    mine: dict[str, None] = field(default_factory=dict)
 
 
 class HistoryOps:

@@ -392,7 +392,9 @@ class PendingOps:
         entries: dict[int, dict[str, Any]] = {}
         old_path = ""
         if not legacy:
-            legacy.append(self.repo.tip(ns.ref.writes))
+            # a checkpoint this saver put has no writes in an earlier saver's ref: no ref read
+            mine = request.checkpoint_id in ns.mine
+            legacy.append(None if mine else self.repo.tip(ns.ref.writes))
         for commit, path in ((tip, request.path), (legacy[0], writes_path(request.checkpoint_id, request.task_id))):
             if commit is None:
                 continue

@@ -374,6 +374,9 @@ class WriteOps(PendingOps):
                     self._objs.put((oid, name), builtins.list(values[name]), len(values[name]) + 1)
             ns.ids[new_id] = oid
             ns.known[oid] = (parent, new_id)
+            ns.mine[new_id] = None
+            if len(ns.mine) > 256:  # the checkpoints a running graph writes to next are enough
+                del ns.mine[next(iter(ns.mine))]
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],

@@ -103,6 +103,37 @@ def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
     assert ok, out
 
 
+def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
+    from got_core.storage.git import GitRepo
+
+    saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
+    reads: list[str] = []
+    moves: list[list[str]] = []
+    read, cas = GitRepo.ref_target, GitRepo.cas_refs
+
+    def ref_target(self, name):  # a spy on our own git handle: every ref read, passed on
+        reads.append(name)
+        return read(self, name)
+
+    def cas_refs(self, updates):  # and every ref transaction
+        moves.append(sorted(updates))
+        return cas(self, updates)
+
+    monkeypatch.setattr(GitRepo, "ref_target", ref_target)
+    monkeypatch.setattr(GitRepo, "cas_refs", cas_refs)
+    steps = 8
+    config = {"configurable": {"thread_id": "t"}}
+    loop_graph(steps).compile(checkpointer=saver).invoke({"n": 0}, config, durability="sync")
+    saver.close()
+    monkeypatch.undo()
+    checkpoints = len(list(GitCheckpointSaver.from_path(tmp_path / "r.git").list(config)))
+    # one ref transaction a super-step, and one more for the last step's writes (stored on close)
+    assert len(moves) <= checkpoints + 1, moves
+    # the ref of an earlier saver's writes is never read for checkpoints this saver wrote itself
+    assert not [name for name in reads if name.endswith("/writes")], reads
+    assert reads, "the spy saw no ref reads"
+
+
 def test_outside_a_graph_put_writes_is_stored_when_it_returns(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "o.git")
     cid = first_checkpoint(saver, "t")
