@@ -71,6 +71,9 @@ __all__ = ["HAND_OVER_S", "PendingOps"]
 
 #: Seconds a graph task's queued writes wait for the next checkpoint before a background thread stores them.
 HAND_OVER_S = 0.05
+#: Seconds the background thread waits for more queued writes before it ends (a running graph
+#: queues some every step: starting a thread again costs more than a step's own writes).
+LINGER_S = 2.0
 #: The config key LangGraph's Pregel loop sets on every call it makes: a graph is running.
 RUNNING = "__pregel_runtime"
 _log = logging.getLogger(__name__)
@@ -100,6 +103,7 @@ class _Flusher:
         self._due: dict[int, tuple[float, _Ns]] = {}  # id(ns) -> (when, ns)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._idle = False  # the thread waits for writes to be queued, nothing is due
 
     def arm(self, ns: _Ns) -> None:
         with self._cond:
@@ -107,7 +111,7 @@ class _Flusher:
                 return
             wake = not self._due  # the thread sleeps until something is due
             self._due[id(ns)] = (time.monotonic() + HAND_OVER_S, ns)
-            if self._thread is None:  # it ends once nothing is queued, and starts again here
+            if self._thread is None:  # it ends LINGER_S after nothing was queued, and starts again here
                 self._thread = threading.Thread(target=self._run, name="got-pending-writes", daemon=True)
                 self._thread.start()
             elif wake:
@@ -124,11 +128,23 @@ class _Flusher:
             self._cond.notify()
 
     def _run(self) -> None:
+        idle_since: float | None = None
         while True:
             with self._cond:
-                if not self._due or self._closed:  # nothing queued: no idle thread holds the saver
+                if not self._due and not self._closed:
+                    # nothing queued: wait a while for the next step's writes, then end (no idle
+                    # thread holds the saver for long)
+                    now = time.monotonic()
+                    idle_since = now if idle_since is None else idle_since
+                    if now - idle_since < LINGER_S:
+                        self._idle = True
+                        self._cond.wait(LINGER_S - (now - idle_since))
+                        self._idle = False
+                        continue
+                if not self._due or self._closed:
                     self._thread = None
                     return
+                idle_since = None
                 key, (when, ns) = min(self._due.items(), key=lambda kv: kv[1][0])
                 now = time.monotonic()
                 if when > now:

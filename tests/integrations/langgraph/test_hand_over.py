@@ -195,6 +195,34 @@ def test_queued_writes_are_stored_in_the_background_when_no_checkpoint_comes(tmp
     saver.close()
 
 
+def test_the_background_thread_waits_for_the_next_steps_writes_instead_of_starting_again(tmp_path, monkeypatch):
+    from got_integrations.langgraph import _pending
+
+    monkeypatch.setattr(_pending, "LINGER_S", TIMEOUT, raising=False)  # longer than any pause of a busy machine
+    saver = GitCheckpointSaver.from_path(tmp_path / "l.git")
+    cid = first_checkpoint(saver, "t")
+    ns = saver._ns("t", "")
+    threads = set()
+    deadline = time.monotonic() + TIMEOUT
+
+    def wait_until(what, predicate):
+        while not predicate():
+            assert time.monotonic() < deadline, f"gave up waiting until {what}"
+            time.sleep(0.001)
+
+    for n in range(3):  # a step's writes, no checkpoint after them: the timer stores them
+        saver.put_writes(running("t", cid), [("log", [f"w{n}"])], f"task-{n}")
+        flusher = saver._flusher
+        threads.add(flusher._thread)
+        wait_until("the writes are stored", lambda n=n: ns.pending_tips.get(cid) and not ns.pending)
+        wait_until("the timer found nothing left", lambda: not flusher.waiting())
+        wait_until("the thread ended or waits", lambda: flusher._thread is None or flusher._idle)
+    assert len(threads) == 1, threads  # one thread served every step
+    other = GitCheckpointSaver.from_path(tmp_path / "l.git")
+    assert sorted(t for t, _, _ in other.get_tuple(running("t", cid)).pending_writes) == ["task-0", "task-1", "task-2"]
+    saver.close()
+
+
 def test_an_interrupt_is_stored_with_the_queue_before_put_writes_returns(tmp_path):
     saver = GitCheckpointSaver.from_path(tmp_path / "i.git")
     cid = first_checkpoint(saver, "t")
