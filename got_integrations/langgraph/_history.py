@@ -46,6 +46,20 @@ class _Ns:
     pending_tips: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+    children: dict[str, list[str]] = field(default_factory=dict)  # commit -> the known commits on it
+
+    def note(self, commit: str, parent: str | None, checkpoint_id: str) -> None:
+        """Record a checkpoint commit (its parent and id) in :attr:`known` and :attr:`children`."""
+        if commit in self.known:
+            return
+        self.known[commit] = (parent, checkpoint_id)
+        if parent is not None:
+            self.children.setdefault(parent, []).append(commit)
+
+    def forget_lines(self) -> None:
+        """Drop what is known of the namespace's commits (after a rewrite)."""
+        self.head, self.ids, self.known, self.children = None, {}, {}, {}
+
     # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
     pending_lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Any] = field(default_factory=list)
@@ -289,7 +303,7 @@ class HistoryOps:
                 for commit in tips[1:]:
                     repo.set_ref(self._free_fork_name(ns, ids[commit]), commit, expected=None)
             self._rewrite_writes(ns, keep)
-            ns.head, ns.ids, ns.known = None, {}, {}
+            ns.forget_lines()
             ns.pending_tips.clear()
         self._writes_cache.clear()
 

@@ -353,6 +353,20 @@ class PendingOps:
             ns.pending_tips[checkpoint_id] = tip
 
     def _build_writes(self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
+        """The commit on a ``pending/`` ref at ``tip`` that stores ``batch``: ``Publish(commit,
+        (errors, commit))``, or ``Keep((errors, tip))`` when nothing in it is new."""
+        files, errors, requests, channels = self._writes_files(ns, tip, batch)
+        if not files:
+            return Keep((errors, tip))
+        message = writes_message(requests, channels)
+        oid = self.repo.prepare_commit([tip] if tip else [], files, message)
+        return Publish(oid, (errors, oid))
+
+    def _writes_files(
+        self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]
+    ) -> tuple[dict[str, bytes | None], dict[int, BaseException], builtins.list[_WriteRequest], builtins.list[str]]:
+        """The task files ``batch`` changes (on the ``pending/`` tree at ``tip``, None: none):
+        (path -> bytes, errors by request number, the requests with something new, channels)."""
         docs: dict[str, dict[str, Any]] = {}  # writes file -> its document as it will be
         errors: dict[int, BaseException] = {}
         changed: dict[str, builtins.list[_WriteRequest]] = {}
@@ -376,8 +390,6 @@ class PendingOps:
             doc["task_path"] = request.task_path or doc["task_path"]
             if fresh:
                 changed.setdefault(request.path, []).append(request)
-        if not changed:
-            return Keep((errors, tip))
         files: dict[str, bytes | None] = {}
         for path in changed:
             doc = docs[path]
@@ -391,9 +403,7 @@ class PendingOps:
             )
         requests = [r for rs in changed.values() for r in rs]
         channels = sorted({str(e["channel"]) for path in changed for e in docs[path]["entries"].values()})
-        message = writes_message(requests, channels)
-        oid = self.repo.prepare_commit([tip] if tip else [], files, message)
-        return Publish(oid, (errors, oid))
+        return files, errors, requests, channels
 
     def _stored_writes(
         self, ns: _Ns, tip: str | None, request: _WriteRequest, legacy: builtins.list[str | None]

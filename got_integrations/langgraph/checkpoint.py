@@ -187,6 +187,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
         self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
         self._channels = LRU(100_000)  # commit -> the channel index its put wrote (never mutated), by channels
+        self._carried = LRU(100_000)  # commit -> the paths of the parent's writes its tree carries
         self._writes_cache = LRU(4096)  # (writes tip, checkpoint id) -> [writes documents]
         self._states: dict[tuple[str, str], _Ns] = {}
         self._states_lock = threading.Lock()
@@ -217,6 +218,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             self._files,
             self._docs,
             self._channels,
+            self._carried,
             self._writes_cache,
         ):
             cache.clear()

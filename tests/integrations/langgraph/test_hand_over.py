@@ -86,7 +86,11 @@ def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
     config = {"configurable": {"thread_id": "t"}}
     graph.invoke({"n": 0}, config, durability="sync")
     assert not [r for r in single if "/pending/" in r], single  # no pending ref moved on its own
-    assert len(multi) >= 6 and all(any("/pending/" in r for r in refs) for refs in multi)
+    # a step's writes ride in the next checkpoint's tree: one ref a super-step, no pending/ refs at all
+    assert len(multi) >= 6 and all(refs == ["refs/got/threads/t/root/head"] for refs in multi), multi
+    assert not git(tmp_path / "g.git", "for-each-ref", "refs/got/threads/t/root/pending/")
+    carried = git(tmp_path / "g.git", "ls-tree", "-r", "--name-only", "refs/got/threads/t/root/head~1")
+    assert "parent~writes/" in carried, carried  # stock git sees the previous step's writes there
     # what a fresh saver reads from git is what InMemorySaver holds, writes included
     memory = InMemorySaver()
     loop_graph(6).compile(checkpointer=memory).invoke({"n": 0}, config, durability="sync")
@@ -358,10 +362,10 @@ KILLED = textwrap.dedent(
 
     def slow(state):
         if mode == "kill-parallel":
-            # a pending ref per checkpoint with writes: the input's, the 8 steps' and this
-            # step's, which fast's writes create (slow's would be the ones that come after)
+            # the writes of the steps before rode in the checkpoints after them: the only pending
+            # ref is this step's, which fast's writes create (slow's would be the ones that come after)
             deadline = time.monotonic() + timeout
-            while pending_refs() < 10 and time.monotonic() < deadline:
+            while pending_refs() < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)  # until fast's writes are on disk (the background store)
             os.kill(os.getpid(), signal.SIGKILL)
         return {"log": ["slow"]}
