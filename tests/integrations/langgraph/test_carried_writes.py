@@ -25,7 +25,12 @@ def cfg(checkpoint_id: str | None = None, thread: str = "t", running: bool = Tru
 
 
 def put(saver: GitCheckpointSaver, n: int, parent: str | None, run: str = "r1", thread: str = "t") -> str:
-    checkpoint = {**empty_checkpoint(), "id": f"1f0{n:05d}", "channel_values": {"n": n}, "channel_versions": {"n": str(n)}}
+    checkpoint = {
+        **empty_checkpoint(),
+        "id": f"1f0{n:05d}",
+        "channel_values": {"n": n},
+        "channel_versions": {"n": str(n)},
+    }
     stored = saver.put(cfg(parent, thread), checkpoint, {"source": "loop", "step": n, "run_id": run}, {"n": str(n)})
     return stored["configurable"]["checkpoint_id"]
 
