@@ -13,10 +13,11 @@ Hand-over (one ref transaction a super-step). Inside a running graph (LangGraph 
 ``__pregel_runtime`` in the config it passes) a task's regular writes are queued, and
 the call returns at once; they are published by whichever comes first:
 
-- the next ``put`` of the namespace, in the same ref transaction as the checkpoint: one
-  pack, one transaction moving ``head`` and creating ``pending/<id>`` (LangGraph saves a
-  step's writes before the checkpoint that applies them, so no reader ever sees a
-  checkpoint without the writes of its parent);
+- the next ``put`` of the namespace: when it moves ``head`` on from the writes'
+  checkpoint, the task files go into the new checkpoint's own tree (``parent~writes/``, no
+  ``pending/`` ref: one pack, one ref move), else they create ``pending/<id>`` in the same
+  ref transaction as the checkpoint (LangGraph saves a step's writes before the checkpoint
+  that applies them, so no reader ever sees a checkpoint without the writes of its parent);
 - a special write (an error, an interrupt, a resume, a scheduled task) of the
   namespace, which is published at once, with the queue, before it returns; from then on
   every write of that checkpoint is too (an interrupted step ends the run, and the writes

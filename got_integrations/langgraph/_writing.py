@@ -12,10 +12,11 @@ or restored state, the one checkpoint ``durability="exit"`` saves) writes their 
 and renderings only: half the blobs.
 
 Inside a running graph, the writes of the step before (``put_writes`` hands them over,
-see :mod:`~got_integrations.langgraph._pending`) go into the same ref transaction and the
-same pack as the checkpoint: a super-step is one ref transaction (moving ``head``,
-creating ``pending/<parent id>``) and one pack. LangGraph saves a step's writes before
-the checkpoint that applies them, so the checkpoint never becomes visible without them.
+see :mod:`~got_integrations.langgraph._pending`) go into the checkpoint's own tree
+(``parent~writes/<task>.json``) when it moves ``head`` on from its parent: a super-step is
+one ref move and one pack (a checkpoint that goes on a fork instead creates
+``pending/<parent id>`` in the same ref transaction). LangGraph saves a step's writes
+before the checkpoint that applies them, so the checkpoint never becomes visible without them.
 ``benchmarks/langgraph_saver.py`` measures the pygit2 floor of these writes beside
 SqliteSaver, with two ref writes a step and with one.
 """
