@@ -331,7 +331,7 @@ class WriteOps(PendingOps):
                 )
                 changes, channels, files, lists, summary = self._plan(checkpoint, new_versions, parent)
                 if parent is not None:
-                    for path in self._carried_paths(parent, files):  # the parent's parent's writes stay there
+                    for path in self._carried_paths(parent, files):  # what the parent carries is its parent's
                         files.pop(path, None)
                         changes[path] = None
                 # The next checkpoint of the line carries the writes handed over for its parent (no
