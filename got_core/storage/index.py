@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT 
 CREATE TABLE IF NOT EXISTS unblobbed(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS untri(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
+CREATE INDEX IF NOT EXISTS tags_target_name ON tags(target, name);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
     PRIMARY KEY(ref, target)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS fs_seen(path TEXT PRIMARY KEY, ino INTEGER, mtime INTEGER, size INTEGER,
@@ -151,6 +151,14 @@ def _loose_limit(total_refs: int) -> int:
     directory holds about the square root of all refs balances the two.
     """
     return max(64, min(2048, int(total_refs**0.5)))
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring an index of this schema version written by an earlier release up to date
+    (indexes only: what needs no re-reading of git; no-ops once done)."""
+    # tags looked up by commit answer from the index alone, in name order (tags_for)
+    db.execute("CREATE INDEX IF NOT EXISTS tags_target_name ON tags(target, name)")
+    db.execute("DROP INDEX IF EXISTS tags_target")
 
 
 class DerivedIndex(IndexWriter, IndexQueries):
@@ -221,6 +229,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
                 version = None
             if version is None or version[0] != SCHEMA_VERSION:
                 self._reset(db)
+            else:
+                _upgrade(db)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
