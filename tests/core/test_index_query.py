@@ -164,3 +164,35 @@ def test_an_index_written_before_the_tags_index_gains_it_and_a_new_process_still
     names = {r[0] for r in again._index.db.execute("SELECT name FROM sqlite_master WHERE tbl_name='tags'")}
     assert "tags_target_name" in names and "tags_target" not in names
     again.close()
+
+
+def test_a_new_process_first_query_takes_no_write_lock_when_nothing_moved(tmp_path):
+    """Opening a current index is one read: a reader is not held up by a writer's transaction."""
+    import threading
+
+    from timeouts import TEST_TIMEOUT
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for n in range(3):
+        repo.commit_node(node(f"alpha {n}"))
+    want = [c.oid for c in repo.grep("alpha")]
+    repo.close()
+    holder = sqlite3.connect(repo.gitdir / "got" / "index.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's sync, in the middle of its transaction
+    got: list[object] = []
+    fresh = ReasoningRepo(repo.gitdir)
+    worker = threading.Thread(target=lambda: got.append(_first_query(fresh)))
+    worker.start()
+    worker.join(TEST_TIMEOUT)
+    holder.execute("ROLLBACK")
+    holder.close()
+    worker.join(TEST_TIMEOUT)
+    fresh.close()
+    assert got == [want], "the first query waited for the writer (or failed)"
+
+
+def _first_query(repo: ReasoningRepo) -> object:
+    try:
+        return [c.oid for c in repo.grep("alpha")]
+    except sqlite3.OperationalError as exc:  # busy: it wanted the write lock
+        return exc
