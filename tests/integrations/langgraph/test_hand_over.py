@@ -133,8 +133,10 @@ def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
     checkpoints = len(list(GitCheckpointSaver.from_path(tmp_path / "r.git").list(config)))
     # one ref transaction a super-step, and one more for the last step's writes (stored on close)
     assert len(moves) <= checkpoints + 1, moves
-    # the ref of an earlier saver's writes is never read for checkpoints this saver wrote itself
-    assert not [name for name in reads if name.endswith("/writes")], reads
+    # the ref of an earlier saver's writes is never read for checkpoints this saver wrote itself,
+    # and a step's writes ride in the next checkpoint: no pending/ ref is read or moved
+    assert not [name for name in reads if name.endswith("/writes") or "/pending/" in name], reads
+    assert all(refs == ["refs/got/threads/t/root/head"] for refs in moves), moves
     assert reads, "the spy saw no ref reads"
 
 
