@@ -300,7 +300,9 @@ class ReadOps:
         which never has them), then those of the single ``writes`` ref an earlier saver kept,
         for tasks neither has a file of."""
         pending = ns.ref.pending(checkpoint_id)
-        tip, legacy = self.repo.tip(pending), self.repo.tip(ns.ref.writes)
+        tip = self.repo.tip(pending)
+        # no earlier saver's writes ref holds writes of a checkpoint this saver put: not read for those
+        legacy = None if checkpoint_id in ns.mine else self.repo.tip(ns.ref.writes)
         carriers = self._carriers(ns, commit)
         if tip is None and legacy is None and not carriers:
             return []

@@ -128,14 +128,17 @@ def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
     steps = 8
     config = {"configurable": {"thread_id": "t"}}
     loop_graph(steps).compile(checkpointer=saver).invoke({"n": 0}, config, durability="sync")
+    run = list(reads)
+    assert saver.get_tuple(config).checkpoint["channel_values"]["n"] == steps  # a read of what it wrote
     saver.close()
     monkeypatch.undo()
     checkpoints = len(list(GitCheckpointSaver.from_path(tmp_path / "r.git").list(config)))
     # one ref transaction a super-step, and one more for the last step's writes (stored on close)
     assert len(moves) <= checkpoints + 1, moves
     # the ref of an earlier saver's writes is never read for checkpoints this saver wrote itself,
-    # and a step's writes ride in the next checkpoint: no pending/ ref is read or moved
-    assert not [name for name in reads if name.endswith("/writes") or "/pending/" in name], reads
+    # and a step's writes ride in the next checkpoint: no pending/ ref is read or moved in the run
+    assert not [name for name in reads if name.endswith("/writes")], reads
+    assert not [name for name in run if "/pending/" in name], run
     assert all(refs == ["refs/got/threads/t/root/head"] for refs in moves), moves
     assert reads, "the spy saw no ref reads"
 
