@@ -9,11 +9,10 @@ and the ``segments`` tree, the covered ``.bin`` files leaving the bucket), a com
 one ref move; per ``put_writes`` one blob, a one-file tree, a commit and one ref written
 (the checkpoint's ``pending/`` ref: created by its first writes). With ``one_move=True`` a
 ``put_writes`` writes the same objects but writes no ref: what a super-step would cost if
-its writes rode on the checkpoint's own ref move. The git saver comes close inside a
-running graph: it sends a step's writes with the next ``put``, in one ref transaction and
-one pack, but that transaction still creates the checkpoint's ``pending/`` ref, so this
-floor stays a bound below it. The saver's cost over this floor is its own
-overhead; the floor's cost against SQLite's in the same run is what loose-object storage
+its writes rode on the checkpoint's own ref move. That is the git saver's layout inside a
+running graph: it puts a step's writes into the next checkpoint's tree (``parent~writes/``),
+in the same pack and the one ref move (and writes no commit of their own, which this floor
+still does). The saver's cost over this floor is its own overhead; the floor's cost against SQLite's in the same run is what loose-object storage
 pays on this disk.
 """
 

@@ -519,18 +519,17 @@ def run_fanout(workdir: Path, rounds: int) -> list[dict[str, Any]]:
             assert len(out["results"]) == 4 * rounds
             row = {"durability": durability, "saver": name, "ms_per_superstep": elapsed * 1000 / (2 * rounds)}
             if name == "git":
-                count = subprocess.run(
-                    [
-                        "git",
-                        f"--git-dir={saver.repo.gitdir}",
-                        "rev-list",
-                        "--count",
-                        "--glob=refs/got/threads/fan/root/pending/*",  # a ref per checkpoint
-                    ],
-                    capture_output=True,
-                    text=True,
-                )
-                row["writes_commits"] = int(count.stdout.strip() or 0) if count.returncode == 0 else 0
+
+                def count(*what: str, gitdir: Path = saver.repo.gitdir) -> int:
+                    out = subprocess.run(
+                        ["git", f"--git-dir={gitdir}", "rev-list", "--count", *what], capture_output=True, text=True
+                    )
+                    return int(out.stdout.strip() or 0) if out.returncode == 0 else 0
+
+                # commits of their own on the pending/ refs (a ref per checkpoint), and checkpoints
+                # that carry the writes of the step before them (parent~writes/, no commit of their own)
+                row["writes_commits"] = count("--glob=refs/got/threads/fan/root/pending/*")
+                row["carried_in"] = count("refs/got/threads/fan/root/head", "--", "parent~writes")
                 row["put_writes_calls"] = calls[0]
             saver.close() if name == "git" else conn.close()
             rows.append(row)
@@ -589,7 +588,8 @@ def report(result: dict[str, Any]) -> list[str]:
                 console.print(f"scale, after gc: {r['saver']} {r['bytes_after_gc'] / 1e6:.1f} MB")
     if fan:
         table = Table(title="fan-out (4 parallel tasks per super-step), live graph")
-        for col in ("durability", "saver", "ms / super-step", "writes commits", "put_writes calls"):
+        columns = ("durability", "saver", "ms / super-step", "writes commits", "carried in", "put_writes calls")
+        for col in columns:
             table.add_column(col, justify="right")
         for r in fan:
             table.add_row(
@@ -597,6 +597,7 @@ def report(result: dict[str, Any]) -> list[str]:
                 r["saver"],
                 f"{r['ms_per_superstep']:.2f}",
                 str(r.get("writes_commits", "")),
+                str(r.get("carried_in", "")),
                 str(r.get("put_writes_calls", "")),
             )
         console.print(table)

@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS blobs(rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT 
 CREATE TABLE IF NOT EXISTS unblobbed(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS untri(crow INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS tags(name TEXT PRIMARY KEY, target TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS tags_target ON tags(target);
+CREATE INDEX IF NOT EXISTS tags_target_name ON tags(target, name);
 CREATE TABLE IF NOT EXISTS notes(ref TEXT NOT NULL, target TEXT NOT NULL, body TEXT, score REAL,
     PRIMARY KEY(ref, target)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS fs_seen(path TEXT PRIMARY KEY, ino INTEGER, mtime INTEGER, size INTEGER,
@@ -151,6 +151,26 @@ def _loose_limit(total_refs: int) -> int:
     directory holds about the square root of all refs balances the two.
     """
     return max(64, min(2048, int(total_refs**0.5)))
+
+
+def _current(db: sqlite3.Connection) -> bool:
+    """Whether the index file is of this schema version with what :func:`_upgrade` adds."""
+    try:
+        version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        names = db.execute(
+            "SELECT name FROM sqlite_master WHERE type='index' AND name IN ('tags_target_name', 'tags_target')"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return False
+    return version is not None and version[0] == SCHEMA_VERSION and names == [("tags_target_name",)]
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring an index of this schema version written by an earlier release up to date
+    (indexes only: what needs no re-reading of git; no-ops once done)."""
+    # tags looked up by commit answer from the index alone, in name order (tags_for)
+    db.execute("CREATE INDEX IF NOT EXISTS tags_target_name ON tags(target, name)")
+    db.execute("DROP INDEX IF EXISTS tags_target")
 
 
 class DerivedIndex(IndexWriter, IndexQueries):
@@ -213,6 +233,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
         db.execute("PRAGMA mmap_size=1073741824")
         db.execute("PRAGMA cache_size=-32768")
         register_functions(db)
+        if _current(db):  # the usual open: one read, no write lock to wait for
+            return db
         db.execute("BEGIN IMMEDIATE")  # two processes opening a fresh index must not both reset it
         try:
             try:
@@ -221,6 +243,8 @@ class DerivedIndex(IndexWriter, IndexQueries):
                 version = None
             if version is None or version[0] != SCHEMA_VERSION:
                 self._reset(db)
+            else:
+                _upgrade(db)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -521,6 +545,9 @@ class DerivedIndex(IndexWriter, IndexQueries):
         """Fold the write-ahead log back into the database and close the handle."""
         with self._lock:
             try:
+                # not waiting for another process's transaction (the busy timeout is 60 s):
+                # the log is folded by the last one out
+                self.db.execute("PRAGMA busy_timeout=0")
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
                 pass  # another process is reading; the log is folded by the last one out

@@ -2,8 +2,9 @@
 
 The viewer never imports langgraph or llama_index: a checkpoint is ``checkpoint.json`` plus one
 JSON file per message on ``refs/got/threads/<thread>/<ns>/{head,forks/<id>}``, pending writes
-one JSON file per task on ``.../pending/<checkpoint id>`` (on ``.../writes``, one per (checkpoint,
-task), where earlier savers kept them); a session is ``session.json`` plus
+one JSON file per task on ``.../pending/<checkpoint id>`` or, for a running graph's steps, in the
+next checkpoint's ``parent~writes/`` (on ``.../writes``, one per (checkpoint, task), where earlier
+savers kept them); a session is ``session.json`` plus
 ``messages/**.json`` on ``refs/got/sessions/<session>``.
 """
 
@@ -22,6 +23,8 @@ __all__ = ["checkpoint_view", "session_view", "sessions_view", "thread_view", "t
 THREADS = "refs/got/threads/"
 SESSIONS = "refs/got/sessions/"
 MAX_MESSAGE = 64 * 1024
+#: The directory of a checkpoint's tree holding its parent's writes that a running graph handed over.
+CARRIED = "parent~writes"
 
 
 def threads_view(repo: ReasoningRepo) -> dict[str, Any]:
@@ -163,20 +166,26 @@ def checkpoint_view(repo: ReasoningRepo, thread: str, rev: str) -> dict[str, Any
         if (r.endswith("/writes") and r.count("/") == depth)
         or (pending and r.endswith(pending) and r.count("/") == depth + 1)
     ]
-    for wref in wrefs if cid else ():
-        for path in sorted(repo.list_files(wref)):
-            if wref.endswith("/writes") and f"/{cid}~" not in "/" + path:
+    sources = [(wref, path) for wref in (wrefs if cid else ()) for path in sorted(repo.list_files(wref))]
+    # a running graph's writes ride in the next checkpoint's tree: parent~writes/<task>.json
+    sources += [
+        (child, path) for child in _children(repo, base, oid) for path in sorted(repo.list_files(child, CARRIED))
+    ]
+    for wref, path in sources:
+        if wref.endswith("/writes") and f"/{cid}~" not in "/" + path:
+            continue
+        w = _json(repo, wref, path) or {}
+        if path.startswith(CARRIED + "/") and (not isinstance(w, dict) or w.get("checkpoint_id") != cid):
+            continue  # carried for another parent (a line rewritten since)
+        for item in w.get("writes", []) if isinstance(w, dict) else ():
+            if not isinstance(item, dict):
                 continue
-            w = _json(repo, wref, path) or {}
-            for item in w.get("writes", []) if isinstance(w, dict) else ():
-                if not isinstance(item, dict):
-                    continue
-                entry = {
-                    "task": str(w.get("task_path") or w.get("task_id") or ""),
-                    "channel": str(item.get("channel", "")),
-                    "value": json.dumps(item.get("value"), indent=1, default=str)[:MAX_MESSAGE],
-                }
-                (interrupts if entry["channel"] == "__interrupt__" else writes).append(entry)
+            entry = {
+                "task": str(w.get("task_path") or w.get("task_id") or ""),
+                "channel": str(item.get("channel", "")),
+                "value": json.dumps(item.get("value"), indent=1, default=str)[:MAX_MESSAGE],
+            }
+            (interrupts if entry["channel"] == "__interrupt__" else writes).append(entry)
     meta = cp.get("metadata", {}) if isinstance(cp, dict) else {}
     return {
         "oid": oid,
@@ -190,6 +199,24 @@ def checkpoint_view(repo: ReasoningRepo, thread: str, rev: str) -> dict[str, Any
         "interrupts": interrupts,
         "parents": list(repo.git.read_commit(oid).parents),
     }
+
+
+def _children(repo: ReasoningRepo, base: str, oid: str, limit: int = 100_000) -> list[str]:
+    """Commits of the thread's lines (``head`` and ``forks/`` refs under ``base``) whose parent is ``oid``."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    for ref, tip in repo.refs(base).items():
+        if not (ref.endswith("/head") or "/forks/" in ref):
+            continue
+        commit: str | None = tip
+        while commit is not None and commit not in seen and len(seen) < limit:
+            seen.add(commit)
+            parents = repo.git.read_commit(commit).parents
+            parent = parents[0] if parents else None
+            if parent == oid:
+                found.add(commit)
+            commit = parent
+    return sorted(found)
 
 
 def sessions_view(repo: ReasoningRepo) -> dict[str, Any]:

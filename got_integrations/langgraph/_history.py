@@ -17,10 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from got_core.errors import InvalidInputError, UnknownRefError
+from got_core.repo import Keep, Publish
 from got_integrations.langgraph._layout import (
+    CARRIED,
     THREADS_REF,
     ThreadRef,
+    check_writes_doc,
+    fast_json,
     id_component,
+    parse_json,
     text_id,
     writes_stem,
 )
@@ -46,11 +51,28 @@ class _Ns:
     pending_tips: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)  # checkpoint id -> commit
     known: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # commit -> (git parent, id)
+    children: dict[str, list[str]] = field(default_factory=dict)  # commit -> the known commits on it
+
+    def note(self, commit: str, parent: str | None, checkpoint_id: str) -> None:
+        """Record a checkpoint commit (its parent and id) in :attr:`known` and :attr:`children`."""
+        if commit in self.known:
+            return
+        self.known[commit] = (parent, checkpoint_id)
+        if parent is not None:
+            self.children.setdefault(parent, []).append(commit)
+
+    def forget_lines(self) -> None:
+        """Drop what is known of the namespace's commits (after a rewrite)."""
+        self.head, self.ids, self.known, self.children = None, {}, {}, {}
+
     # put_writes calls waiting for the next writes commit (group commit: one commit takes them all)
     pending_lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Any] = field(default_factory=list)
     # checkpoints that got a special write (an interrupt, an error): their writes are never handed over
     urgent: dict[str, None] = field(default_factory=dict)
+    # the latest checkpoints this saver put itself: no earlier saver's ``writes`` ref holds writes of
+    # them (only savers older than the ``pending/`` refs wrote that ref), so their writes skip reading it
+    mine: dict[str, None] = field(default_factory=dict)
 
 
 class HistoryOps:
@@ -71,6 +93,8 @@ class HistoryOps:
         def _id_of(self, ns: _Ns, commit: str) -> str: ...
         def _leaves(self, ns: _Ns) -> dict[str, str]: ...
         def _refresh(self, ns: _Ns) -> list[tuple[str, str]]: ...
+        def _sync_lines(self, ns: _Ns) -> str | None: ...
+        def _carriers(self, ns: _Ns, commit: str | None) -> list[str]: ...
         def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None: ...
         def _keep(self, ns: _Ns, commit: str, checkpoint_id: str) -> None: ...
         def _free_fork_name(self, ns: _Ns, checkpoint_id: str) -> str: ...
@@ -147,6 +171,39 @@ class HistoryOps:
                 target, changes, "writes copied from another thread\n", parents=[dst_tip, src_tip], expected=dst_tip
             )
 
+    def _carried_to_pending(self, src: _Ns, commit: str, checkpoint_id: str, dst: _Ns) -> None:
+        """Store in ``dst``'s ``pending/<checkpoint_id>`` the writes that children of ``commit``
+        carry for it (``CARRIED``), merged into what that ref holds (its entries come first)."""
+        carried: dict[str, dict[str, Any]] = {}
+        for child in self._carriers(src, commit):
+            for path, sha in sorted(self.repo.list_files(child, CARRIED).items()):
+                what = f"writes file {path} of commit {child[:12]}"
+                doc = check_writes_doc(parse_json(self._blob(sha), what), what)
+                if doc.get("checkpoint_id") == checkpoint_id:
+                    carried.setdefault(path[len(CARRIED) + 1 :], doc)
+        if not carried:
+            return
+
+        def build(tip: str | None) -> Publish | Keep:
+            held = self.repo.list_files(tip) if tip is not None else {}
+            changes: dict[str, bytes | None] = {}
+            for name, doc in carried.items():
+                if name in held:
+                    what = f"writes file {name} of commit {tip and tip[:12]}"
+                    old = check_writes_doc(parse_json(self._blob(held[name]), what), what)
+                    seen = {w["idx"] for w in old["writes"]}
+                    more = [w for w in doc["writes"] if w["idx"] not in seen]
+                    if not more:
+                        continue
+                    doc = {**old, "writes": [*old["writes"], *more]}
+                changes[name] = fast_json(doc)
+            if not changes:
+                return Keep(None)
+            message = "writes a later checkpoint carried, kept for this one\n"
+            return Publish(self.repo.prepare_commit([tip] if tip else [], changes, message))
+
+        self.repo.update_ref(dst.ref.pending(checkpoint_id), build)
+
     def _pending_refs(self, ns: _Ns) -> dict[str, str]:
         """The ``pending/<checkpoint>`` refs of a namespace -> their tips."""
         return self.repo.refs(ns.ref.pending_prefix)
@@ -181,6 +238,9 @@ class HistoryOps:
                 )
             self.repo.set_ref(dst.ref.head, commit, expected=None)
             self._merge_writes(src, dst)  # the target has no writes yet: each ref is copied as it is
+            self._sync_lines(src)
+            # the writes the source's next checkpoint carries for this one: the target's line ends here
+            self._carried_to_pending(src, commit, checkpoint_id, dst)
             dst.head, dst.ids = None, {}
             dst.pending_tips.clear()
         return {
@@ -237,6 +297,9 @@ class HistoryOps:
         with ns.head_lock, ns.writes_lock:
             self._refresh(ns)
             leaves = self._leaves(ns)
+            for commit, (_, cid) in list(ns.known.items()):
+                if cid in keep and any(ns.known[c][1] not in keep for c in self._carriers(ns, commit)):
+                    self._carried_to_pending(ns, commit, cid, ns)  # the child carrying them goes
             scratch = ref.prefix + "rewrite"
             mapped: dict[str, str] = {}  # surviving commit -> its rewritten commit
 
@@ -255,6 +318,8 @@ class HistoryOps:
                     parent = survivor(ns.known[old][0])
                     new_parent = mapped[parent] if parent is not None else None
                     old_files = repo.list_files(old)
+                    if parent != ns.known[old][0]:  # another parent: the writes it carried were its old parent's
+                        old_files = {p: b for p, b in old_files.items() if not p.startswith(CARRIED + "/")}
                     base = repo.list_files(new_parent) if new_parent else {}
                     changes: dict[str, bytes | None] = {
                         p: self._blob(s) for p, s in old_files.items() if base.get(p) != s
@@ -286,7 +351,7 @@ class HistoryOps:
                 for commit in tips[1:]:
                     repo.set_ref(self._free_fork_name(ns, ids[commit]), commit, expected=None)
             self._rewrite_writes(ns, keep)
-            ns.head, ns.ids, ns.known = None, {}, {}
+            ns.forget_lines()
             ns.pending_tips.clear()
         self._writes_cache.clear()
 

@@ -24,6 +24,7 @@ from got_core.names import decode_component, encode_component
 
 __all__ = [
     "BUCKET",
+    "CARRIED",
     "FORMAT",
     "LRU",
     "SEGMENT",
@@ -74,6 +75,9 @@ SEGMENT = 10
 #: Type tag of a segment file.
 SEGMENT_TAG = "got-segment/1"
 _ROOT = "root"
+#: A checkpoint tree's directory of its parent's writes a running graph handed over (``<task id>.json``,
+#: as in ``pending/``); '~' is never part of an encoded id, so no channel directory is named so.
+CARRIED = "parent~writes"
 _RESERVED = {"checkpoint.json": "%63heckpoint.json", "checkpoint.bin": "%63heckpoint.bin"}
 
 

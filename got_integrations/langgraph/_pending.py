@@ -13,10 +13,11 @@ Hand-over (one ref transaction a super-step). Inside a running graph (LangGraph 
 ``__pregel_runtime`` in the config it passes) a task's regular writes are queued, and
 the call returns at once; they are published by whichever comes first:
 
-- the next ``put`` of the namespace, in the same ref transaction as the checkpoint: one
-  pack, one transaction moving ``head`` and creating ``pending/<id>`` (LangGraph saves a
-  step's writes before the checkpoint that applies them, so no reader ever sees a
-  checkpoint without the writes of its parent);
+- the next ``put`` of the namespace: when it moves ``head`` on from the writes'
+  checkpoint, the task files go into the new checkpoint's own tree (``parent~writes/``, no
+  ``pending/`` ref: one pack, one ref move), else they create ``pending/<id>`` in the same
+  ref transaction as the checkpoint (LangGraph saves a step's writes before the checkpoint
+  that applies them, so no reader ever sees a checkpoint without the writes of its parent);
 - a special write (an error, an interrupt, a resume, a scheduled task) of the
   namespace, which is published at once, with the queue, before it returns; from then on
   every write of that checkpoint is too (an interrupted step ends the run, and the writes
@@ -71,6 +72,9 @@ __all__ = ["HAND_OVER_S", "PendingOps"]
 
 #: Seconds a graph task's queued writes wait for the next checkpoint before a background thread stores them.
 HAND_OVER_S = 0.05
+#: Seconds the background thread waits for more queued writes before it ends (a running graph
+#: queues some every step: starting a thread again costs more than a step's own writes).
+LINGER_S = 2.0
 #: The config key LangGraph's Pregel loop sets on every call it makes: a graph is running.
 RUNNING = "__pregel_runtime"
 _log = logging.getLogger(__name__)
@@ -100,6 +104,7 @@ class _Flusher:
         self._due: dict[int, tuple[float, _Ns]] = {}  # id(ns) -> (when, ns)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._idle = False  # the thread waits for writes to be queued, nothing is due
 
     def arm(self, ns: _Ns) -> None:
         with self._cond:
@@ -107,7 +112,7 @@ class _Flusher:
                 return
             wake = not self._due  # the thread sleeps until something is due
             self._due[id(ns)] = (time.monotonic() + HAND_OVER_S, ns)
-            if self._thread is None:  # it ends once nothing is queued, and starts again here
+            if self._thread is None:  # it ends LINGER_S after nothing was queued, and starts again here
                 self._thread = threading.Thread(target=self._run, name="got-pending-writes", daemon=True)
                 self._thread.start()
             elif wake:
@@ -124,11 +129,23 @@ class _Flusher:
             self._cond.notify()
 
     def _run(self) -> None:
+        idle_since: float | None = None
         while True:
             with self._cond:
-                if not self._due or self._closed:  # nothing queued: no idle thread holds the saver
+                if not self._due and not self._closed:
+                    # nothing queued: wait a while for the next step's writes, then end (no idle
+                    # thread holds the saver for long)
+                    now = time.monotonic()
+                    idle_since = now if idle_since is None else idle_since
+                    if now - idle_since < LINGER_S:
+                        self._idle = True
+                        self._cond.wait(LINGER_S - (now - idle_since))
+                        self._idle = False
+                        continue
+                if not self._due or self._closed:
                     self._thread = None
                     return
+                idle_since = None
                 key, (when, ns) = min(self._due.items(), key=lambda kv: kv[1][0])
                 now = time.monotonic()
                 if when > now:
@@ -337,6 +354,20 @@ class PendingOps:
             ns.pending_tips[checkpoint_id] = tip
 
     def _build_writes(self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]) -> Publish | Keep:
+        """The commit on a ``pending/`` ref at ``tip`` that stores ``batch``: ``Publish(commit,
+        (errors, commit))``, or ``Keep((errors, tip))`` when nothing in it is new."""
+        files, errors, requests, channels = self._writes_files(ns, tip, batch)
+        if not files:
+            return Keep((errors, tip))
+        message = writes_message(requests, channels)
+        oid = self.repo.prepare_commit([tip] if tip else [], files, message)
+        return Publish(oid, (errors, oid))
+
+    def _writes_files(
+        self, ns: _Ns, tip: str | None, batch: builtins.list[_WriteRequest]
+    ) -> tuple[dict[str, bytes | None], dict[int, BaseException], builtins.list[_WriteRequest], builtins.list[str]]:
+        """The task files ``batch`` changes (on the ``pending/`` tree at ``tip``, None: none):
+        (path -> bytes, errors by request number, the requests with something new, channels)."""
         docs: dict[str, dict[str, Any]] = {}  # writes file -> its document as it will be
         errors: dict[int, BaseException] = {}
         changed: dict[str, builtins.list[_WriteRequest]] = {}
@@ -360,8 +391,6 @@ class PendingOps:
             doc["task_path"] = request.task_path or doc["task_path"]
             if fresh:
                 changed.setdefault(request.path, []).append(request)
-        if not changed:
-            return Keep((errors, tip))
         files: dict[str, bytes | None] = {}
         for path in changed:
             doc = docs[path]
@@ -375,9 +404,7 @@ class PendingOps:
             )
         requests = [r for rs in changed.values() for r in rs]
         channels = sorted({str(e["channel"]) for path in changed for e in docs[path]["entries"].values()})
-        message = writes_message(requests, channels)
-        oid = self.repo.prepare_commit([tip] if tip else [], files, message)
-        return Publish(oid, (errors, oid))
+        return files, errors, requests, channels
 
     def _stored_writes(
         self, ns: _Ns, tip: str | None, request: _WriteRequest, legacy: builtins.list[str | None]
@@ -392,7 +419,9 @@ class PendingOps:
         entries: dict[int, dict[str, Any]] = {}
         old_path = ""
         if not legacy:
-            legacy.append(self.repo.tip(ns.ref.writes))
+            # a checkpoint this saver put has no writes in an earlier saver's ref: no ref read
+            mine = request.checkpoint_id in ns.mine
+            legacy.append(None if mine else self.repo.tip(ns.ref.writes))
         for commit, path in ((tip, request.path), (legacy[0], writes_path(request.checkpoint_id, request.task_id))):
             if commit is None:
                 continue

@@ -29,6 +29,7 @@ from got_core.errors import CorruptRepositoryError, UnknownRefError
 from got_integrations.langgraph._history import _Ns
 from got_integrations.langgraph._layout import (
     BUCKET,
+    CARRIED,
     THREADS_REF,
     check_checkpoint_doc,
     check_writes_doc,
@@ -67,6 +68,7 @@ class ReadOps:
     _lists: LRU
     _files: LRU
     _docs: LRU
+    _carried: LRU
     _writes_cache: LRU
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
@@ -150,7 +152,7 @@ class ReadOps:
                 parent: str | None = self.repo.resolve(commit + "^")
             except UnknownRefError:
                 parent = None
-            ns.known[commit] = (parent, cid)
+            ns.note(commit, parent, cid)
             commit = parent
 
     def _leaves(self, ns: _Ns) -> dict[str, str]:
@@ -180,6 +182,15 @@ class ReadOps:
         ns.ids = ids
         ns.head = leaves.get(ns.ref.head)
         return builtins.list(ids.items())
+
+    def _sync_lines(self, ns: _Ns) -> str | None:
+        """Learn the commits added to the namespace's lines since they were walked; returns ``head``'s tip."""
+        leaves = self._leaves(ns)
+        for tip in leaves.values():
+            if tip not in ns.known:
+                self._walk(ns, tip)
+        ns.head = leaves.get(ns.ref.head)
+        return ns.head
 
     def _lookup(self, ns: _Ns, checkpoint_id: str) -> str | None:
         commit = ns.ids.get(checkpoint_id)
@@ -250,7 +261,7 @@ class ReadOps:
             values[name] = self._loads_list(typed, lambda i, base=base: f"{elem_path(base, i)}.bin {at}")
         return values
 
-    def _tuple(self, ns: _Ns, commit: str, config: RunnableConfig | None) -> CheckpointTuple:
+    def _tuple(self, ns: _Ns, commit: str, config: RunnableConfig | None, at_head: bool) -> CheckpointTuple:
         doc = self._doc(commit)
         cid = doc["checkpoint_id"]
         t, n = ns.ref.thread_id, ns.ref.checkpoint_ns
@@ -263,18 +274,40 @@ class ReadOps:
             parent_config=(
                 {"configurable": {"thread_id": t, "checkpoint_ns": n, "checkpoint_id": parent}} if parent else None
             ),
-            pending_writes=self._pending_writes(ns, cid),
+            pending_writes=self._pending_writes(ns, cid, None if at_head else commit),
         )
 
     # ------------------------------------------------------------------ pending writes
-    def _writes_docs(self, ns: _Ns, checkpoint_id: str) -> builtins.list[dict[str, Any]]:
-        """The writes files of a checkpoint: its ``pending/<id>`` ref's, then those of the
-        single ``writes`` ref an earlier saver kept, for tasks the first has no file of."""
+    def _carriers(self, ns: _Ns, commit: str | None) -> builtins.list[str]:
+        """The known children of ``commit`` that carry handed-over writes (``CARRIED``)."""
+        out = []
+        for child in ns.children.get(commit, ()) if commit is not None else ():
+            paths = self._carried.get(child)
+            if paths is None:
+                files = self._files.get(child)
+                if files is None:
+                    paths = builtins.list(self.repo.list_files(child, CARRIED))
+                else:
+                    paths = [p for p in files if p.startswith(CARRIED + "/")]
+                self._carried.put(child, paths)
+            if paths:
+                out.append(child)
+        return out
+
+    def _writes_docs(self, ns: _Ns, checkpoint_id: str, commit: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The writes files of a checkpoint: its ``pending/<id>`` ref's, merged with those its
+        children carry (``commit``: the checkpoint's commit, None when it is ``head``'s tip,
+        which never has them), then those of the single ``writes`` ref an earlier saver kept,
+        for tasks neither has a file of."""
         pending = ns.ref.pending(checkpoint_id)
-        tip, legacy = self.repo.tip(pending), self.repo.tip(ns.ref.writes)
-        if tip is None and legacy is None:
+        tip = self.repo.tip(pending)
+        # no earlier saver's writes ref holds writes of a checkpoint this saver put: not read for those
+        legacy = None if checkpoint_id in ns.mine else self.repo.tip(ns.ref.writes)
+        carriers = self._carriers(ns, commit)
+        if tip is None and legacy is None and not carriers:
             return []
-        docs = self._writes_cache.get((tip, legacy, checkpoint_id))
+        key = (tip, legacy, checkpoint_id, *carriers)
+        docs = self._writes_cache.get(key)
         if docs is None:
             docs = []
             if tip is not None:
@@ -282,6 +315,20 @@ class ReadOps:
                     what = f"writes file {path} of {pending} (commit {tip[:12]})"
                     doc = check_writes_doc(parse_json(self._blob(sha), what), what)
                     docs.append({**doc, "path": f"{pending}:{path}"})
+            by_task = {d["task_id"]: d for d in docs}
+            for child in carriers:  # a running graph handed these over to the next checkpoint
+                for path, sha in sorted(self.repo.list_files(child, CARRIED).items()):
+                    what = f"writes file {path} of commit {child[:12]}"
+                    doc = check_writes_doc(parse_json(self._blob(sha), what), what)
+                    if doc.get("checkpoint_id") != checkpoint_id:
+                        continue  # left from before a rewrite gave the commit another parent
+                    stored = by_task.get(doc["task_id"])
+                    if stored is None:
+                        by_task[doc["task_id"]] = doc = {**doc, "path": f"{child}:{path}"}
+                        docs.append(doc)
+                        continue
+                    idx = {w["idx"] for w in stored["writes"]}  # a write is stored once: the first copy counts
+                    stored["writes"] = [*stored["writes"], *(w for w in doc["writes"] if w["idx"] not in idx)]
             if legacy is not None:
                 tasks = {d["task_id"] for d in docs}
                 stem = writes_stem(checkpoint_id)
@@ -294,10 +341,10 @@ class ReadOps:
             self._writes_cache.put((tip, legacy, checkpoint_id), docs)
         return docs
 
-    def _pending_writes(self, ns: _Ns, checkpoint_id: str) -> builtins.list[PendingWrite]:
+    def _pending_writes(self, ns: _Ns, checkpoint_id: str, commit: str | None) -> builtins.list[PendingWrite]:
         rows = [
             (d.get("task_path", ""), d["task_id"], w["idx"], w["channel"], w["exact"], d["path"])
-            for d in self._writes_docs(ns, checkpoint_id)
+            for d in self._writes_docs(ns, checkpoint_id, commit)
             for w in d["writes"]
         ]
         rows.sort(key=lambda r: writes_sort_key(r[0], r[1], r[2]))
@@ -319,9 +366,12 @@ class ReadOps:
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
             commit = self._lookup(ns, text_id(checkpoint_id, "checkpoint id"))
-            return None if commit is None else self._tuple(ns, commit, config)
+            if commit is None:
+                return None
+            # the lines as they are now: a child another process put may carry this checkpoint's writes
+            return self._tuple(ns, commit, config, at_head=commit == self._sync_lines(ns))
         commit = self.repo.tip(ns.ref.head)
-        return None if commit is None else self._tuple(ns, commit, None)
+        return None if commit is None else self._tuple(ns, commit, None, at_head=True)
 
     def list(
         self,
@@ -360,7 +410,7 @@ class ReadOps:
                 if remaining <= 0:
                     return
                 remaining -= 1
-            yield self._tuple(ns, commit, None)
+            yield self._tuple(ns, commit, None, at_head=commit == ns.head)
 
     def threads(self) -> builtins.list[str]:
         """Every thread id with checkpoints in the repository."""

@@ -12,10 +12,11 @@ or restored state, the one checkpoint ``durability="exit"`` saves) writes their 
 and renderings only: half the blobs.
 
 Inside a running graph, the writes of the step before (``put_writes`` hands them over,
-see :mod:`~got_integrations.langgraph._pending`) go into the same ref transaction and the
-same pack as the checkpoint: a super-step is one ref transaction (moving ``head``,
-creating ``pending/<parent id>``) and one pack. LangGraph saves a step's writes before
-the checkpoint that applies them, so the checkpoint never becomes visible without them.
+see :mod:`~got_integrations.langgraph._pending`) go into the checkpoint's own tree
+(``parent~writes/<task>.json``) when it moves ``head`` on from its parent: a super-step is
+one ref move and one pack (a checkpoint that goes on a fork instead creates
+``pending/<parent id>`` in the same ref transaction). LangGraph saves a step's writes
+before the checkpoint that applies them, so the checkpoint never becomes visible without them.
 ``benchmarks/langgraph_saver.py`` measures the pygit2 floor of these writes beside
 SqliteSaver, with two ref writes a step and with one.
 """
@@ -38,6 +39,7 @@ from got_core.errors import ConcurrentUpdateError, CorruptRepositoryError
 from got_core.repo import Keep, Publish
 from got_integrations.langgraph._history import _Ns
 from got_integrations.langgraph._layout import (
+    CARRIED,
     FORMAT,
     SEGMENT,
     blob_sha,
@@ -82,6 +84,7 @@ class _Stored(NamedTuple):
     on_head: bool
     fork_of_parent: str | None = None
     channels: dict[str, Any] = {}  # noqa: RUF012 - a NamedTuple default, never mutated
+    carried: bool = False  # the commit holds its parent's handed-over writes (CARRIED)
 
 
 class WriteOps(PendingOps):
@@ -94,6 +97,9 @@ class WriteOps(PendingOps):
     _files: LRU
     _docs: LRU
     _channels: LRU
+    _carried: LRU
+    #: Whether handed-over writes for a checkpoint's parent go into the checkpoint's tree (else a pending/ ref).
+    _carry_writes: bool = True
 
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
 
@@ -314,6 +320,7 @@ class WriteOps(PendingOps):
         parent_id, repo = conf.get("checkpoint_id"), self.repo
         parent_id = text_id(parent_id, "checkpoint id") if parent_id else None
         new_id = text_id(checkpoint["id"], "checkpoint id")
+        carry: dict[str, bytes | None] = {}  # the parent's handed-over task files (set by _put_with_writes)
         with ns.head_lock:
 
             def build(tip: str | None) -> Publish | Keep:
@@ -323,6 +330,18 @@ class WriteOps(PendingOps):
                     head if parent_id and parent_id == head_id else (self._lookup(ns, parent_id) if parent_id else None)
                 )
                 changes, channels, files, lists, summary = self._plan(checkpoint, new_versions, parent)
+                if parent is not None:
+                    for path in self._carried_paths(parent, files):  # what the parent carries is its parent's
+                        files.pop(path, None)
+                        changes[path] = None
+                # The next checkpoint of the line carries the writes handed over for its parent (no
+                # pending/ ref): only when it moves head on from that parent, so head never has them.
+                carried = bool(carry) and head is not None and parent == head and new_id > (head_id or "")
+                if carried:
+                    for name, data in carry.items():
+                        if data is not None:
+                            changes[f"{CARRIED}/{name}"] = data
+                            files[f"{CARRIED}/{name}"] = blob_sha(data)
                 doc_bytes, exact = self._document(ns, config, checkpoint, metadata, channels)
                 changes["checkpoint.json"] = doc_bytes
                 files["checkpoint.json"] = blob_sha(doc_bytes)
@@ -346,12 +365,13 @@ class WriteOps(PendingOps):
                     if head is not None and new_id != head_id:
                         self._keep(ns, head, head_id or "")
                 oid = repo.prepare_commit([parent] if parent else [], changes, message, fresh_tree=parent is None)
-                return Publish(oid, _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent, channels))
+                stored = _Stored(oid, files, doc_bytes, lists, parent, True, fork_of_parent, channels, carried)
+                return Publish(oid, stored)
 
             try:
                 if ns.pending:  # writes a running graph handed over: they go in this put's ref transaction
                     with ns.writes_lock:
-                        answer = self._put_with_writes(ns, build, self._take_queue(ns))
+                        answer = self._put_with_writes(ns, build, self._take_queue(ns), parent_id, carry)
                 elif ns.head:
                     answer = repo.update_ref(ns.ref.head, build, tip_hint=ns.head)
                 else:
@@ -365,6 +385,7 @@ class WriteOps(PendingOps):
                 if answer.fork_of_parent is not None:
                     repo.delete_ref(answer.fork_of_parent)  # now an ancestor of head
             self._files.put(oid, files, len(files) + 1)
+            self._carried.put(oid, [f"{CARRIED}/{name}" for name in carry] if answer.carried else [])
             self._docs.put(oid, doc_bytes, len(doc_bytes) + 80)
             self._channels.put(oid, answer.channels, len(answer.channels) + 1)
             values = checkpoint["channel_values"]
@@ -373,7 +394,10 @@ class WriteOps(PendingOps):
                 if isinstance(values.get(name), list):
                     self._objs.put((oid, name), builtins.list(values[name]), len(values[name]) + 1)
             ns.ids[new_id] = oid
-            ns.known[oid] = (parent, new_id)
+            ns.note(oid, parent, new_id)
+            ns.mine[new_id] = None
+            if len(ns.mine) > 256:  # the checkpoints a running graph writes to next are enough
+                del ns.mine[next(iter(ns.mine))]
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -411,11 +435,27 @@ class WriteOps(PendingOps):
         if not any(o == commit and n != ns.ref.head for n, o in self._leaves(ns).items()):
             self.repo.set_ref(self._free_fork_name(ns, checkpoint_id), commit, expected=None)
 
+    def _carried_paths(self, commit: str, files: Mapping[str, str]) -> builtins.list[str]:
+        """The :data:`CARRIED` files of ``commit`` (whose listing is ``files``)."""
+        paths = self._carried.get(commit)
+        if paths is None:  # a commit this process did not write: its listing says
+            prefix = CARRIED + "/"
+            paths = [p for p in files if p.startswith(prefix)]
+            self._carried.put(commit, paths)
+        return builtins.list(paths)
+
     def _put_with_writes(
-        self, ns: _Ns, build: Callable[[str | None], Publish | Keep], batch: builtins.list[_WriteRequest]
+        self,
+        ns: _Ns,
+        build: Callable[[str | None], Publish | Keep],
+        batch: builtins.list[_WriteRequest],
+        parent_id: str | None,
+        carry: dict[str, bytes | None],
     ) -> _Stored:
         """Publish a checkpoint and the queued writes of ``batch`` in one ref transaction (one
-        pack): ``head`` moves and each checkpoint's ``pending/`` ref is created or moved.
+        pack): ``head`` moves, the writes for the checkpoint's parent go into the checkpoint's
+        own tree (``carry``, filled here, :data:`CARRIED`) when it moves ``head`` on from that
+        parent, and each other checkpoint's ``pending/`` ref is created or moved.
 
         The caller holds ``ns.writes_lock``. When the checkpoint cannot be published, the
         writes still are (on their own), and the checkpoint's error is raised.
@@ -424,7 +464,16 @@ class WriteOps(PendingOps):
             return self.repo.update_ref(ns.ref.head, build)
         groups = self._groups(batch)
         head = self.repo.ref(ns.ref.head)
+        carried_group = groups.pop(parent_id, None) if parent_id is not None and self._carry_writes else None
+        carry_errors: dict[int, BaseException] = {}
+        if carried_group is not None:
+            # a pending/ tree of its own is not read: a reader merges what it holds with these
+            files, carry_errors, _requests, _channels = self._writes_files(ns, None, carried_group)
+            carry.update((path, data) for path, data in files.items())
         refs = {cid: self.repo.ref(ns.ref.pending(cid)) for cid in groups}
+        carry_ref = (
+            self.repo.ref(ns.ref.pending(parent_id)) if carried_group is not None and parent_id is not None else ""
+        )
         seen: dict[str, Publish | Keep] = {}
 
         def build_all(tips: dict[str, str | None]) -> dict[str, str | None] | Keep:
@@ -432,6 +481,11 @@ class WriteOps(PendingOps):
             seen[""] = answer = build(tips[head])
             if isinstance(answer, Publish):
                 out[head] = answer.target
+            if carried_group is not None and not answer.value.carried:
+                # the checkpoint went on a fork (or nowhere): its parent's writes get their pending/ ref
+                seen[carry_ref] = writes = self._build_writes(ns, tips[carry_ref], carried_group)
+                if isinstance(writes, Publish):
+                    out[carry_ref] = writes.target
             for cid, group in groups.items():
                 seen[cid] = writes = self._build_writes(ns, tips[refs[cid]], group)
                 if isinstance(writes, Publish):
@@ -443,8 +497,16 @@ class WriteOps(PendingOps):
         except BaseException:
             self._commit_writes(ns, batch)  # the writes do not wait for a checkpoint that failed
             raise
+        stored: _Stored = seen[""].value
+        if carried_group is not None and parent_id is not None:
+            if stored.carried:
+                self._finish(carried_group, carry_errors)
+            else:
+                errors, tip = seen[carry_ref].value
+                self._note_tip(ns, parent_id, tip)
+                self._finish(carried_group, errors)
         for cid, group in groups.items():
             errors, tip = seen[cid].value
             self._note_tip(ns, cid, tip)
             self._finish(group, errors)
-        return seen[""].value
+        return stored

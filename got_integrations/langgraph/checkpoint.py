@@ -28,6 +28,8 @@ Each checkpoint is one commit whose parent is its parent checkpoint's commit. It
     <channel>/segments/000000+100.bin     the serializer bytes of elements 0-99 in one file (one per
     <channel>/segments/000100+10.bin      full bucket, then one per 10 elements of the open bucket):
                                           a cold read of a long list takes a few blobs
+    parent~writes/<task id>.json          in a running graph, the parent checkpoint's writes of the
+                                          step between them (as in a pending/ tree; no ref of their own)
 
 ``.bin`` files are ``<type tag>\\n<serializer bytes>``. An unchanged value or list element
 is the same blob in every checkpoint, so a growing message list adds one message per
@@ -49,9 +51,12 @@ one commit, the root and the changed directories' trees, ``checkpoint.json`` and
 element's two files (typically 7 objects; a segment every 10 elements) and moves one ref;
 ``put_writes`` writes one commit, a one-file tree and the file (3 objects) and creates the
 checkpoint's ``pending/`` ref (:mod:`~got_integrations.langgraph._writing`). Inside a running
-graph, ``put_writes`` hands a task's regular writes to the namespace's next ``put``: both go
-in one ref transaction and one pack (:mod:`~got_integrations.langgraph._pending` says when
-else they are stored: interrupts and errors at once, reads, ``close``, exit, a 50 ms timer). Unchanged channels are not
+graph, ``put_writes`` hands a task's regular writes to the namespace's next ``put``, which
+puts them in its own tree (``parent~writes/``): one ref move and one pack a super-step
+(:mod:`~got_integrations.langgraph._pending` says when else they are stored, in the
+``pending/`` ref: interrupts and errors at once, reads, ``close``, exit, a 50 ms timer).
+Readers merge a checkpoint's ``pending/`` ref with what its children carry for it; ``head``'s
+tip never carries its own (a child that carries moves ``head`` on). Unchanged channels are not
 even serialised; a list is serialised once and split into elements. Reads of recent
 checkpoints come from an in-process cache keyed by commit (git objects are immutable, so
 a cache hit is never stale); ``head`` is re-read on every latest read. A cold read reads
@@ -187,6 +192,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
         self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
         self._channels = LRU(100_000)  # commit -> the channel index its put wrote (never mutated), by channels
+        self._carried = LRU(100_000)  # commit -> the paths of the parent's writes its tree carries
         self._writes_cache = LRU(4096)  # (writes tip, checkpoint id) -> [writes documents]
         self._states: dict[tuple[str, str], _Ns] = {}
         self._states_lock = threading.Lock()
@@ -217,6 +223,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             self._files,
             self._docs,
             self._channels,
+            self._carried,
             self._writes_cache,
         ):
             cache.clear()

@@ -253,10 +253,24 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
         )
 
     # ------------------------------------------------------------------ keys reach batch as text
-    def get(self, namespace: tuple[str, ...], key: str, **options: Any) -> Item | None:
-        """``BaseStore.get``; a bytes key is refused (InvalidStoreNameError), not looked up as its repr."""
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """``BaseStore.get``; a bytes key is refused (InvalidStoreNameError), not looked up as its repr.
+
+        The batch of one read, without building it (the same checks, snapshot and TTL
+        refresh as :meth:`batch`); a subclass that overrides :meth:`batch` still gets
+        every read through it.
+        """
         check_key(key)
-        return super().get(namespace, key, **options)
+        if (
+            type(self).batch is not GitStore.batch
+            or not isinstance(namespace, tuple)
+            or not isinstance(key, str)
+            or not key
+        ):
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        if refresh_ttl is None:  # BaseStore's default (langgraph's _ensure_refresh)
+            refresh_ttl = True if self.ttl_config is None else self.ttl_config.get("refresh_on_read", True)
+        return self._get_alone(GetOp(check_namespace(namespace, allow_empty=False), key, refresh_ttl))
 
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], *args: Any, **options: Any) -> None:
         """``BaseStore.put``; a bytes key is refused (InvalidStoreNameError), not stored as its repr."""
@@ -358,6 +372,17 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
             if puts or refresh:
                 self._write(tip, puts, existing, refresh, now, embed_docs)
         return results
+
+    def _get_alone(self, op: GetOp) -> Item | None:
+        """:meth:`_batch` of ``[op]``, a checked get: the held rows answer it when they can."""
+        with self._write_lock:
+            now = utc_now(self.clock)
+            refresh: dict[str, Row] = {}
+            tip = self.index.fresh(held_rows=True)
+            item = self._get(op, to_us(now), refresh)
+            if refresh:
+                self._write(tip, {}, {}, refresh, now, None)
+        return item
 
     def _reads(
         self,

@@ -86,7 +86,11 @@ def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
     config = {"configurable": {"thread_id": "t"}}
     graph.invoke({"n": 0}, config, durability="sync")
     assert not [r for r in single if "/pending/" in r], single  # no pending ref moved on its own
-    assert len(multi) >= 6 and all(any("/pending/" in r for r in refs) for refs in multi)
+    # a step's writes ride in the next checkpoint's tree: one ref a super-step, no pending/ refs at all
+    assert len(multi) >= 6 and all(refs == ["refs/got/threads/t/root/head"] for refs in multi), multi
+    assert not git(tmp_path / "g.git", "for-each-ref", "refs/got/threads/t/root/pending/")
+    carried = git(tmp_path / "g.git", "ls-tree", "-r", "--name-only", "refs/got/threads/t/root/head~1")
+    assert "parent~writes/" in carried, carried  # stock git sees the previous step's writes there
     # what a fresh saver reads from git is what InMemorySaver holds, writes included
     memory = InMemorySaver()
     loop_graph(6).compile(checkpointer=memory).invoke({"n": 0}, config, durability="sync")
@@ -101,6 +105,42 @@ def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
     assert history(fresh) == history(memory)
     ok, out = fsck_clean(tmp_path / "g.git")
     assert ok, out
+
+
+def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
+    from got_core.storage.git import GitRepo
+
+    saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
+    reads: list[str] = []
+    moves: list[list[str]] = []
+    read, cas = GitRepo.ref_target, GitRepo.cas_refs
+
+    def ref_target(self, name):  # a spy on our own git handle: every ref read, passed on
+        reads.append(name)
+        return read(self, name)
+
+    def cas_refs(self, updates):  # and every ref transaction
+        moves.append(sorted(updates))
+        return cas(self, updates)
+
+    monkeypatch.setattr(GitRepo, "ref_target", ref_target)
+    monkeypatch.setattr(GitRepo, "cas_refs", cas_refs)
+    steps = 8
+    config = {"configurable": {"thread_id": "t"}}
+    loop_graph(steps).compile(checkpointer=saver).invoke({"n": 0}, config, durability="sync")
+    run = list(reads)
+    assert saver.get_tuple(config).checkpoint["channel_values"]["n"] == steps  # a read of what it wrote
+    saver.close()
+    monkeypatch.undo()
+    checkpoints = len(list(GitCheckpointSaver.from_path(tmp_path / "r.git").list(config)))
+    # one ref transaction a super-step, and one more for the last step's writes (stored on close)
+    assert len(moves) <= checkpoints + 1, moves
+    # the ref of an earlier saver's writes is never read for checkpoints this saver wrote itself,
+    # and a step's writes ride in the next checkpoint: no pending/ ref is read or moved in the run
+    assert not [name for name in reads if name.endswith("/writes")], reads
+    assert not [name for name in run if "/pending/" in name], run
+    assert all(refs == ["refs/got/threads/t/root/head"] for refs in moves), moves
+    assert reads, "the spy saw no ref reads"
 
 
 def test_outside_a_graph_put_writes_is_stored_when_it_returns(tmp_path):
@@ -161,6 +201,34 @@ def test_queued_writes_are_stored_in_the_background_when_no_checkpoint_comes(tmp
             break
         time.sleep(0.02)
     assert "/pending/" in refs
+    saver.close()
+
+
+def test_the_background_thread_waits_for_the_next_steps_writes_instead_of_starting_again(tmp_path, monkeypatch):
+    from got_integrations.langgraph import _pending
+
+    monkeypatch.setattr(_pending, "LINGER_S", TIMEOUT, raising=False)  # longer than any pause of a busy machine
+    saver = GitCheckpointSaver.from_path(tmp_path / "l.git")
+    cid = first_checkpoint(saver, "t")
+    ns = saver._ns("t", "")
+    threads = set()
+    deadline = time.monotonic() + TIMEOUT
+
+    def wait_until(what, predicate):
+        while not predicate():
+            assert time.monotonic() < deadline, f"gave up waiting until {what}"
+            time.sleep(0.001)
+
+    for n in range(3):  # a step's writes, no checkpoint after them: the timer stores them
+        saver.put_writes(running("t", cid), [("log", [f"w{n}"])], f"task-{n}")
+        flusher = saver._flusher
+        threads.add(flusher._thread)
+        wait_until("the writes are stored", lambda n=n: ns.pending_tips.get(cid) and not ns.pending)
+        wait_until("the timer found nothing left", lambda: not flusher.waiting())
+        wait_until("the thread ended or waits", lambda: flusher._thread is None or flusher._idle)
+    assert len(threads) == 1, threads  # one thread served every step
+    other = GitCheckpointSaver.from_path(tmp_path / "l.git")
+    assert sorted(t for t, _, _ in other.get_tuple(running("t", cid)).pending_writes) == ["task-0", "task-1", "task-2"]
     saver.close()
 
 
@@ -299,10 +367,10 @@ KILLED = textwrap.dedent(
 
     def slow(state):
         if mode == "kill-parallel":
-            # a pending ref per checkpoint with writes: the input's, the 8 steps' and this
-            # step's, which fast's writes create (slow's would be the ones that come after)
+            # the writes of the steps before rode in the checkpoints after them: the only pending
+            # ref is this step's, which fast's writes create (slow's would be the ones that come after)
             deadline = time.monotonic() + timeout
-            while pending_refs() < 10 and time.monotonic() < deadline:
+            while pending_refs() < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)  # until fast's writes are on disk (the background store)
             os.kill(os.getpid(), signal.SIGKILL)
         return {"log": ["slow"]}
