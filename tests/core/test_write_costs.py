@@ -3,8 +3,16 @@
 Counted through spies on our own functions, never timed: each test fails when the write
 does again work this session took out of it.
 
-* a write does not parse the notes root tree it built itself in the write before (the
-  note's other spellings are looked up in the entries it built);
+* a write does not parse the notes root tree it built itself in the write before, reads
+  no tree twice, and parses no notes tree entry by entry (the notes root and its fan-out
+  directories are spliced and bisected; equal to git's trees, an unsorted one is parsed);
+* merging small packs reads none of this handle's own packs back; ``objects/pack`` is
+  listed only when the packs may pass the limit;
+* ``update_refs(expected=...)``: refs are read once, under the lock; a hint made stale by
+  ``git update-ref`` / ``git notes`` loses one compare-and-swap and never moves a ref
+  from an unchecked value;
+* pack files are created read-only (no chmod); ``packed-refs`` is checked from a kept
+  copy until its stamp changes.
 """
 
 from __future__ import annotations
@@ -413,3 +421,26 @@ def test_the_pack_directory_is_listed_only_when_the_packs_may_pass_the_limit(
     assert git(path, "rev-list", "--count", "t").strip() == str(writes + 1)
     assert git(path, "show", "o:o8.txt") == "o8\n"
     assert fsck_clean(path)[0]
+
+
+def test_a_node_write_parses_no_notes_tree_entry_by_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes root and the note's fan-out directory are spliced and bisected: a node
+    write parses no tree entry by entry (it did the fan-out directory, n/256 entries)."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for i in range(300):
+        repo.commit_node(node(f"warm up thought {i}"))
+    repo.close()
+    repo = ReasoningRepo(tmp_path / "r.git")  # a new handle: nothing kept from the writes above
+    parsed: list[str] = []
+    real = packs._read_tree
+
+    def counting(read_raw, oid):  # type: ignore[no-untyped-def]
+        parsed.append(oid)
+        return real(read_raw, oid)
+
+    monkeypatch.setattr(packs, "_read_tree", counting)
+    written = [repo.commit_node(node(f"measured write {i}")) for i in range(3)]
+    assert parsed == [], f"trees parsed entry by entry: {parsed}"
+    for w in written:
+        assert json.loads(git(repo.gitdir, "notes", "--ref=got", "show", w.oid)) == {"s_comb": 0.5}
+    assert fsck_clean(repo.gitdir)[0]
