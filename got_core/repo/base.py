@@ -230,15 +230,28 @@ class RepoBase:
         return update_ref(self.git, self.ref(ref), build, self.retry, retry=bool(retry), moved=self._moved, **extra)
 
     def update_refs(
-        self, refs: Sequence[str], build: Callable[[dict[str, str | None]], Any], value: Callable[[], Any] | None = None
+        self,
+        refs: Sequence[str],
+        build: Callable[[dict[str, str | None]], Any],
+        value: Callable[[], Any] | None = None,
+        *,
+        expected: Mapping[str, str | None] | None = None,
     ) -> Any:
         """Move several refs in one ref transaction: ``build({ref: tip}) -> {ref: new target}``.
 
         The builder may read another full ref's tip (``tips["refs/..."]``) and answer for
         it too (a ref whose name depends on the others' tips).
 
+        ``expected`` (``{ref: tip}``, None for an absent ref) are hints, e.g. where this
+        thread's last write left the refs (``repo.git.moved_tips(refs)``): the first attempt
+        builds on them without reading those refs. The transaction still compares each ref
+        under its lock with the tip the builder saw, so a wrong hint only costs one more
+        attempt (which reads every ref); no ref moves from a value that was not checked. A
+        builder that refuses an unexpected tip (explicit parents) must not get hints.
+
         Raises:
             ConcurrentUpdateError: past the deadline (or raised by the builder).
+            InvalidInputError: a hint that is not a ref name and a SHA (or None).
         """
         if isinstance(refs, (str, bytes)) or not isinstance(refs, Iterable):
             raise InvalidInputError(f"refs must be a list of ref names, not {type(refs).__name__}")
@@ -259,7 +272,15 @@ class RepoBase:
                     check_ref_name(name)
             return answer
 
-        return update_refs(self.git, names, checked, value, self.retry, moved=self._moved)
+        hints: dict[str, str | None] = {}
+        if expected is not None:
+            if not isinstance(expected, Mapping):
+                raise InvalidInputError(f"expected must be a mapping of refs to tips, not {type(expected).__name__}")
+            for name, tip in expected.items():
+                if tip is not None and not (isinstance(tip, str) and _FULL_OID.fullmatch(tip)):
+                    raise InvalidInputError(f"the expected tip of {name!r} must be a full SHA or None, not {tip!r}")
+                hints[self.ref(name)] = tip
+        return update_refs(self.git, names, checked, value, self.retry, moved=self._moved, expected=hints)
 
     def set_ref(self, ref: str, target: str, *, expected: str | Any | None = _MISSING) -> None:
         """Point ``ref`` at ``target`` (compare-and-swap against ``expected`` when given).

@@ -131,7 +131,12 @@ def commit_node(
 
     # branch, note and tag move in ONE ref transaction: one lock-and-rename round, and no
     # walk over every packed ref per ref written (ARCHITECTURE §6)
-    repo.update_refs([ref_name, notes_ref] if notes_ref is not None else [ref_name], build)
+    refs = [ref_name, notes_ref] if notes_ref is not None else [ref_name]
+    # where this thread's last write left the branch and the notes ref: built on without
+    # reading them; checked under the locks all the same (a stale hint costs one more attempt).
+    # Not with explicit parents: their builder refuses a tip it did not see first
+    hints = git.moved_tips(refs) if explicit is None else None
+    repo.update_refs(refs, build, expected=hints)
     oid, these, given_id, meta = built["oid"], built["these"], built["given_id"], built["meta"]
     stored = Node(
         thought=thought,

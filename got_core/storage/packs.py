@@ -17,11 +17,12 @@ Only SHA-1 repositories: a caller falls back to loose writes elsewhere.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import os
 import re
 import struct
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -40,16 +41,22 @@ __all__ = [
     "install_pack",
     "object_id",
     "pack_bytes",
+    "pack_entry",
     "pack_index_ids",
     "pack_records",
+    "read_tree_entries",
     "records_of",
     "sha1_repository",
     "signed_commit",
     "tree_entries_of",
     "tree_object",
+    "uniform_tree_names",
     "write_pack",
     "write_pack_named",
 ]
+
+#: Numbers for the temporary files of packs being written (with the pid: unique on this host).
+_TMP_NAMES = itertools.count()
 
 #: Pack type codes of the objects a pack here may hold.
 TYPE_CODES = {"commit": 1, "tree": 2, "blob": 3}
@@ -102,6 +109,17 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
     records = records_of(objects, ids)
     pack, index = assemble_pack(records)
     return pack, index, ids
+
+
+def pack_entry(kind: str, data: bytes) -> bytes:
+    """One whole pack entry: the type-and-size header and the deflated content.
+
+    Raises:
+        StorageError: an object kind a pack here does not hold.
+    """
+    if kind not in TYPE_CODES:
+        raise StorageError(f"cannot pack an object of kind {kind!r}")
+    return _header(kind, len(data)) + _deflate(data)
 
 
 def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = None) -> dict[bytes, bytes]:
@@ -264,22 +282,24 @@ def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None 
     if fsync is None:
         fsync = fsync_enabled()
     name = pack[-20:].hex()
-    folder = Path(gitdir) / "objects" / "pack"
-    final = {suffix: folder / f"pack-{name}.{suffix}" for suffix in ("pack", "idx")}
+    folder = os.path.join(os.fspath(gitdir), "objects", "pack")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         for suffix, data in (("pack", pack), ("idx", index)):
-            if final[suffix].exists():
+            final = f"{folder}/pack-{name}.{suffix}"
+            if os.path.exists(final):
                 continue  # the same objects, packed before
-            fd, tmp = tempfile.mkstemp(prefix=f"tmp_{suffix}_", dir=folder)
+            # created read-only, as git leaves its packs (no chmod afterwards); the name is unique
+            # to this process and call, O_EXCL refuses anything already there
+            tmp = f"{folder}/tmp_{suffix}_{os.getpid()}_{next(_TMP_NAMES)}_{os.urandom(4).hex()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
             try:
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
                     if fsync:
                         out.flush()
                         os.fsync(out.fileno())
-                os.chmod(tmp, 0o444)  # as git leaves its packs
-                os.replace(tmp, final[suffix])
+                os.replace(tmp, final)
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -357,6 +377,118 @@ def _read_tree(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[b
     return out
 
 
+def read_tree_entries(read_raw: Callable[[str], tuple[str, bytes]], oid: str) -> dict[bytes, tuple[bytes, bytes]]:
+    """The entries of tree ``oid`` as :func:`build_tree_objects` keeps them in ``parsed``:
+    name -> (sort key, raw entry ``<mode> <name>\\0<20-byte id>``, the mode as libgit2 writes it).
+
+    Raises:
+        CorruptRepositoryError: missing, not a tree, or not well formed.
+    """
+    return _read_tree(read_raw, oid)
+
+
+_UNIFORM: dict[tuple[bytes, int], re.Pattern[bytes]] = {}
+#: The modes of the trees spliced rather than parsed: a notes fan-out directory (blobs named by
+#: the rest of a commit id) and the notes root (directories named by its first two digits).
+_UNIFORM_MODES = (b"100644", b"40000")
+
+
+def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
+    """(mode, width, names in order) of a raw tree whose entries all have one mode of
+    :data:`_UNIFORM_MODES` and names of one width: a notes fan-out directory (``100644``
+    blobs named by 38 hex digits) or a notes root (``40000`` directories named by two).
+
+    None for any other tree, or one whose names are not strictly sorted (names of one
+    width sort as git sorts them, ``/`` appended to directories or not): such a tree is
+    parsed entry by entry instead.
+    """
+    mode = next((m for m in _UNIFORM_MODES if data.startswith(m + b" ")), None)
+    if mode is None:
+        return None
+    head = len(mode) + 1
+    width = data.find(b"\0", head) - head
+    stride = head + width + 21
+    if width <= 0 or len(data) % stride:
+        return None
+    pattern = _UNIFORM.get((mode, width))
+    if pattern is None:
+        if len(_UNIFORM) >= 16:
+            _UNIFORM.clear()
+        pattern = _UNIFORM[mode, width] = re.compile(re.escape(mode) + rb" ([^\x00/]{%d})\x00[\s\S]{20}" % width)
+    names = pattern.findall(data)
+    # each match is one whole entry and matches never overlap: as many as fit means they tile it
+    if len(names) * stride != len(data) or any(a >= b for a, b in itertools.pairwise(names)):
+        return None
+    return mode, width, names
+
+
+def _splice(data: bytes, mode: bytes, names: list[bytes], changes: Mapping[bytes, bytes | None]) -> bytes:
+    """A uniform tree (:func:`uniform_tree_names`) with ``changes`` (name of its width -> binary
+    id of the same mode, None deletes) applied by splicing its entries: no entry is parsed."""
+    stride = len(mode) + len(names[0] if names else next(iter(changes))) + 22
+    parts = bytearray(data)
+    for name in sorted(changes):
+        value = changes[name]
+        at = bisect.bisect_left(names, name)
+        present = at < len(names) and names[at] == name
+        entry = b"" if value is None else mode + b" " + name + b"\0" + value
+        if present:
+            parts[at * stride : (at + 1) * stride] = entry
+            if value is None:
+                del names[at]
+        elif value is not None:
+            parts[at * stride : at * stride] = entry
+            names.insert(at, name)
+    return bytes(parts)
+
+
+def _build_uniform(
+    read_raw: Callable[[str], tuple[str, bytes]],
+    base: str,
+    changes: dict[tuple[str, ...], str | None],
+    out: list[tuple[str, bytes]],
+    parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None,
+) -> tuple[bytes | None] | None:
+    """(the new tree's bytes, None when empty) when ``base`` is uniform and the changes keep
+    it so (blobs of its width in a blob directory, subdirectories of its width in a directory
+    of directories); else None, and nothing was built."""
+    kind, data = read_raw(base)
+    found = uniform_tree_names(data) if kind == "tree" else None
+    if found is None:
+        return None
+    mode, width, names = found
+    stride = len(mode) + width + 22
+    named: dict[bytes, bytes | None] = {}
+    if mode == b"100644":
+        for parts, value in changes.items():
+            name = parts[0].encode("utf-8")
+            if len(parts) != 1 or len(name) != width:
+                return None
+            named[name] = None if value is None else bytes.fromhex(value)
+    else:
+        groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
+        for parts, value in changes.items():
+            name = parts[0].encode("utf-8")
+            if len(parts) == 1 or len(name) != width:
+                return None
+            groups.setdefault(name, {})[parts[1:]] = value
+        for name, sub in groups.items():  # everything checked: from here on nothing falls back
+            at = bisect.bisect_left(names, name)
+            present = at < len(names) and names[at] == name
+            sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
+            named[name] = _build(read_raw, sub_base, sub, out, parsed)
+    return (_splice(data, mode, names, named) or None,)
+
+
+def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:
+    """Whether a kept tree may be uniform (its first and last entries agree on mode and
+    width): then its raw bytes are looked at, which decide."""
+    if len(entries) < 32:
+        return False
+    first, last = next(iter(entries.values()))[1], entries[next(reversed(entries))][1]
+    return first.index(b"\0") == last.index(b"\0") and first[:6] == last[:6]
+
+
 def _build(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str | None,
@@ -366,6 +498,16 @@ def _build(
 ) -> bytes | None:
     """The new tree's binary id (None: empty); new trees are appended to ``out``."""
     known = parsed.get(bytes.fromhex(base)) if parsed is not None and base else None
+    if base and (known is None or _looks_uniform(known)):
+        # a notes fan-out directory (n/256 entries at n notes) and the notes root take the note
+        # by splicing: the cost of a memmove, not of parsing, sorting and joining every entry
+        spliced = _build_uniform(read_raw, base, changes, out, parsed)
+        if spliced is not None:
+            data = spliced[0]
+            if data is None:
+                return None
+            out.append(("tree", data))
+            return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
     entries = dict(known) if known is not None else (_read_tree(read_raw, base) if base else {})
     groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
     for parts, value in changes.items():

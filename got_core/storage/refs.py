@@ -115,13 +115,14 @@ class _Tips(dict[str, str | None]):
     builder does to the mapping.
     """
 
-    def __init__(self, git: GitRepo, tips: dict[str, str | None]) -> None:
+    def __init__(self, git: GitRepo, tips: dict[str, str | None], hints: Mapping[str, str | None]) -> None:
         super().__init__(tips)
         self._git = git
+        self._hints = hints
         self.seen = dict(tips)
 
     def __missing__(self, name: str) -> str | None:
-        tip = self.seen[name] = self._git.ref_target(name)
+        tip = self.seen[name] = self._hints[name] if name in self._hints else self._git.ref_target(name)
         self[name] = tip
         return tip
 
@@ -205,6 +206,8 @@ def update_refs(
     value: Callable[[], Any] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
     moved: Moved | None = None,
+    *,
+    expected: Mapping[str, str | None] | None = None,
 ) -> Any:
     """Move several refs together: ``build({name: tip})`` returns ``{name: new target}``.
 
@@ -216,6 +219,18 @@ def update_refs(
 
     ``moved`` is called with ``[(name, old, new)]`` for the refs that moved.
 
+    ``expected`` is a hint, ``{name: tip}`` (None: the ref does not exist), for refs
+    whose tips the caller believes it knows, typically where its own last move left them
+    (:meth:`GitRepo.moved_tips`): the first attempt hands those tips to the builder
+    without reading the refs (a named ref or one the builder reads on the way). It is
+    never trusted: the transaction compares every ref, under its lock, with the tip the
+    builder saw, so a wrong hint (a ref another process or ``git update-ref`` moved
+    meanwhile) loses that compare-and-swap: nothing moves, and the next attempt reads
+    every ref and builds again (the first attempt's objects are written unreferenced).
+    No ref is ever moved from a value that was not checked. Give no hints to a builder
+    that refuses a tip it did not expect (explicit parents, an expected value): it would
+    refuse the stale hint instead of being retried.
+
     Returns:
         ``value()`` after the refs moved (or the :class:`Keep`'s value).
 
@@ -224,7 +239,7 @@ def update_refs(
         StorageError: the disk refused the writes.
     """
     with git.staged_writes():  # the builder's objects go to disk as one pack, just before the move
-        result = _update_refs(git, names, build, policy, moved)
+        result = _update_refs(git, names, build, policy, moved, dict(expected or {}))
     git.maybe_consolidate()
     if result is _MOVED:
         return value() if value is not None else None
@@ -235,13 +250,19 @@ _MOVED: Any = object()
 
 
 def _update_refs(
-    git: GitRepo, names: tuple[str, ...], build: MultiBuilder, policy: RetryPolicy, moved: Moved | None
+    git: GitRepo,
+    names: tuple[str, ...],
+    build: MultiBuilder,
+    policy: RetryPolicy,
+    moved: Moved | None,
+    expected: dict[str, str | None],
 ) -> Any:
     locked = list(names)  # the refs whose stale locks the retries may break (the ones read, too)
     attempts = policy.attempts(", ".join(names), git, locked)
     while True:
-        next(attempts)
-        tips = _Tips(git, {n: git.ref_target(n) for n in names})
+        # hints only on the first attempt: a lost race means one may be stale, so refs are read
+        hints = expected if next(attempts) == 0 else {}
+        tips = _Tips(git, {n: hints[n] if n in hints else git.ref_target(n) for n in names}, hints)
         answer = build(tips)
         locked[:] = tips.seen
         if isinstance(answer, Keep):

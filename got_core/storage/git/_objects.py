@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -13,7 +14,7 @@ from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME,
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
-from got_core.storage.packs import build_tree_objects, tree_entries_of
+from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_tree_names
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
 _TREE = pygit2.GIT_FILEMODE_TREE
@@ -288,22 +289,48 @@ class _Objects(_Staging):
         node = tree
         parts = check_path(path)
         for i, part in enumerate(parts):
-            entries = self._parsed.get(node)
-            if entries is None:
-                entries = tree_entries_of(*self._raw_read(node), node)
-                if len(self._parsed) >= 32:
-                    self._parsed.pop(next(iter(self._parsed)))
-                self._parsed[node] = entries  # a tree never changes: a notes write asks it two or three paths
-            found = entries.get(part.encode("utf-8"))
+            if bytes.fromhex(node) not in self._built:
+                kind, data = self._raw_read(node)
+                uniform = uniform_tree_names(data) if kind == "tree" else None
+                if uniform is not None:  # a notes fan-out directory or root: bisected, not parsed
+                    kind_mode, width, names = uniform
+                    name = part.encode("utf-8")
+                    at = bisect.bisect_left(names, name)
+                    if at == len(names) or names[at] != name:
+                        return None
+                    start = (at + 1) * (len(kind_mode) + width + 22) - 20
+                    node = data[start : start + 20].hex()
+                    last = i == len(parts) - 1
+                    if kind_mode == b"100644":
+                        return node if last else None
+                    if last:
+                        return None  # a directory, not a file
+                    continue
+            found = self._parsed_tree(node).get(part.encode("utf-8"))
             if found is None:
                 return None
-            mode, node = found
-            last = i == len(parts) - 1
-            if last:
+            entry = found[1]
+            mode = int(entry[: entry.index(b" ")], 8)
+            node = entry[-20:].hex()
+            if i == len(parts) - 1:
                 return node if mode & 0o170000 in (0o100000, 0o120000) else None
             if mode & 0o170000 != 0o040000:
                 return None
         return None
+
+    def _parsed_tree(self, oid: str) -> dict[bytes, tuple[bytes, bytes]]:
+        """The entries of tree ``oid``, parsed once: a tree this handle built or read lately is
+        not parsed again, and is kept where :meth:`build_tree` starts from, so a note's lookups
+        of its other spellings and the build of its notes tree share one parse of the fan-out
+        directory (n/256 entries at n notes)."""
+        key = bytes.fromhex(oid)
+        entries = self._built.get(key)
+        if entries is None:
+            entries = read_tree_entries(self._raw_read, oid)
+            if len(self._built) >= 64:
+                self._built.pop(next(iter(self._built)))
+            self._built[key] = entries
+        return entries
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""

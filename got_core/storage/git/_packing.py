@@ -58,6 +58,7 @@ class _Packing(_Staging):
     """Consolidating small packs."""
 
     _packs_checked: int
+    _pack_estimate: int  # packs in the directory by what this handle knows (its last listing and its own since)
 
     def maybe_consolidate(self) -> int:
         """After this handle wrote packs: merge small packs when there are too many.
@@ -66,12 +67,21 @@ class _Packing(_Staging):
         """
         if self._packs_written == self._packs_checked:
             return 0
+        # the directory is listed only when the packs this handle knows of (the count it last
+        # listed, plus its own since) may pass the limit: a listing per write costs 10-20 us, and
+        # on a file system whose directories keep the names of removed files (tmpfs) it grows
+        # with every pack ever written. Other writers' packs are found at the next listing.
+        self._pack_estimate += self._packs_written - self._packs_checked
         self._packs_checked = self._packs_written
+        if self._pack_estimate <= MAX_PACKS:
+            return 0
         try:
             count = sum(1 for e in os.scandir(self.gitdir / "objects" / "pack") if e.name.endswith(".idx"))
         except OSError:
             return 0
-        return self.consolidate_packs() if count > MAX_PACKS else 0
+        merged = self.consolidate_packs() if count > MAX_PACKS else 0
+        self._pack_estimate = count - merged
+        return merged
 
     def consolidate_packs(self, max_packs: int = MAX_PACKS) -> int:
         """Merge the small packs into one (see the module doc); returns how many were merged away.
@@ -93,17 +103,27 @@ class _Packing(_Staging):
             lock.release()
 
     def _consolidate(self, folder: Path, max_packs: int) -> int:
-        packs: list[tuple[int, Path]] = []
+        root = os.fspath(folder)
         try:
-            for entry in os.scandir(folder):
-                if not entry.name.endswith(".idx") or not entry.name.startswith("pack-"):
+            names = {e.name for e in os.scandir(root)}
+        except OSError:
+            return 0
+        packs: list[tuple[int, str]] = []  # (objects, pack name)
+        try:
+            for entry in names:
+                if not entry.endswith(".idx") or not entry.startswith("pack-"):
                     continue
-                idx = Path(entry.path)
-                if any(idx.with_suffix(s).exists() for s in (".keep", ".promisor")):
+                name = entry[5:-4]
+                if f"pack-{name}.keep" in names or f"pack-{name}.promisor" in names:
                     continue  # git's markers: leave these packs alone
-                if idx.with_suffix(".pack").stat().st_size > MERGE_LIMIT_BYTES:
+                own = self._own_packs.get(name)
+                if own is not None:  # written by this handle: its size is known
+                    weight, size = len(own), sum(map(len, own.values()))
+                else:
+                    weight, size = _weight(Path(root, entry)), os.stat(f"{root}/pack-{name}.pack").st_size
+                if size > MERGE_LIMIT_BYTES:
                     continue
-                packs.append((_weight(idx), idx))
+                packs.append((weight, name))
         except OSError:
             return 0  # a pack went away while we looked (another repack): try next time
         if len(packs) <= max_packs // 2:
@@ -115,11 +135,14 @@ class _Packing(_Staging):
         split = geometric_split([w for w, _ in packs])
         if split < 2:
             return 0
-        chosen = [idx for _, idx in packs[:split]]
+        chosen = [name for _, name in packs[:split]]
         records: dict[bytes, bytes] = {}
         try:
-            for idx in chosen:
-                copied = pack_records(idx)  # our packs: entries copied as they are, no inflating
+            for name in chosen:
+                idx = Path(root, f"pack-{name}.idx")
+                # packs this handle wrote lately are read from memory; ours on disk are copied
+                # entry by entry, no inflating
+                copied = self._own_packs.get(name) or pack_records(idx)
                 if copied is None:
                     whole = [self._raw_read(oid) for oid in pack_index_ids(idx)]
                     if any(kind not in TYPE_CODES for kind, _ in whole):
@@ -130,17 +153,21 @@ class _Packing(_Staging):
         except (CorruptRepositoryError, OSError, GitError):
             return 0  # a pack vanished or is damaged: leave it to `got gc`
         pack, index = assemble_pack(records)
-        name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
+        merged_name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         merged = 0
-        for idx in chosen:
-            if idx.name == f"pack-{name}.idx":
+        for name in chosen:
+            if name == merged_name:
                 continue  # the merged pack is one of them (the others held nothing else)
+            self._own_pack(name, None)
             for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first: readers find packs by it
+                if suffix not in (".idx", ".pack") and f"pack-{name}{suffix}" not in names:
+                    continue
                 try:
-                    idx.with_suffix(suffix).unlink()
+                    os.unlink(f"{root}/pack-{name}{suffix}")
                 except FileNotFoundError:
                     continue
                 except OSError:
                     break
             merged += 1
+        self._own_pack(merged_name, records)  # it may be merged again, with the next small ones
         return merged

@@ -3,6 +3,7 @@ libgit2's locks), stale locks, packing; and libgit2's ref-name rule."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import stat as _stat
@@ -16,13 +17,21 @@ from pygit2 import GitError
 from got_core.errors import StorageError
 from got_core.storage.git._handle import RefRace
 from got_core.storage.git._staging import _Staging
-from got_core.storage.refscan import packed_has_prefix, packed_under
+from got_core.storage.refscan import _packed_prefix, packed_has_prefix, packed_under
 
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
 #: How long a ref lock that another writer (or ``git pack-refs``) held for a moment is tried again
 #: before the failure counts as the disk's (git's own ``core.filesRefLockTimeout`` is 0.1 s; this
 #: allows for a busy machine).
 LOCK_RETRY_S = 1.0
+#: ``packed-refs`` up to this size is kept in memory between ref creations (:meth:`_Refs._packed_has`).
+PACKED_KEEP_BYTES = 16 << 20
+#: A ``packed-refs`` changed this recently (ns) is read afresh: another change within the file
+#: system's timestamp granularity could leave the same stamp (git's racy-git rule). Whole-second
+#: stamps (ext3, HFS+, FAT, some network file systems) get two seconds; nanosecond stamps (ext4,
+#: xfs, btrfs, tmpfs: a clock tick of a few ms) get 100 ms.
+_RACY_NS = 2_000_000_000
+_RACY_FINE_NS = 100_000_000
 
 
 def is_valid_ref_name(name: str) -> bool:
@@ -48,6 +57,9 @@ def is_valid_ref_name(name: str) -> bool:
 
 class _Refs(_Staging):
     """Reading refs and moving them in ref transactions."""
+
+    _moved_to: dict[str, str | None]  # where this handle's last transactions left refs (hints)
+    _packed: tuple[tuple[int, ...], mmap.mmap] | None  # packed-refs as last read: (stamp, content)
 
     def ref_target(self, name: str) -> str | None:
         """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
@@ -184,6 +196,13 @@ class _Refs(_Staging):
             out[name] = None if target is None or isinstance(target, str) else str(target)
         return out
 
+    def moved_tips(self, names: Iterable[str]) -> dict[str, str | None]:
+        """Where this handle's own last ref transactions left ``names`` (None: deleted); the
+        names it has not moved are left out. A hint for :func:`~got_core.storage.refs.update_refs`'s
+        ``expected``, never a read: another writer may have moved a ref since."""
+        known = self._moved_to
+        return {n: known[n] for n in names if n in known}
+
     def cas_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` from ``expected`` (None: must not exist) to ``new`` atomically.
 
@@ -216,6 +235,7 @@ class _Refs(_Staging):
                 raise RefRace(name)
             self.flush_staged()  # no ref moves while objects are only in memory
             ref.delete()
+            self._moved_to.pop(name, None)
             found.append(True)
 
         self._ref_op(name, expected, delete, check_value=expected is not None)
@@ -255,11 +275,15 @@ class _Refs(_Staging):
                 # now, as one pack, before any ref moves (a lost race above wrote nothing)
                 self.flush_staged()
         except RefRace:
+            self._moved_to.clear()  # another writer is about: the hints may be stale
             raise
         except (GitError, OSError, ValueError) as exc:
             if any(self._lost_race(n, e) for n, (e, _new) in updates.items()):
                 raise RefRace(next(iter(updates))) from None
             raise StorageError(f"cannot update {', '.join(sorted(updates))} in {self.gitdir}: {exc}") from None
+        if len(self._moved_to) >= 256:
+            self._moved_to.clear()
+        self._moved_to.update((name, new) for name, (_expected, new) in updates.items())
 
     def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
         """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.
@@ -292,9 +316,9 @@ class _Refs(_Staging):
         parent = next((p for k in range(2, len(parts)) if self.ref_target(p := "/".join(parts[:k]))), None)
         clash = f"the ref {parent} exists" if parent is not None else None
         if clash is None:
-            loose = self.gitdir / name
-            if packed_has_prefix(self.gitdir, name + "/") or (
-                loose.is_dir() and any(files for _root, _dirs, files in os.walk(loose))
+            loose = f"{self.gitdir}/{name}"
+            if self._packed_has(name + "/") or (
+                os.path.isdir(loose) and any(files for _root, _dirs, files in os.walk(loose))
             ):
                 clash = f"refs exist under {name}/"
         if clash is not None:
@@ -302,6 +326,48 @@ class _Refs(_Staging):
                 f"cannot create {name} in {self.gitdir}: {clash} (git keeps a ref and the refs under "
                 "its name apart); choose another name or delete that ref"
             )
+
+    def _packed_has(self, prefix: str) -> bool:
+        """:func:`~got_core.storage.refscan.packed_has_prefix`, from a copy of ``packed-refs``
+        kept while its stamp (device, inode, size, mtime, ctime) stays the same.
+
+        Every new ref's creation asks this (a tag per node write): the file is opened and
+        mapped once per change, not per write. Any rewrite gives the file a new ctime (git and
+        libgit2 replace it, a new inode too); one within the timestamp granularity of the last
+        could keep the stamp, so a file changed more recently than that (:data:`_RACY_NS`,
+        :data:`_RACY_FINE_NS`) is read afresh.
+        """
+        path = f"{self.gitdir}/packed-refs"
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._packed = None
+            return False
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        want = prefix.encode("utf-8", "surrogateescape")
+        kept = self._packed
+        if kept is not None and kept[0] == stamp:
+            return _packed_prefix(kept[1], want)
+        self._packed = None
+        fine = st.st_mtime_ns % 1_000_000_000 or st.st_ctime_ns % 1_000_000_000
+        racy = _RACY_FINE_NS if fine else _RACY_NS
+        if not 0 < st.st_size <= PACKED_KEEP_BYTES or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < racy:
+            return packed_has_prefix(self.gitdir, prefix)
+        try:
+            with open(path, "rb") as f:
+                again = os.fstat(f.fileno())
+                data = f.read(st.st_size + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if (again.st_dev, again.st_ino, again.st_size, again.st_mtime_ns, again.st_ctime_ns) != stamp or len(
+            data
+        ) != st.st_size:
+            return packed_has_prefix(self.gitdir, prefix)  # replaced meanwhile: as before
+        copy = mmap.mmap(-1, len(data))  # anonymous memory, not the file: nothing can cut it short
+        copy.write(data)
+        copy.seek(0)  # an mmap's find starts at its position by default
+        self._packed = (stamp, copy)
+        return _packed_prefix(copy, want)
 
     def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
         """Run one ref write; a failure is a lost race when the state says so, else retried once.

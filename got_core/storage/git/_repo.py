@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from got_core.storage._access import check_readable, refuse_unopenable
 from got_core.storage.git._commits import _Commits
 from got_core.storage.git._merge import _Merge
 from got_core.storage.git._objects import _Objects
-from got_core.storage.git._packing import _Packing
+from got_core.storage.git._packing import MAX_PACKS, _Packing
 from got_core.storage.git._raw import _Raw
 from got_core.storage.git._refs import _Refs
 from got_core.storage.git._remotes import _Remotes
@@ -53,10 +54,15 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._staging = 0
         self._recent: dict[str, tuple[str, bytes]] = {}
         self._recent_bytes = 0
-        self._parsed: dict[str, dict[bytes, tuple[int, str]]] = {}
         self._built: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self._sha1 = sha1_repository(self.gitdir)
         self._packs_written = self._packs_checked = 0
+        self._pack_estimate = MAX_PACKS  # unknown: the first write lists the pack directory
+        self._own_packs: dict[str, dict[bytes, bytes]] = {}
+        self._own_bytes = 0
+        self._read_trees: dict[str, tuple[str, bytes]] = {}
+        self._moved_to: dict[str, str | None] = {}
+        self._packed: tuple[tuple[int, ...], mmap.mmap] | None = None
 
 
 def init_bare(path: Path) -> None:

@@ -6,7 +6,7 @@ new object against the object database first, which misses and rescans ``objects
 opens :meth:`_Staging.staged_writes` around it), the blobs, trees and commits this handle
 writes are kept in memory instead: their ids computed in Python from the bytes libgit2
 would write, reads of them answered from memory. :meth:`_Staging.flush_staged` writes them
-as one pack (:func:`~got_core.storage.packs.write_pack_named`); the ref transaction calls it
+as one pack (:func:`~got_core.storage.packs.install_pack`); the ref transaction calls it
 after every ref is locked and checked, before any ref moves, so no ref ever points at
 an object that is only in memory, a lost race writes nothing (the objects stay staged and
 are reused by the next attempt), and a killed writer leaves at most a pack of
@@ -30,13 +30,16 @@ import pygit2
 from got_core.errors import CorruptRepositoryError
 from got_core.storage.git._handle import _TYPE_NAMES, _Handle
 from got_core.storage.git._settings import fsync_enabled
-from got_core.storage.packs import JOINED, object_id, write_pack_named
+from got_core.storage.packs import JOINED, assemble_pack, install_pack, object_id, pack_entry
 
 #: Objects of the last flushes kept in memory (the next write's base, the next read).
 _RECENT_MAX = 512
 _RECENT_MAX_BYTES = 4 << 20
 #: Staging stops (the objects are flushed) once this many bytes are in memory.
 _STAGED_MAX_BYTES = 64 << 20
+#: The entries of the packs this handle wrote lately, kept for the next merge of small packs
+#: (``_packing``), which then reads none of them back: at most this many bytes.
+_OWN_PACKS_MAX_BYTES = 4 << 20
 
 _ACTIVE = threading.local()  # the handles staging in this thread (for :func:`flush_staged_writes`)
 
@@ -59,10 +62,12 @@ class _Staging(_Handle):
     _staging: int  # depth of nested staged_writes scopes
     _recent: dict[str, tuple[str, bytes]]  # objects of the last flushes (on disk)
     _recent_bytes: int
-    _parsed: dict[str, dict[bytes, tuple[int, str]]]  # entries of trees looked into lately
-    _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of large trees built lately
+    _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of trees built (large ones) or looked into lately
     _sha1: bool
     _packs_written: int
+    _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
+    _own_bytes: int
+    _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
 
     @contextmanager
     def staged_writes(self) -> Iterator[None]:
@@ -126,6 +131,8 @@ class _Staging(_Handle):
             CorruptRepositoryError: missing or unreadable.
         """
         found = self._in_memory(oid)
+        if found is None:
+            found = self._read_trees.get(oid)
         if found is not None:
             return found
         try:
@@ -134,7 +141,14 @@ class _Staging(_Handle):
             raise CorruptRepositoryError(
                 f"object {oid} cannot be read from {self.gitdir}: {exc}; run `got fsck`"
             ) from None
-        return _TYPE_NAMES.get(int(kind), "unknown"), data
+        answer = _TYPE_NAMES.get(int(kind), "unknown"), data
+        if answer[0] == "tree" and len(data) <= _RECENT_MAX_BYTES // 8:
+            # a tree read raw is read again in the same write (a note's lookups, then the build
+            # of its notes tree): the last few are kept
+            if len(self._read_trees) >= 8:
+                self._read_trees.pop(next(iter(self._read_trees)))
+            self._read_trees[oid] = answer
+        return answer
 
     def _raw_header(self, oid: str) -> tuple[str, int] | None:
         """(kind, size) of an object, from memory or its header in the object database
@@ -157,8 +171,12 @@ class _Staging(_Handle):
         if not self._staged:
             return
         objects = list(self._staged.values())
-        write_pack_named(self.gitdir, objects, fsync=fsync_enabled())  # not write_pack: that would join us
+        # the ids are known (staging hashed each object): only the entries are built here
+        records = {bytes.fromhex(oid): pack_entry(kind, data) for oid, (kind, data) in self._staged.items()}
+        pack, index = assemble_pack(records)
+        name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         self._packs_written += 1
+        self._own_pack(name, records)
         # what a move wrote is what the next reads and the next move's builder ask for (its
         # base trees, a checkpoint read right after its put): answered from memory, libgit2
         # would first miss the new pack and re-list objects/pack
@@ -171,6 +189,22 @@ class _Staging(_Handle):
             self._recent_bytes += size
         self._staged.clear()
         self._staged_bytes = 0
+
+    def _own_pack(self, name: str, records: dict[bytes, bytes] | None) -> None:
+        """Remember the entries of pack ``name`` this handle wrote (None: forget it)."""
+        old = self._own_packs.pop(name, None)
+        if old is not None:
+            self._own_bytes -= sum(map(len, old.values()))
+        if records is None:
+            return
+        size = sum(map(len, records.values()))
+        if size > _OWN_PACKS_MAX_BYTES:
+            return
+        while self._own_packs and self._own_bytes + size > _OWN_PACKS_MAX_BYTES:
+            oldest = self._own_packs.pop(next(iter(self._own_packs)))
+            self._own_bytes -= sum(map(len, oldest.values()))
+        self._own_packs[name] = records
+        self._own_bytes += size
 
     def _get(self, oid: str) -> pygit2.Object:
         if oid in self._staged:  # libgit2 reads it as an object: it must be on disk
