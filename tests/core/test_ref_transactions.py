@@ -197,6 +197,34 @@ def test_a_ref_lock_held_for_moments_by_another_process_is_waited_for(tmp_path):
     assert fsck_clean(repo.gitdir)[0]
 
 
+def test_a_writer_stalled_past_the_lock_deadline_still_tries_the_lock_again(tmp_path, monkeypatch):
+    """A busy machine can deschedule the writer for longer than the lock's retry deadline between
+    two tries (the CI failure of the test above under load): the deadline only counts after a
+    number of tries. A clock that jumps 10 s at every look stands in for the stalled thread."""
+    import time
+    import types
+
+    from got_core.storage.git import _refs
+
+    ticks = iter(range(0, 10**9, 10))
+    clock = types.SimpleNamespace(
+        monotonic=lambda: float(next(ticks)), sleep=time.sleep, time=time.time, time_ns=time.time_ns
+    )
+    monkeypatch.setattr(_refs, "time", clock)  # this module's clock only, not the CAS loop's
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("alpha root"))
+    lock, stop = repo.gitdir / "refs" / "notes" / "got.lock", tmp_path / "stop"
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(lock), str(stop)])
+    try:
+        written = [repo.commit_node(node(f"alpha step {i}")) for i in range(150)]
+    finally:
+        stop.touch()
+        flipper.wait(timeout=TIMEOUT)
+    noted = {line.split()[1] for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines()}
+    assert {n.oid for n in written} <= noted
+    assert fsck_clean(repo.gitdir)[0]
+
+
 def test_packed_refs_prefix_search_agrees_with_a_scan(tmp_path):
     rng = random.Random(13)
     parts = ["a", "b", "ab", "a-b", "tags", "x_1", "z"]

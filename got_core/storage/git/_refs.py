@@ -24,6 +24,8 @@ _HEX40 = re.compile(rb"[0-9a-f]{40}")
 #: before the failure counts as the disk's (git's own ``core.filesRefLockTimeout`` is 0.1 s; this
 #: allows for a busy machine).
 LOCK_RETRY_S = 1.0
+#: ... and at least this many times, whatever the clock says.
+LOCK_RETRY_TRIES = 30
 #: ``packed-refs`` up to this size is kept in memory between ref creations (:meth:`_Refs._packed_has`).
 PACKED_KEEP_BYTES = 16 << 20
 #: A ``packed-refs`` changed this recently (ns) is read afresh: another change within the file
@@ -291,11 +293,14 @@ class _Refs(_Staging):
         A writer that held the lock and then gave up (its own transaction lost), or `git
         pack-refs` pruning the loose ref, leaves the ref as it was and the lock gone by the time
         we look, which the state cannot tell apart from a disk error: the lock is tried again,
-        with a growing pause, for up to :data:`LOCK_RETRY_S` before it is one.
+        with a growing pause, for up to :data:`LOCK_RETRY_S` (and at least :data:`LOCK_RETRY_TRIES`
+        times) before it is one.
         """
         deadline = time.monotonic() + LOCK_RETRY_S
         pause = 0.001
+        tries = 0
         while True:
+            tries += 1
             try:
                 txn.lock_ref(name)
                 return
@@ -305,7 +310,9 @@ class _Refs(_Staging):
                 # the lock is gone and the ref unchanged: a writer or `git pack-refs` held it for a
                 # moment (pack-refs locks each loose ref it prunes). Tried again, as git waits for a
                 # held ref lock (core.filesRefLockTimeout); a disk that refuses keeps refusing.
-                if time.monotonic() >= deadline:
+                # a busy machine can stall this thread past the deadline between two tries:
+                # the deadline only counts after LOCK_RETRY_TRIES of them
+                if tries >= LOCK_RETRY_TRIES and time.monotonic() >= deadline:
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
