@@ -6,13 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from gitcli import fsck_clean, git
 from langgraph.checkpoint.base import empty_checkpoint
 
-from got_integrations.langgraph import GitCheckpointSaver
+from got_integrations.langgraph import GitCheckpointSaver, _pending
 
 RUNNING = "__pregel_runtime"  # the key LangGraph's loop puts in every config it hands a saver
 HEAD = "refs/got/threads/t/root/head"
+
+
+@pytest.fixture(autouse=True)
+def no_timer(monkeypatch):
+    """These tests put the next checkpoint right after the writes: the 50 ms timer that stores
+    writes no checkpoint took must not fire in between on a busy machine (it has tests of its own)."""
+    monkeypatch.setattr(_pending, "HAND_OVER_S", 3600.0)
 
 
 def cfg(checkpoint_id: str | None = None, thread: str = "t", running: bool = True) -> dict[str, Any]:

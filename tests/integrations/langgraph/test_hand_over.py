@@ -67,7 +67,10 @@ def first_checkpoint(saver: GitCheckpointSaver, thread: str) -> str:
 
 
 # ---------------------------------------------------------------------------- one transaction a step
-def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
+def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path, monkeypatch):
+    from got_integrations.langgraph import _pending
+
+    monkeypatch.setattr(_pending, "HAND_OVER_S", TIMEOUT)  # a busy machine's pause must not fire the timer
     saver = GitCheckpointSaver.from_path(tmp_path / "g.git")
     single, multi = [], []
     repo = saver.repo
@@ -109,6 +112,7 @@ def test_a_graph_step_publishes_its_writes_with_the_next_checkpoint(tmp_path):
 
 def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
     from got_core.storage.git import GitRepo
+    from got_integrations.langgraph import _pending
 
     saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
     reads: list[str] = []
@@ -125,6 +129,7 @@ def test_a_graph_step_reads_and_moves_only_its_own_refs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(GitRepo, "ref_target", ref_target)
     monkeypatch.setattr(GitRepo, "cas_refs", cas_refs)
+    monkeypatch.setattr(_pending, "HAND_OVER_S", TIMEOUT)  # a busy machine's pause must not fire the timer
     steps = 8
     config = {"configurable": {"thread_id": "t"}}
     loop_graph(steps).compile(checkpointer=saver).invoke({"n": 0}, config, durability="sync")
