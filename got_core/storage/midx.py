@@ -57,25 +57,28 @@ def index_entries(idx: Path) -> tuple[bytes, list[int]]:
 def midx_packs(gitdir: Path) -> list[str]:
     """The pack names (hex, no ``pack-`` prefix) the repository's multi-pack-index covers;
     empty when there is none or it cannot be read (then nothing counts as covered)."""
+    # only the header, the chunk table and the names are read: the rest is 28 bytes per object
     try:
-        data = (Path(gitdir) / "objects" / "pack" / MIDX_NAME).read_bytes()
+        with open(Path(gitdir) / "objects" / "pack" / MIDX_NAME, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"MIDX" or head[4] != 1 or head[5] != 1:
+                return []
+            chunks, count = head[6], struct.unpack_from(">I", head, 8)[0]
+            raw = f.read(12 * (chunks + 1))
+            if len(raw) < 12 * (chunks + 1):
+                return []
+            table = {raw[12 * i : 12 * i + 4]: struct.unpack_from(">Q", raw, 12 * i + 4)[0] for i in range(chunks + 1)}
+            start = table.get(b"PNAM")
+            if start is None:
+                return []
+            stop = min((e for e in table.values() if e > start), default=start)
+            if stop - start > 64 * (count + 1):  # names of 50 characters: a damaged table
+                return []
+            f.seek(start)
+            pnam = f.read(stop - start)
     except OSError:
         return []
-    if len(data) < 12 + 20 or data[:4] != b"MIDX" or data[4] != 1 or data[5] != 1:
-        return []
-    chunks, count = data[6], struct.unpack_from(">I", data, 8)[0]
-    table = {}
-    for i in range(chunks + 1):
-        at = 12 + 12 * i
-        if at + 12 > len(data):
-            return []
-        table[data[at : at + 4]] = struct.unpack_from(">Q", data, at + 4)[0]
-    ends = sorted(table.values())
-    start = table.get(b"PNAM")
-    if start is None:
-        return []
-    stop = next((e for e in ends if e > start), len(data))
-    names = [n.decode("ascii", "replace") for n in data[start:stop].split(b"\0") if n]
+    names = [n.decode("ascii", "replace") for n in pnam.split(b"\0") if n]
     if len(names) != count or not all(n.startswith("pack-") and n.endswith(".idx") for n in names):
         return []
     return [n[5:-4] for n in names]

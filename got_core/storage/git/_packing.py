@@ -12,6 +12,8 @@ are resolved) and written with :func:`~got_core.storage.packs.write_pack`; the m
 pack is in place before the merged-away ones go, each ``.idx`` before its ``.pack``, so
 a reader in another process always finds every object (libgit2 and git take a pack
 that can no longer be opened as "not here" and re-list the directory).
+Large packs are settled behind a multi-pack-index instead (:meth:`_Packing._settle`), so a
+new process's first read of an old object opens one pack index, not every one.
 ``got gc`` (``git repack -a -d``) still folds everything into one pack.
 """
 
