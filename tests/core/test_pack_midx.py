@@ -107,3 +107,19 @@ def test_gc_and_a_stale_index_leave_a_readable_repository(tmp_path: Path, small_
     assert fsck_clean(gitdir)[0]
     assert git(gitdir, "show", "notes:d3/n3") == "note 3 " * 8
     assert git(gitdir, "rev-list", "--count", "notes") == "500\n"
+
+
+def test_a_damaged_multi_pack_index_is_replaced_and_nothing_is_lost(tmp_path: Path, small_settle: None) -> None:
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    _write(repo, 150)
+    target = gitdir / "objects" / "pack" / midx.MIDX_NAME
+    assert midx.midx_packs(gitdir)
+    target.chmod(0o644)
+    target.write_bytes(b"MIDX\x01\x01\x09\x00" + b"\xff" * 40)  # a hostile chunk count and table
+    assert midx.midx_packs(gitdir) == []  # not trusted: nothing counts as covered
+    _write(ReasoningRepo.open(gitdir), 400, 150)
+    assert midx.midx_packs(gitdir)
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]
+    assert git(gitdir, "rev-list", "--count", "notes") == "400\n"

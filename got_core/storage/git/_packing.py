@@ -205,7 +205,8 @@ class _Packing(_Staging):
                 weight = _weight(Path(root, entry))
                 if weight >= max(SETTLE_MIN_OBJECTS, total // 2):
                     fresh.append(name)
-            if not fresh and len(settled) == len(listed):
+            # an index that names a gone pack, or cannot be read (damaged), is rewritten
+            if not fresh and len(settled) == len(listed) and (listed or MIDX_NAME not in names):
                 return settled
             if settled or fresh:
                 write_midx(gitdir, sorted(settled | set(fresh)), fsync=fsync_enabled())
