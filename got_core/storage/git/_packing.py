@@ -12,6 +12,8 @@ are resolved) and written with :func:`~got_core.storage.packs.write_pack`; the m
 pack is in place before the merged-away ones go, each ``.idx`` before its ``.pack``, so
 a reader in another process always finds every object (libgit2 and git take a pack
 that can no longer be opened as "not here" and re-list the directory).
+Large packs are settled behind a multi-pack-index instead (:meth:`_Packing._settle`), so a
+new process's first read of an old object opens one pack index, not every one.
 ``got gc`` (``git repack -a -d``) still folds everything into one pack.
 """
 
@@ -23,15 +25,18 @@ from pathlib import Path
 import filelock
 from pygit2 import GitError
 
-from got_core.errors import CorruptRepositoryError
+from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.git._staging import _Staging
+from got_core.storage.midx import MIDX_NAME, midx_packs, write_midx
 from got_core.storage.packs import TYPE_CODES, assemble_pack, install_pack, pack_index_ids, pack_records, records_of
 
 #: Packs tolerated before the small ones are merged.
 MAX_PACKS = 16
 #: A pack larger than this is never merged here (``got gc`` repacks it with deltas).
 MERGE_LIMIT_BYTES = 32 << 20
+#: The smallest pack (in objects) that is settled: covered by the multi-pack-index, never merged here.
+SETTLE_MIN_OBJECTS = 1024
 _IDX_FIXED = 8 + 1024 + 40  # header, fan-out table and the two checksums of a v2 index
 
 
@@ -109,13 +114,14 @@ class _Packing(_Staging):
         except OSError:
             return 0
         packs: list[tuple[int, str]] = []  # (objects, pack name)
+        settled = self._settle(root, names)
         try:
             for entry in names:
                 if not entry.endswith(".idx") or not entry.startswith("pack-"):
                     continue
                 name = entry[5:-4]
-                if f"pack-{name}.keep" in names or f"pack-{name}.promisor" in names:
-                    continue  # git's markers: leave these packs alone
+                if f"pack-{name}.keep" in names or f"pack-{name}.promisor" in names or name in settled:
+                    continue  # git's markers, or covered by the multi-pack-index: leave these packs alone
                 own = self._own_packs.get(name)
                 if own is not None:  # written by this handle: its size is known
                     weight, size = len(own), sum(map(len, own.values()))
@@ -171,3 +177,41 @@ class _Packing(_Staging):
             merged += 1
         self._own_pack(merged_name, records)  # it may be merged again, with the next small ones
         return merged
+
+    def _settle(self, root: str, names: set[str]) -> set[str]:
+        """Cover the large packs with the multi-pack-index; returns the packs it covers.
+
+        A cold read then finds an object of the settled packs with one lookup instead of
+        opening each ``.idx`` (libgit2 searches the packs newest first, and the oldest
+        objects are in the largest pack). A pack is settled once it holds at least
+        :data:`SETTLE_MIN_OBJECTS` objects and half as many as the settled packs together,
+        so the index is rewritten each time the settled objects grow by half (each object
+        is indexed a few times in all) and there are about log(objects) settled packs.
+        Settled packs are never merged or removed here (a reader holding an older
+        multi-pack-index finds every pack it names); ``got gc`` folds them.
+        """
+        gitdir = self.gitdir
+        listed = midx_packs(gitdir)
+        settled = {n for n in listed if f"pack-{n}.idx" in names and f"pack-{n}.pack" in names}
+        try:
+            total = sum(_weight(Path(root, f"pack-{n}.idx")) for n in settled)
+            fresh = []
+            for entry in names:
+                name = entry[5:-4]
+                if not (entry.startswith("pack-") and entry.endswith(".idx")) or name in settled:
+                    continue
+                if f"pack-{name}.keep" in names or f"pack-{name}.promisor" in names:
+                    continue
+                weight = _weight(Path(root, entry))
+                if weight >= max(SETTLE_MIN_OBJECTS, total // 2):
+                    fresh.append(name)
+            # an index that names a gone pack, or cannot be read (damaged), is rewritten
+            if not fresh and len(settled) == len(listed) and (listed or MIDX_NAME not in names):
+                return settled
+            if settled or fresh:
+                write_midx(gitdir, sorted(settled | set(fresh)), fsync=fsync_enabled())
+            else:  # every pack it named is gone (stock git repacked without rewriting it)
+                os.unlink(Path(root, MIDX_NAME))
+        except (CorruptRepositoryError, OSError, StorageError):
+            return settled  # a pack went away or the directory is read-only: as before
+        return settled | set(fresh)

@@ -1,0 +1,151 @@
+"""A multi-pack-index (git's ``objects/pack/multi-pack-index``, version 1) over settled packs.
+
+libgit2 (1.2 and later) and git look an object up in the multi-pack-index first, with one
+binary search, and only then in the packs it does not cover, newest first, opening each
+pack's ``.idx`` on the way. Without one, a new process's first read of an object in the
+oldest (largest) pack opens every index in the directory. ``_packing`` covers the large
+packs it will not merge again with one, so a cold read opens a handful of files.
+
+Written in pure Python, the format as git documents it (``gitformat-pack``): the chunks
+PNAM, OIDF, OIDL, OOFF and, for offsets past 2 GiB, LOFF; ``git multi-pack-index verify``
+(run by ``git fsck``) checks every entry against the packs' own indexes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from pathlib import Path
+
+from got_core.errors import CorruptRepositoryError, StorageError
+
+__all__ = ["MIDX_NAME", "index_entries", "midx_packs", "write_midx"]
+
+#: The file's name in ``objects/pack``.
+MIDX_NAME = "multi-pack-index"
+_IDX_MAGIC = b"\xfftOc" + struct.pack(">I", 2)
+
+
+def index_entries(idx: Path) -> tuple[bytes, list[int]]:
+    """The sorted binary ids (20 bytes each, joined) and the pack offsets a version-2 index lists.
+
+    Raises:
+        CorruptRepositoryError: not a version-2 index, or cut short.
+        OSError: the index cannot be read.
+    """
+    data = Path(idx).read_bytes()
+    if len(data) < 8 + 1024 + 40 or data[:8] != _IDX_MAGIC:
+        raise CorruptRepositoryError(f"{idx} is not a version-2 pack index; run `got gc`")
+    count = struct.unpack_from(">I", data, 8 + 1020)[0]
+    base = 8 + 1024
+    if len(data) < base + 28 * count + 40:
+        raise CorruptRepositoryError(f"{idx} is cut short; run `got gc`")
+    small = struct.unpack_from(f">{count}I", data, base + 24 * count)
+    large_at = base + 28 * count
+    offsets = []
+    for o in small:
+        if o & 0x80000000:  # an index into the table of 64-bit offsets
+            at = large_at + 8 * (o & 0x7FFFFFFF)
+            if at + 8 > len(data) - 40:
+                raise CorruptRepositoryError(f"{idx} is cut short; run `got gc`")
+            o = struct.unpack_from(">Q", data, at)[0]
+        offsets.append(o)
+    return data[base : base + 20 * count], offsets
+
+
+def midx_packs(gitdir: Path) -> list[str]:
+    """The pack names (hex, no ``pack-`` prefix) the repository's multi-pack-index covers;
+    empty when there is none or it cannot be read (then nothing counts as covered)."""
+    # only the header, the chunk table and the names are read: the rest is 28 bytes per object
+    try:
+        with open(Path(gitdir) / "objects" / "pack" / MIDX_NAME, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"MIDX" or head[4] != 1 or head[5] != 1:
+                return []
+            chunks, count = head[6], struct.unpack_from(">I", head, 8)[0]
+            raw = f.read(12 * (chunks + 1))
+            if len(raw) < 12 * (chunks + 1):
+                return []
+            table = {raw[12 * i : 12 * i + 4]: struct.unpack_from(">Q", raw, 12 * i + 4)[0] for i in range(chunks + 1)}
+            start = table.get(b"PNAM")
+            if start is None:
+                return []
+            stop = min((e for e in table.values() if e > start), default=start)
+            if stop - start > 64 * (count + 1):  # names of 50 characters: a damaged table
+                return []
+            f.seek(start)
+            pnam = f.read(stop - start)
+    except OSError:
+        return []
+    names = [n.decode("ascii", "replace") for n in pnam.split(b"\0") if n]
+    if len(names) != count or not all(n.startswith("pack-") and n.endswith(".idx") for n in names):
+        return []
+    return [n[5:-4] for n in names]
+
+
+def write_midx(gitdir: Path, packs: list[str], *, fsync: bool = True) -> None:
+    """Write ``objects/pack/multi-pack-index`` over ``packs`` (hex names, each with its ``.idx``),
+    in place of any there (a temporary file renamed over it: a reader sees the old or the new).
+
+    An object several packs hold is listed once, in the first pack by name.
+
+    Raises:
+        CorruptRepositoryError: a pack's index is damaged (nothing was written).
+        OSError: an index is gone (another process repacked; nothing was written).
+        StorageError: the file cannot be written.
+    """
+    folder = Path(gitdir) / "objects" / "pack"
+    names = sorted(set(packs))
+    where: dict[bytes, tuple[int, int]] = {}
+    for number, name in enumerate(names):
+        ids, offsets = index_entries(folder / f"pack-{name}.idx")
+        for k, off in enumerate(offsets):
+            where.setdefault(ids[20 * k : 20 * k + 20], (number, off))
+    oids = sorted(where)
+    pnam = b"".join(f"pack-{n}.idx".encode() + b"\0" for n in names)
+    pnam += b"\0" * (-len(pnam) % 4)
+    fanout = [0] * 256
+    for oid in oids:
+        fanout[oid[0]] += 1
+    for i in range(1, 256):
+        fanout[i] += fanout[i - 1]
+    ooff = bytearray()
+    loff = bytearray()
+    for oid in oids:
+        number, off = where[oid]
+        if off >= 0x80000000:
+            ooff += struct.pack(">II", number, 0x80000000 | (len(loff) // 8))
+            loff += struct.pack(">Q", off)
+        else:
+            ooff += struct.pack(">II", number, off)
+    chunks = [(b"PNAM", pnam), (b"OIDF", struct.pack(">256I", *fanout)), (b"OIDL", b"".join(oids)), (b"OOFF", ooff)]
+    if loff:
+        chunks.append((b"LOFF", bytes(loff)))
+    head = b"MIDX" + bytes([1, 1, len(chunks), 0]) + struct.pack(">I", len(names))
+    at = len(head) + 12 * (len(chunks) + 1)
+    table = b""
+    for label, body in chunks:
+        table += label + struct.pack(">Q", at)
+        at += len(body)
+    table += b"\0\0\0\0" + struct.pack(">Q", at)
+    body = head + table + b"".join(bytes(b) for _, b in chunks)
+    body += hashlib.sha1(body).digest()
+    tmp = folder / f"tmp_midx_{os.getpid()}_{os.urandom(4).hex()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(body)
+                if fsync:
+                    out.flush()
+                    os.fsync(out.fileno())
+            os.replace(tmp, folder / MIDX_NAME)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError as exc:
+        raise StorageError(f"cannot write {folder / MIDX_NAME}: {exc}") from None

@@ -1,0 +1,125 @@
+"""Settled packs behind a multi-pack-index: a cold lookup of an old object opens few pack
+indexes however many packs the history made, and stock git accepts what we wrote."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from gitcli import fsck_clean, git
+
+from got_core import ReasoningRepo
+from got_core.storage import midx
+from got_core.storage.git import _packing
+from got_core.storage.git._packing import MAX_PACKS
+
+
+def _holder(gitdir: Path, oid: str) -> str:
+    """The pack (hex name) whose index lists ``oid``."""
+    for idx in (gitdir / "objects" / "pack").glob("pack-*.idx"):
+        ids, _ = midx.index_entries(idx)
+        if bytes.fromhex(oid) in {ids[i : i + 20] for i in range(0, len(ids), 20)}:
+            return idx.name[5:-4]
+    raise AssertionError(f"{oid} is in no pack")
+
+
+def _indexes_a_cold_lookup_opens(gitdir: Path, oid: str) -> int:
+    """How many ``.idx`` files a new libgit2 handle opens to find ``oid``: the multi-pack-index
+    answers for the packs it covers (then one index: that pack's); the others are searched
+    newest first, each opening its index."""
+    folder = gitdir / "objects" / "pack"
+    covered = set(midx.midx_packs(gitdir))
+    holder = _holder(gitdir, oid)
+    if holder in covered:
+        return 1
+    when = os.stat(folder / f"pack-{holder}.pack").st_mtime
+    others = [p for p in folder.glob("pack-*.pack") if p.name[5:-5] not in covered]
+    return sum(1 for p in others if p.stat().st_mtime >= when)
+
+
+def _write(repo: ReasoningRepo, n: int, start: int = 0) -> list[str]:
+    return [repo.commit_files("notes", {f"d{i % 7}/n{i}": f"note {i} " * 8}, f"note {i}") for i in range(start, n)]
+
+
+@pytest.fixture
+def small_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    # settle packs from 48 objects (not 1024) so that a few hundred writes make several settled packs
+    monkeypatch.setattr(_packing, "SETTLE_MIN_OBJECTS", 48)
+
+
+def test_a_cold_lookup_of_the_first_write_opens_one_index_after_many_writes(tmp_path: Path, small_settle: None) -> None:
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    tips = _write(repo, 400)
+    folder = gitdir / "objects" / "pack"
+    assert len(list(folder.glob("pack-*.idx"))) > 3  # several packs: the old policy searches them all
+    for oid in tips[:200]:  # the older half: behind the multi-pack-index
+        assert _indexes_a_cold_lookup_opens(gitdir, oid) == 1
+    assert (folder / midx.MIDX_NAME).is_file()
+    uncovered = [p for p in folder.glob("pack-*.idx") if p.name[5:-4] not in midx.midx_packs(gitdir)]
+    assert len(uncovered) <= MAX_PACKS
+    git(gitdir, "multi-pack-index", "verify")  # every entry checked against the packs' own indexes
+    assert fsck_clean(gitdir)[0]
+    # a new handle (libgit2 reading our multi-pack-index) reads every write
+    fresh = ReasoningRepo.open(gitdir)
+    first = next(iter(fresh.git.walk([tips[0]])))
+    assert fresh.git.read_blob(fresh.git.tree_files(first.tree)["d0/n0"]) == b"note 0 " * 8
+    assert git(gitdir, "show", "notes:d0/n399") == "note 399 " * 8
+    assert git(gitdir, "rev-list", "--count", "notes") == "400\n"
+
+
+def test_settled_packs_are_kept_and_the_index_grows_geometrically(tmp_path: Path, small_settle: None) -> None:
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    seen: list[set[str]] = []
+    for k in range(8):
+        _write(repo, 100 * (k + 1), 100 * k)
+        seen.append(set(midx.midx_packs(gitdir)))
+    for before, after in itertools.pairwise(seen):
+        assert before <= after  # a settled pack is never merged away
+    folder = gitdir / "objects" / "pack"
+    assert all((folder / f"pack-{n}.pack").is_file() for n in seen[-1])
+    assert 2 <= len(seen[-1]) <= 8  # geometric: each settled pack holds half the ones before it
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]
+
+
+def test_gc_and_a_stale_index_leave_a_readable_repository(tmp_path: Path, small_settle: None) -> None:
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    tips = _write(repo, 250)
+    assert midx.midx_packs(gitdir)
+    stale = (gitdir / "objects" / "pack" / midx.MIDX_NAME).read_bytes()
+    repo.maintenance()  # git repack -a -d: one pack
+    assert fsck_clean(gitdir)[0]
+    assert git(gitdir, "rev-list", "--count", "notes") == "250\n"
+    # a multi-pack-index naming packs that are gone (an older git's repack left it): rewritten
+    target = gitdir / "objects" / "pack" / midx.MIDX_NAME
+    if target.exists():
+        target.chmod(0o644)
+    target.write_bytes(stale)
+    tips += _write(ReasoningRepo.open(gitdir), 500, 250)
+    folder = gitdir / "objects" / "pack"
+    assert all((folder / f"pack-{n}.pack").is_file() for n in midx.midx_packs(gitdir))
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]
+    assert git(gitdir, "show", "notes:d3/n3") == "note 3 " * 8
+    assert git(gitdir, "rev-list", "--count", "notes") == "500\n"
+
+
+def test_a_damaged_multi_pack_index_is_replaced_and_nothing_is_lost(tmp_path: Path, small_settle: None) -> None:
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    _write(repo, 150)
+    target = gitdir / "objects" / "pack" / midx.MIDX_NAME
+    assert midx.midx_packs(gitdir)
+    target.chmod(0o644)
+    target.write_bytes(b"MIDX\x01\x01\x09\x00" + b"\xff" * 40)  # a hostile chunk count and table
+    assert midx.midx_packs(gitdir) == []  # not trusted: nothing counts as covered
+    _write(ReasoningRepo.open(gitdir), 400, 150)
+    assert midx.midx_packs(gitdir)
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]
+    assert git(gitdir, "rev-list", "--count", "notes") == "400\n"
