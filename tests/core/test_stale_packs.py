@@ -1,5 +1,5 @@
-"""A long-lived handle does not keep the packs merged away under it (issue 13: a write at
-10k nodes cost 1.7x a write at 1k on ext4, in the same process).
+"""A long-lived handle does not keep the packs merged away under it (found looking into
+issue 13's write at 10k nodes; that gap itself is the file system's, see the benchmark).
 
 libgit2 never forgets a pack it has loaded: a pack merged away (small-pack consolidation,
 ``got gc``) stays in its list, its ``.idx`` mapped and its ``.pack`` open, and every object
