@@ -530,6 +530,12 @@ def repack(repo: ReasoningRepo) -> dict[str, int]:
     # the disk at 3k nodes without it, for ~15% more time)
     run_git(["repack", "-a", "-d", "-f", "-q"], git_dir=repo.gitdir)
     run_git(["prune-packed", "-q"], git_dir=repo.gitdir)
+    # libgit2 would keep every pack folded away mapped, open and searched on each miss:
+    # this thread's handle and the derived index's let go of them (other threads' handles
+    # do at their next renewal, see GitRepo.forget_packs)
+    repo.git.forget_packs()
+    if repo._index is not None:
+        repo._index.git.forget_packs()
     times = repo.git.ref_dir_times()
     repo.git.compress_refs()
     repo.git.prune_empty_ref_dirs(times)  # 15k empty directories were 61 of 101 MB after gc at 100k checkpoints

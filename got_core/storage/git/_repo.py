@@ -56,7 +56,7 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._recent_bytes = 0
         self._built: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self._sha1 = sha1_repository(self.gitdir)
-        self._packs_written = self._packs_checked = 0
+        self._packs_written = self._packs_checked = self._odb_packs = 0
         self._pack_estimate = MAX_PACKS  # unknown: the first write lists the pack directory
         self._own_packs: dict[str, dict[bytes, bytes]] = {}
         self._own_bytes = 0

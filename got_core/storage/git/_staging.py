@@ -40,6 +40,8 @@ _STAGED_MAX_BYTES = 64 << 20
 #: The entries of the packs this handle wrote lately, kept for the next merge of small packs
 #: (``_packing``), which then reads none of them back: at most this many bytes.
 _OWN_PACKS_MAX_BYTES = 4 << 20
+#: Packs this handle writes between two fresh object databases (:meth:`_Staging.forget_packs`).
+ODB_RENEW_PACKS = 32
 
 _ACTIVE = threading.local()  # the handles staging in this thread (for :func:`flush_staged_writes`)
 
@@ -65,6 +67,7 @@ class _Staging(_Handle):
     _built: dict[bytes, dict[bytes, tuple[bytes, bytes]]]  # entries of trees built (large ones) or looked into lately
     _sha1: bool
     _packs_written: int
+    _odb_packs: int  # _packs_written when libgit2's object database was last opened afresh
     _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
     _own_bytes: int
     _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
@@ -177,6 +180,8 @@ class _Staging(_Handle):
         name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         self._packs_written += 1
         self._own_pack(name, records)
+        if self._packs_written - self._odb_packs >= ODB_RENEW_PACKS:
+            self.forget_packs()
         # what a move wrote is what the next reads and the next move's builder ask for (its
         # base trees, a checkpoint read right after its put): answered from memory, libgit2
         # would first miss the new pack and re-list objects/pack
@@ -189,6 +194,31 @@ class _Staging(_Handle):
             self._recent_bytes += size
         self._staged.clear()
         self._staged_bytes = 0
+
+    def forget_packs(self) -> None:
+        """Give libgit2 a fresh object database, which knows only the packs on disk now.
+
+        libgit2 never forgets a pack it loaded: one merged away since (small-pack merges,
+        ``got gc``, another process's repack) stays in its list with its index mapped and
+        its pack open, and every lookup that misses (each write's new commit, before its
+        pack is known) searches all of them: ~0.8 ms a miss after 3,000 writes in one
+        handle against ~25 us fresh, and the disk of the removed packs is not freed while
+        the process lives. Called every :data:`ODB_RENEW_PACKS` packs this handle writes
+        (~40 us each time) and after ``got gc``; objects already read stay valid.
+        """
+        objects = self.gitdir / "objects"
+        try:  # a linked worktree's objects are in the common directory
+            common = (self.gitdir / "commondir").read_text(encoding="utf-8").strip()
+        except OSError:
+            pass
+        else:
+            objects = (self.gitdir / common / "objects").resolve()
+        try:
+            odb = pygit2.Odb(os.fspath(objects))
+        except (pygit2.GitError, OSError, ValueError):
+            return  # keep the database libgit2 has: slower, still correct
+        self._r.set_odb(odb)
+        self._odb_packs = self._packs_written
 
     def _own_pack(self, name: str, records: dict[bytes, bytes] | None) -> None:
         """Remember the entries of pack ``name`` this handle wrote (None: forget it)."""
