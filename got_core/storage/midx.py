@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
+from got_core.storage.packs import write_read_only
 
 __all__ = ["MIDX_NAME", "index_entries", "midx_packs", "write_midx"]
 
@@ -131,21 +132,7 @@ def write_midx(gitdir: Path, packs: list[str], *, fsync: bool = True) -> None:
     table += b"\0\0\0\0" + struct.pack(">Q", at)
     body = head + table + b"".join(bytes(b) for _, b in chunks)
     body += hashlib.sha1(body).digest()
-    tmp = folder / f"tmp_midx_{os.getpid()}_{os.urandom(4).hex()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(body)
-                if fsync:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(tmp, folder / MIDX_NAME)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_read_only(os.fspath(folder), "midx", os.fspath(folder / MIDX_NAME), body, fsync=fsync)
     except OSError as exc:
         raise StorageError(f"cannot write {folder / MIDX_NAME}: {exc}") from None

@@ -272,6 +272,32 @@ def write_pack_named(
     return install_pack(gitdir, pack, index, fsync=fsync), ids
 
 
+def write_read_only(folder: str, kind: str, final: str, data: bytes, *, fsync: bool) -> None:
+    """Write ``data`` to ``final`` in ``folder`` through a temporary file created read-only (as git
+    leaves its packs; no chmod afterwards) and renamed over it: a reader sees the old file or the
+    whole new one. The temporary name is unique to this process and call, and ``O_EXCL`` refuses
+    anything already there; it is removed when the write fails.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    tmp = f"{folder}/tmp_{kind}_{os.getpid()}_{next(_TMP_NAMES)}_{os.urandom(4).hex()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            if fsync:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None = None) -> str:
     """Put a pack and its index in ``gitdir`` (the pack first, each under a temporary name);
     returns the pack's name.
@@ -291,21 +317,7 @@ def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None 
                 continue  # the same objects, packed before
             # created read-only, as git leaves its packs (no chmod afterwards); the name is unique
             # to this process and call, O_EXCL refuses anything already there
-            tmp = f"{folder}/tmp_{suffix}_{os.getpid()}_{next(_TMP_NAMES)}_{os.urandom(4).hex()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o444)
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                    if fsync:
-                        out.flush()
-                        os.fsync(out.fileno())
-                os.replace(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_read_only(folder, suffix, final, data, fsync=fsync)
         if fsync:
             dir_fd = os.open(folder, os.O_RDONLY)
             try:

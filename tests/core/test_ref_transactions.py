@@ -178,9 +178,8 @@ FLIPPER = textwrap.dedent(
 )
 
 
-def test_a_ref_lock_held_for_moments_by_another_process_is_waited_for(tmp_path):
-    """`git pack-refs` locks each loose ref it prunes for a moment, and a writer that lost
-    its race drops its lock: a lock that is gone when we look is tried again, never a StorageError."""
+def write_while_a_process_flips_the_notes_lock(tmp_path):
+    """150 node writes while another process takes and drops the notes ref's lock for moments."""
     repo = ReasoningRepo.init(tmp_path / "r.git")
     repo.commit_node(node("alpha root"))
     lock, stop = repo.gitdir / "refs" / "notes" / "got.lock", tmp_path / "stop"
@@ -191,6 +190,13 @@ def test_a_ref_lock_held_for_moments_by_another_process_is_waited_for(tmp_path):
     finally:
         stop.touch()
         flipper.wait(timeout=TIMEOUT)
+    return repo, lock, written
+
+
+def test_a_ref_lock_held_for_moments_by_another_process_is_waited_for(tmp_path):
+    """`git pack-refs` locks each loose ref it prunes for a moment, and a writer that lost
+    its race drops its lock: a lock that is gone when we look is tried again, never a StorageError."""
+    repo, lock, written = write_while_a_process_flips_the_notes_lock(tmp_path)
     assert not lock.exists()
     noted = {line.split()[1] for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines()}
     assert {n.oid for n in written} <= noted
@@ -211,15 +217,7 @@ def test_a_writer_stalled_past_the_lock_deadline_still_tries_the_lock_again(tmp_
         monotonic=lambda: float(next(ticks)), sleep=time.sleep, time=time.time, time_ns=time.time_ns
     )
     monkeypatch.setattr(_refs, "time", clock)  # this module's clock only, not the CAS loop's
-    repo = ReasoningRepo.init(tmp_path / "r.git")
-    repo.commit_node(node("alpha root"))
-    lock, stop = repo.gitdir / "refs" / "notes" / "got.lock", tmp_path / "stop"
-    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(lock), str(stop)])
-    try:
-        written = [repo.commit_node(node(f"alpha step {i}")) for i in range(150)]
-    finally:
-        stop.touch()
-        flipper.wait(timeout=TIMEOUT)
+    repo, _lock, written = write_while_a_process_flips_the_notes_lock(tmp_path)
     noted = {line.split()[1] for line in git(repo.gitdir, "notes", "--ref=got", "list").splitlines()}
     assert {n.oid for n in written} <= noted
     assert fsck_clean(repo.gitdir)[0]
