@@ -12,6 +12,7 @@ then); a checkpoint without segments (an older saver wrote it) is read element b
 
 from __future__ import annotations
 
+import bisect
 import builtins
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ReadOps", "Typed"]
 
 Typed = tuple[str, bytes]
+#: A cold read looks up to this many list elements of one bucket up by path; a longer run lists the bucket.
+_BY_PATH = 16
 
 
 class ReadOps:
@@ -67,6 +70,7 @@ class ReadOps:
     _blobs: LRU
     _lists: LRU
     _files: LRU
+    _roots: LRU
     _docs: LRU
     _carried: LRU
     _writes_cache: LRU
@@ -92,6 +96,31 @@ class ReadOps:
             self._files.put(commit, files, len(files) + 1)
         return files
 
+    def _root(self, commit: str) -> str:
+        """The root tree of a checkpoint commit, read once per process (a commit never changes).
+
+        Raises:
+            CorruptRepositoryError: the object is missing or is not a commit.
+        """
+        tree = self._roots.get(commit)
+        if tree is None:
+            tree = self.repo.git.commit_tree(commit)
+            self._roots.put(commit, tree)
+        return tree
+
+    def _file_ids(self, commit: str, paths: builtins.list[str]) -> dict[str, str | None]:
+        """Blob SHA (None: absent) of each of ``paths`` in a checkpoint commit: from the listing this
+        process holds, else looked up by path in the commit's tree, which a cold read reads once for
+        all of them (no directory is listed; the commit itself is read once per process).
+
+        Raises:
+            CorruptRepositoryError: the commit or a tree on the way is missing or damaged.
+        """
+        files = self._files.get(commit)
+        if files is not None:
+            return {p: files.get(p) for p in paths}
+        return self.repo.git.tree_entries(self._root(commit), paths)
+
     def _doc(self, commit: str, full: bool = True) -> dict[str, Any]:
         """The parsed ``checkpoint.json`` of a commit (a fresh dict on every call). With
         ``full``, the exact header and metadata from ``checkpoint.bin`` replace the readable
@@ -102,22 +131,21 @@ class ReadOps:
         """
         data = self._docs.get(commit)
         if data is None:
-            files = self._files.get(commit)
-            try:
-                data = self._blob(files["checkpoint.json"]) if files else self.repo.read_file(commit, "checkpoint.json")
-            except (KeyError, UnknownRefError):
+            sha = self._file_ids(commit, ["checkpoint.json"])["checkpoint.json"]
+            if sha is None:
                 raise CorruptRepositoryError(
                     f"commit {commit[:12]} has no checkpoint.json; it is not a LangGraph checkpoint"
-                ) from None
+                )
+            data = self.repo.read_blob(sha)
             self._docs.put(commit, data, len(data) + 80)
         what = f"checkpoint.json of commit {commit[:12]}"
         doc = check_checkpoint_doc(parse_json(data, what), what)
         if full and doc.get("exact"):
             what = f"checkpoint.bin of commit {commit[:12]}"
-            try:
-                raw = self.repo.read_file(commit, "checkpoint.bin")
-            except (KeyError, UnknownRefError):
-                raise CorruptRepositoryError(f"commit {commit[:12]} lacks checkpoint.bin; run `got fsck`") from None
+            sha = self._file_ids(commit, ["checkpoint.bin"])["checkpoint.bin"]
+            if sha is None:
+                raise CorruptRepositoryError(f"commit {commit[:12]} lacks checkpoint.bin; run `got fsck`")
+            raw = self.repo.read_blob(sha)
             exact = self._loads(unframe(raw, what), what)
             if not (
                 isinstance(exact, dict)
@@ -202,17 +230,28 @@ class ReadOps:
     # ------------------------------------------------------------------ channel values
     def _read_list(self, commit: str, base: str, length: int, at: str) -> builtins.list[Typed]:
         """The element encodings of a list channel: segments where the checkpoint has them,
-        element files for the rest (ARCHITECTURE §4: ``<channel>/segments/``)."""
+        element files for the rest (ARCHITECTURE §4: ``<channel>/segments/``).
+
+        A cold read lists the ``segments/`` directory (its real entries, whatever length the
+        checkpoint claims) and looks the few elements after the last segment up by path; a run
+        of more than :data:`_BY_PATH` elements without a segment (an older saver's checkpoint)
+        lists their bucket directory instead. The commit's tree is read once for all of it.
+        """
         files = self._files.get(commit)  # the whole listing, when this process has it
         ranges = segment_ranges(length)
-        listing = files if files is not None or not ranges else self.repo.list_files(commit, segments_dir(base))
+        if files is not None or not ranges:
+            listing = files
+        else:
+            listing = self.repo.git.tree_files(self._root(commit), segments_dir(base))
         segments: dict[int, tuple[int, str, str]] = {}
         for start, count in ranges:
             path = segment_path(base, start, count)
             sha = listing.get(path) if listing is not None else None
             if sha is not None:
                 segments[start] = (count, path, sha)
-        buckets: dict[int, dict[str, str]] = {}
+        starts = sorted(segments)
+        elements: dict[str, str | None] = {}  # element path -> blob, for the runs looked up so far
+        looked = 0  # elements below this index were looked up (cold read)
         out: builtins.list[Typed] = []
         i = 0
         while i < length:
@@ -225,16 +264,24 @@ class ReadOps:
             if files is not None:
                 elem = files.get(path)
             else:
-                bucket = i // BUCKET
-                in_bucket = buckets.get(bucket)
-                if in_bucket is None:
-                    in_bucket = buckets[bucket] = self.repo.list_files(commit, f"{base}/{bucket:03d}")
-                elem = in_bucket.get(path)
+                if i >= looked:  # the run of elements from i to the next segment or bucket
+                    nxt = bisect.bisect_right(starts, i)
+                    looked = min(length, (i // BUCKET + 1) * BUCKET, starts[nxt] if nxt < len(starts) else length)
+                    elements.update(self._element_ids(commit, base, i, looked))
+                elem = elements.get(path)
             if elem is None:
                 raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks '{path}'; run `got fsck`")
             out.append(unframe(self._blob(elem), f"{path} {at}"))
             i += 1
         return out
+
+    def _element_ids(self, commit: str, base: str, start: int, end: int) -> dict[str, str | None]:
+        """The ``.bin`` blobs of elements ``start`` to ``end - 1`` (one bucket): by path when few, else
+        from a listing of the bucket directory."""
+        root = self._root(commit)
+        if end - start <= _BY_PATH:
+            return self.repo.git.tree_entries(root, [elem_path(base, k) + ".bin" for k in range(start, end)])
+        return dict(self.repo.git.tree_files(root, f"{base}/{start // BUCKET:03d}"))
 
     def _values(self, commit: str, doc: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -247,11 +294,10 @@ class ReadOps:
             base = info["dir"]
             if info["kind"] == "value":
                 path = base + "/value.bin"
-                files = self._files.get(commit)
-                try:
-                    data = self._blob(files[path]) if files is not None else self.repo.read_file(commit, path)
-                except (KeyError, UnknownRefError):
-                    raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks '{path}'; run `got fsck`") from None
+                sha = self._file_ids(commit, [path])[path]
+                if sha is None:
+                    raise CorruptRepositoryError(f"checkpoint {commit[:12]} lacks '{path}'; run `got fsck`")
+                data = self._blob(sha)
                 values[name] = self._loads(unframe(data, f"{path} {at}"), f"{path} {at}")
                 continue
             typed = self._lists.get((commit, name))

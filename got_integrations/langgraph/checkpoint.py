@@ -190,6 +190,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
         self._lists = LRU(cache_bytes // 2)  # (commit, channel) -> typed elements
         self._objs = LRU(200_000)  # (commit, channel) -> the list's element objects, weighed by length
         self._files = LRU(500_000)  # commit -> {path: blob sha}, weighed by entries
+        self._roots = LRU(100_000)  # commit -> its root tree (a cold read reads the commit once)
         self._docs = LRU(8 << 20)  # commit -> checkpoint.json bytes
         self._channels = LRU(100_000)  # commit -> the channel index its put wrote (never mutated), by channels
         self._carried = LRU(100_000)  # commit -> the paths of the parent's writes its tree carries
@@ -221,6 +222,7 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             self._lists,
             self._objs,
             self._files,
+            self._roots,
             self._docs,
             self._channels,
             self._carried,

@@ -19,6 +19,9 @@ from gitcli import fsck_clean, git
 from langgraph.checkpoint.base import empty_checkpoint
 
 from got_core.errors import CorruptRepositoryError
+from got_core.storage.git._handle import _Handle
+from got_core.storage.git._objects import _Objects
+from got_core.storage.git._refs import _Refs
 from got_integrations.langgraph import GitCheckpointSaver
 from got_integrations.langgraph._layout import (
     ThreadRef,
@@ -358,3 +361,93 @@ def test_writes_an_earlier_saver_kept_in_one_writes_ref_are_read_and_carried_on(
     assert list(reader.repo.list_files(reader.repo.tip(WRITES))) == [old]
     assert len(reader.get_tuple(CFG).pending_writes) == 3
     assert fsck_clean(reader.repo.gitdir)[0]
+
+
+class Lookups:
+    """Counts what a saver's reads ask git for: object lookups (by id), ref reads, directory listings."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.objects: list[str] = []
+        self.refs: list[str] = []
+        self.listed: list[str] = []
+        handle, refs, objects = _Handle._lookup, _Refs.ref_target, _Objects.tree_files
+
+        def lookup(git: Any, oid: str) -> Any:
+            self.objects.append(oid)
+            return handle(git, oid)
+
+        def ref_target(git: Any, name: str) -> Any:
+            self.refs.append(name)
+            return refs(git, name)
+
+        def tree_files(git: Any, tree: str, prefix: str = "") -> Any:
+            self.listed.append(prefix)
+            return objects(git, tree, prefix)
+
+        monkeypatch.setattr(_Handle, "_lookup", lookup)
+        monkeypatch.setattr(_Refs, "ref_target", ref_target)
+        monkeypatch.setattr(_Objects, "tree_files", tree_files)
+
+
+def test_a_cold_get_tuple_reads_the_commit_once_and_lists_no_element_directory(tmp_path, monkeypatch):
+    saver = GitCheckpointSaver.from_path(tmp_path / "count.git")
+    line = Line(saver)
+    items = [f"message {i}" for i in range(25)]  # segments 0+10 and 10+10, then five element files
+    line.put(m=items[:24])
+    line.put(m=items)
+    head = saver.repo.tip(HEAD)
+    saver.close()
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "count.git")
+    spy = Lookups(monkeypatch)
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    # the commit is read once (its tip read peels it, the tree comes from that object), not once per file
+    assert spy.objects.count(head) <= 2, spy.objects
+    # only the segments directory is listed; the five elements after it are looked up by path
+    assert spy.listed == ["m/segments"], spy.listed
+    # commit, root tree (per lookup pass), checkpoint.json, the segments tree, 2 segments, 5 elements;
+    # the code before read the commit five times and listed the bucket directory: 20 lookups
+    assert len(spy.objects) <= 14, spy.objects
+    # head, the checkpoint's pending/ ref, the writes ref of an earlier saver: nothing else
+    assert sorted(spy.refs) == sorted(
+        [HEAD, ThreadRef("t", "").pending(line.config["configurable"]["checkpoint_id"]), WRITES]
+    ), spy.refs
+
+
+def test_a_cold_read_of_a_checkpoint_without_segments_lists_its_buckets(tmp_path, monkeypatch):
+    saver = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    line = Line(saver)
+    items = [f"item {i}" for i in range(130)]
+    line.put(m=items)
+    head = saver.repo.tip(HEAD)
+    files = saver.repo.list_files(head)
+    # what a saver before segments wrote: every element's own .bin, no segments/ directory
+    elements: dict[str, Any] = {p: None for p in files if p.startswith("m/segments/")}
+    for path in elements.copy():
+        start, count = (int(x) for x in path.rsplit("/", 1)[1][: -len(".bin")].split("+"))
+        for k, typed in enumerate(unpack_segment(saver.repo.read_file(head, path), count, path)):
+            elements[f"m/{(start + k) // 100:03d}/{start + k:06d}.bin"] = frame(typed)
+    saver.repo.commit_files(HEAD, elements, "as an older saver wrote it\n", expected=head)
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "old.git")
+    spy = Lookups(monkeypatch)
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    # a long run without segments lists its bucket (bucket 0: 100 elements); the 30 of bucket 1 too
+    assert spy.listed == ["m/segments", "m/000", "m/001"], spy.listed
+
+
+def test_a_claimed_length_no_tree_holds_is_refused_after_one_listing(tmp_path, monkeypatch):
+    saver = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    Line(saver).put(m=["a", "b"])
+    head = saver.repo.tip(HEAD)
+    doc = json.loads(saver.repo.read_file(head, "checkpoint.json"))
+    doc["channels"]["m"]["length"] = 10_000_000  # hostile: no such segments or elements exist
+    saver.repo.commit_files(HEAD, {"checkpoint.json": json.dumps(doc).encode()}, "tamper\n", expected=head)
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "long.git")
+    spy = Lookups(monkeypatch)
+    with pytest.raises(CorruptRepositoryError, match=r"lacks 'm/000/000002\.bin'"):
+        cold.get_tuple(CFG)
+    # the real segments directory and the first bucket were listed, not 100,000 segment names looked up
+    assert spy.listed == ["m/segments", "m/000"], spy.listed
+    assert len(spy.objects) < 20, len(spy.objects)
