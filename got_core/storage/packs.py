@@ -28,6 +28,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import MAX_PATH_BYTES, check_path, path_component_problem
@@ -391,9 +392,8 @@ def build_tree_objects(
         InvalidNameError: an unsafe path (``names.check_path``).
         CorruptRepositoryError: a base tree that is missing or not well formed.
     """
-    nested = _checked_paths(changes)
     out: list[tuple[str, bytes]] = []
-    root = _build(read_raw, base_tree, nested, out, parsed)
+    root = _build(read_raw, base_tree, _checked_paths(changes), out, parsed)
     return root.hex() if root is not None else None, out
 
 
@@ -412,30 +412,44 @@ class TreeCache(OrderedDict[bytes, dict[bytes, tuple[bytes, bytes]]]):
         self.min_entries = min_entries
 
 
-def _checked_paths(changes: Mapping[str, str | None]) -> dict[tuple[str, ...], str | None]:
-    """``changes`` keyed by path components, every path checked as ``names.check_path``
-    checks it; a directory shared by many paths is checked once.
+class _Dir(NamedTuple):
+    """The changes below one directory: its files (name -> blob id, None deletes) and its
+    subdirectories (name -> their changes)."""
+
+    files: dict[str, str | None]
+    dirs: dict[str, _Dir]
+
+
+def _checked_paths(changes: Mapping[str, str | None]) -> _Dir:
+    """``changes`` as a tree of directories, every path checked as ``names.check_path``
+    checks it; a directory shared by many paths is checked (and walked) once, so building
+    costs a step per changed file plus a step per directory level, not one per file and level.
 
     Raises:
         InvalidNameError: an unsafe path (the error ``check_path`` gives).
     """
-    dirs: dict[str, tuple[str, ...]] = {}
-    out: dict[tuple[str, ...], str | None] = {}
+    root = _Dir({}, {})
+    known: dict[str, _Dir] = {}  # directory path -> its node (already checked)
     for path, value in changes.items():
         head, sep, name = path.rpartition("/") if isinstance(path, str) else ("", "", path)
-        parts = dirs.get(head) if sep else None
+        node = known.get(head) if sep else None
         if (
-            parts is None
+            node is None
             or path_component_problem(name) is not None
             or (len(path) > MAX_PATH_BYTES // 4 and len(path.encode("utf-8")) > MAX_PATH_BYTES)
         ):
-            parts = check_path(path)  # raises for an unsafe path; else this is the first of its directory
+            parts = check_path(path)  # raises for an unsafe path; else the first of its directory
+            node = root
+            for part in parts[:-1]:
+                sub = node.dirs.get(part)
+                if sub is None:
+                    sub = node.dirs[part] = _Dir({}, {})
+                node = sub
             if sep:
-                dirs[head] = parts[:-1]
-            out[parts] = value
-        else:
-            out[(*parts, name)] = value
-    return out
+                known[head] = node
+            name = parts[-1]
+        node.files[name] = value
+    return root
 
 
 # One raw tree entry: the whole entry, its mode and its name.
@@ -533,7 +547,7 @@ def _splice(data: bytes, mode: bytes, names: list[bytes], changes: Mapping[bytes
 def _build_uniform(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str,
-    changes: dict[tuple[str, ...], str | None],
+    changes: _Dir,
     out: list[tuple[str, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None,
 ) -> tuple[bytes | None] | None:
@@ -548,19 +562,20 @@ def _build_uniform(
     stride = len(mode) + width + 22
     named: dict[bytes, bytes | None] = {}
     if mode == b"100644":
-        for parts, value in changes.items():
-            name = parts[0].encode("utf-8")
-            if len(parts) != 1 or len(name) != width:
+        if changes.dirs:
+            return None
+        for file, value in changes.files.items():
+            name = file.encode("utf-8")
+            if len(name) != width:
                 return None
             named[name] = None if value is None else bytes.fromhex(value)
     else:
-        groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
-        for parts, value in changes.items():
-            name = parts[0].encode("utf-8")
-            if len(parts) == 1 or len(name) != width:
-                return None
-            groups.setdefault(name, {})[parts[1:]] = value
-        for name, sub in groups.items():  # everything checked: from here on nothing falls back
+        if changes.files:
+            return None
+        groups = [(name.encode("utf-8"), sub) for name, sub in changes.dirs.items()]
+        if any(len(name) != width for name, _ in groups):
+            return None
+        for name, sub in groups:  # everything checked: from here on nothing falls back
             at = bisect.bisect_left(names, name)
             present = at < len(names) and names[at] == name
             sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
@@ -580,7 +595,7 @@ def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:
 def _build(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str | None,
-    changes: dict[tuple[str, ...], str | None],
+    changes: _Dir,
     out: list[tuple[str, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None = None,
 ) -> bytes | None:
@@ -597,16 +612,14 @@ def _build(
             out.append(("tree", data))
             return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
     entries = dict(known) if known is not None else (_read_tree(read_raw, base) if base else {})
-    groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
-    for parts, value in changes.items():
-        name = parts[0].encode("utf-8")
-        if len(parts) > 1:
-            groups.setdefault(name, {})[parts[1:]] = value
-        elif value is None:
+    for file, value in changes.files.items():
+        name = file.encode("utf-8")
+        if value is None:
             entries.pop(name, None)
         else:
             entries[name] = (name, b"100644 " + name + b"\0" + bytes.fromhex(value))
-    for name, sub in groups.items():
+    for folder, sub in changes.dirs.items():
+        name = folder.encode("utf-8")
         existing = entries.get(name)
         sub_base = existing[1][-20:].hex() if existing is not None and _is_tree(existing[1]) else None
         new = _build(read_raw, sub_base, sub, out, parsed)
