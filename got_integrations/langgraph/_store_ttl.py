@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,8 @@ class TTLSweeperMixin:
         upserts: list[Row],
         deleted: list[Row],
         swept_at: int | None = None,
+        *,
+        swept: Mapping[bytes, int] | None = None,
     ) -> str:
         raise NotImplementedError
 
@@ -61,7 +63,8 @@ class TTLSweeperMixin:
                 changes: dict[str, bytes | None] = {}
                 for paths in expired.values():
                     changes.update(dict.fromkeys(paths))
-                self._commit(tip, changes, message, [], [], swept_at=now_us)
+                swept = {ns: len(paths) for ns, paths in expired.items()}
+                self._commit(tip, changes, message, [], [], swept_at=now_us, swept=swept)
             return count
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:

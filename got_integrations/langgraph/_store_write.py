@@ -194,6 +194,7 @@ class StoreWritesMixin:
         swept_at: int | None = None,
         *,
         ids: Mapping[str, str | None] | None = None,
+        swept: Mapping[bytes, int] | None = None,
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given
         (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
@@ -207,7 +208,7 @@ class StoreWritesMixin:
         self.index.forget_stamp()
         try:
             if swept_at is not None:
-                self.index.apply_sweep(parent, commit, swept_at)
+                self.index.apply_sweep(parent, commit, swept_at, swept)
             else:
                 self.index.apply_own(parent, commit, upserts, deleted, hold=True)
         except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up

@@ -275,8 +275,14 @@ def test_a_sweep_reads_no_tree_back(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(store.repo, "list_dir", lambda *a, **k: listed.append(a) or [])
     real_read = store.repo.git._odb_read  # what misses the handle's memory of its own writes
     monkeypatch.setattr(store.repo.git, "_odb_read", lambda oid: read.append(oid) or real_read(oid))
+    statements: list[str] = []
+    store.index.db.set_trace_callback(statements.append)
     assert store.sweep_ttl() == 2 * PACK_MIN + 3
+    store.index.db.set_trace_callback(None)
     assert listed == [] and read == []  # the code before listed each emptied namespace's directory
+    # the expired rows are listed once: their rows go in one statement, not counted again
+    assert sum("exp<=" in s for s in statements) == 2, statements
+    assert not any("GROUP BY" in s for s in statements)
     monkeypatch.undo()
     kept = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
     assert len(kept) == 2 * PACK_MIN
