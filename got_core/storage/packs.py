@@ -25,16 +25,20 @@ import re
 import struct
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from got_core.errors import CorruptRepositoryError, StorageError
-from got_core.names import check_path
+from got_core.names import MAX_PATH_BYTES, check_path, path_component_problem
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.objects import TREE_MODE
 
 __all__ = [
+    "STORED_TREE_ENTRY_BYTES",
     "TYPE_CODES",
+    "TreeCache",
     "assemble_pack",
     "build_tree_objects",
     "commit_object",
@@ -76,14 +80,45 @@ def _deflate(data: bytes) -> bytes:
 
     ``zlib.compress`` sets up a 256 KiB hash table and a 32 KiB window per call, which
     costs ten times the compression of a small file; a window just large enough for the
-    data and the smallest hash table make it cheap. Past a kilobyte the smallest table
-    costs more than it saves (a 40 KB tree of a thousand entries: 3.3 ms against 0.36 ms
-    with the default one). (Storing trees uncompressed would be cheaper still, but
-    ``git repack`` keeps such objects as they are: 30% more disk after gc at 100k store items.)
+    data and a hash table sized to it (:func:`_mem_level`) make it cheap. Too small a table
+    costs more than it saves (a 40 KB tree of a thousand entries: 3.3 ms with the smallest
+    against 0.36 ms with the default one). (Storing every tree uncompressed would be cheaper still, but
+    ``git repack`` keeps such objects as they are: 30% more disk after gc at 100k store items,
+    10% at 10k; only trees of ids with short names are stored, see :data:`STORED_TREE_ENTRY_BYTES`:
+    2% more at 10k.)
     """
-    window = max(9, min(15, len(data).bit_length()))
-    stream = zlib.compressobj(1, zlib.DEFLATED, window, 1 if len(data) < 1024 else 8)
+    size = len(data)
+    window = max(9, min(15, size.bit_length()))
+    stream = zlib.compressobj(1, zlib.DEFLATED, window, _mem_level(size))
     return stream.compress(data) + stream.flush()
+
+
+def _mem_level(size: int) -> int:
+    """zlib's ``memLevel`` for deflating ``size`` bytes (its hash table and block buffer grow
+    with it): the cheapest measured here (CPU time, level 1, 2026-12): 2 below a kilobyte (a
+    store item: 11 us against 15 us at 1, whose 128-symbol blocks each build Huffman trees),
+    6 below 8 KB (a directory of 100 files: 88 us against 103 us at 8), 7 below 32 KB, then 8."""
+    return 2 if size < 1024 else 6 if size < 8192 else 7 if size < 32768 else 8
+
+
+#: A tree whose entries average fewer bytes than this is mostly object ids (a 20-byte id, a
+#: mode, a name of a few letters: the store's hash buckets, 28-31 bytes an entry), which do
+#: not compress: deflating it saves under 10% for ~40 us a tree, so it is stored as it is.
+STORED_TREE_ENTRY_BYTES = 34
+
+
+#: An object this small never shrinks when deflated (zlib's own framing is 6 bytes): stored.
+STORED_BYTES = 64
+
+
+def _stored(kind: str, data: bytes) -> bool:
+    """Whether an object goes into a pack uncompressed (a tiny one, or a tree of ids with short names)."""
+    return len(data) < STORED_BYTES or (kind == "tree" and len(data) < STORED_TREE_ENTRY_BYTES * data.count(b"\0"))
+
+
+def _store(data: bytes) -> bytes:
+    """A zlib stream of stored (uncompressed) blocks: what ``zlib.compress(data, 0)`` writes."""
+    return zlib.compress(data, 0)
 
 
 def _header(kind: str, size: int) -> bytes:
@@ -112,14 +147,15 @@ def pack_bytes(objects: Sequence[tuple[str, bytes]]) -> tuple[bytes, bytes, list
 
 
 def pack_entry(kind: str, data: bytes) -> bytes:
-    """One whole pack entry: the type-and-size header and the deflated content.
+    """One whole pack entry: the type-and-size header and the deflated content (stored
+    blocks for a tree of ids with short names, see :data:`STORED_TREE_ENTRY_BYTES`).
 
     Raises:
         StorageError: an object kind a pack here does not hold.
     """
     if kind not in TYPE_CODES:
         raise StorageError(f"cannot pack an object of kind {kind!r}")
-    return _header(kind, len(data)) + _deflate(data)
+    return _header(kind, len(data)) + (_store(data) if _stored(kind, data) else _deflate(data))
 
 
 def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = None) -> dict[bytes, bytes]:
@@ -138,7 +174,7 @@ def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = Non
         if ids is not None:
             ids.append(digest.hex())
         if digest not in records:
-            records[digest] = _header(kind, len(data)) + _deflate(data)
+            records[digest] = _header(kind, len(data)) + (_store(data) if _stored(kind, data) else _deflate(data))
     return records
 
 
@@ -356,10 +392,64 @@ def build_tree_objects(
         InvalidNameError: an unsafe path (``names.check_path``).
         CorruptRepositoryError: a base tree that is missing or not well formed.
     """
-    nested: dict[tuple[str, ...], str | None] = {check_path(p): v for p, v in changes.items()}
     out: list[tuple[str, bytes]] = []
-    root = _build(read_raw, base_tree, nested, out, parsed)
+    root = _build(read_raw, base_tree, _checked_paths(changes), out, parsed)
     return root.hex() if root is not None else None, out
+
+
+class TreeCache(OrderedDict[bytes, dict[bytes, tuple[bytes, bytes]]]):
+    """A ``parsed`` cache for :func:`build_tree_objects` that keeps up to ``limit`` trees
+    (instead of 64) of at least ``min_entries`` entries, evicting the oldest first.
+
+    For a writer that rewrites many directories a commit (a store batch touching a thousand
+    namespaces): the next commit starts from the trees of the last one and parses none of
+    them. Give each repository its own (an entry stands for "this tree is in this repository").
+    """
+
+    def __init__(self, limit: int, min_entries: int = 32) -> None:
+        super().__init__()
+        self.limit = limit
+        self.min_entries = min_entries
+
+
+class _Dir(NamedTuple):
+    """The changes below one directory: its files (name -> blob id, None deletes) and its
+    subdirectories (name -> their changes)."""
+
+    files: dict[str, str | None]
+    dirs: dict[str, _Dir]
+
+
+def _checked_paths(changes: Mapping[str, str | None]) -> _Dir:
+    """``changes`` as a tree of directories, every path checked as ``names.check_path``
+    checks it; a directory shared by many paths is checked (and walked) once, so building
+    costs a step per changed file plus a step per directory level, not one per file and level.
+
+    Raises:
+        InvalidNameError: an unsafe path (the error ``check_path`` gives).
+    """
+    root = _Dir({}, {})
+    known: dict[str, _Dir] = {}  # directory path -> its node (already checked)
+    for path, value in changes.items():
+        head, sep, name = path.rpartition("/") if isinstance(path, str) else ("", "", path)
+        node = known.get(head) if sep else None
+        if (
+            node is None
+            or path_component_problem(name) is not None
+            or (len(path) > MAX_PATH_BYTES // 4 and len(path.encode("utf-8")) > MAX_PATH_BYTES)
+        ):
+            parts = check_path(path)  # raises for an unsafe path; else the first of its directory
+            node = root
+            for part in parts[:-1]:
+                sub = node.dirs.get(part)
+                if sub is None:
+                    sub = node.dirs[part] = _Dir({}, {})
+                node = sub
+            if sep:
+                known[head] = node
+            name = parts[-1]
+        node.files[name] = value
+    return root
 
 
 # One raw tree entry: the whole entry, its mode and its name.
@@ -457,7 +547,7 @@ def _splice(data: bytes, mode: bytes, names: list[bytes], changes: Mapping[bytes
 def _build_uniform(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str,
-    changes: dict[tuple[str, ...], str | None],
+    changes: _Dir,
     out: list[tuple[str, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None,
 ) -> tuple[bytes | None] | None:
@@ -472,19 +562,20 @@ def _build_uniform(
     stride = len(mode) + width + 22
     named: dict[bytes, bytes | None] = {}
     if mode == b"100644":
-        for parts, value in changes.items():
-            name = parts[0].encode("utf-8")
-            if len(parts) != 1 or len(name) != width:
+        if changes.dirs:
+            return None
+        for file, value in changes.files.items():
+            name = file.encode("utf-8")
+            if len(name) != width:
                 return None
             named[name] = None if value is None else bytes.fromhex(value)
     else:
-        groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
-        for parts, value in changes.items():
-            name = parts[0].encode("utf-8")
-            if len(parts) == 1 or len(name) != width:
-                return None
-            groups.setdefault(name, {})[parts[1:]] = value
-        for name, sub in groups.items():  # everything checked: from here on nothing falls back
+        if changes.files:
+            return None
+        groups = [(name.encode("utf-8"), sub) for name, sub in changes.dirs.items()]
+        if any(len(name) != width for name, _ in groups):
+            return None
+        for name, sub in groups:  # everything checked: from here on nothing falls back
             at = bisect.bisect_left(names, name)
             present = at < len(names) and names[at] == name
             sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
@@ -504,7 +595,7 @@ def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:
 def _build(
     read_raw: Callable[[str], tuple[str, bytes]],
     base: str | None,
-    changes: dict[tuple[str, ...], str | None],
+    changes: _Dir,
     out: list[tuple[str, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None = None,
 ) -> bytes | None:
@@ -521,16 +612,14 @@ def _build(
             out.append(("tree", data))
             return hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
     entries = dict(known) if known is not None else (_read_tree(read_raw, base) if base else {})
-    groups: dict[bytes, dict[tuple[str, ...], str | None]] = {}
-    for parts, value in changes.items():
-        name = parts[0].encode("utf-8")
-        if len(parts) > 1:
-            groups.setdefault(name, {})[parts[1:]] = value
-        elif value is None:
+    for file, value in changes.files.items():
+        name = file.encode("utf-8")
+        if value is None:
             entries.pop(name, None)
         else:
             entries[name] = (name, b"100644 " + name + b"\0" + bytes.fromhex(value))
-    for name, sub in groups.items():
+    for folder, sub in changes.dirs.items():
+        name = folder.encode("utf-8")
         existing = entries.get(name)
         sub_base = existing[1][-20:].hex() if existing is not None and _is_tree(existing[1]) else None
         new = _build(read_raw, sub_base, sub, out, parsed)
@@ -543,8 +632,8 @@ def _build(
     data = tree_object(entries)
     out.append(("tree", data))
     digest = hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
-    if parsed is not None and len(entries) >= 32:  # small trees are cheaper to parse than to keep
-        if len(parsed) >= 64:
+    if parsed is not None and len(entries) >= getattr(parsed, "min_entries", 32):  # small trees parse cheaply
+        if len(parsed) >= getattr(parsed, "limit", 64):
             parsed.pop(next(iter(parsed)))
         parsed[digest] = entries
     return digest

@@ -36,7 +36,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -457,10 +457,13 @@ class ItemIndex(ItemQueries):
         db.executemany(INSERT, upserts)
         self._recount(delta, set(delta) | {r.ns for r in upserts})
 
-    def apply_sweep(self, parent: str | None, commit: str, now_us: int) -> None:
+    def apply_sweep(
+        self, parent: str | None, commit: str, now_us: int, counts: Mapping[bytes, int] | None = None
+    ) -> None:
         """Record a TTL sweep this process just published on ``parent``: it deleted exactly
         the items :meth:`expired` listed at ``now_us`` (the index at ``parent`` is the one
-        that listed them), so one statement deletes their rows.
+        that listed them), so one statement deletes their rows. ``counts`` (namespace -> how
+        many of its items that listing held) spares counting them again.
         """
         self._flush()
         with self._write():
@@ -470,7 +473,9 @@ class ItemIndex(ItemQueries):
             if stored == parent:
                 db = self.db
                 where = "FROM items WHERE exp IS NOT NULL AND exp<=?"
-                delta = {ns: -n for ns, n in db.execute(f"SELECT ns, count(*) {where} GROUP BY ns", (now_us,))}
+                if counts is None:
+                    counts = dict(db.execute(f"SELECT ns, count(*) {where} GROUP BY ns", (now_us,)).fetchall())
+                delta = {ns: -n for ns, n in counts.items()}
                 db.execute(f"DELETE {where}", (now_us,))
                 self._recount(delta, set(delta))
             else:

@@ -221,19 +221,6 @@ class ItemQueries:
             out.setdefault(ns, []).append(path)
         return out
 
-    def emptied(self, expired: Mapping[bytes, Sequence[str]]) -> list[bytes]:
-        """The namespaces of ``expired`` (namespace -> its expired paths) that lose every
-        item and have no namespace below them (their directory can go as a whole)."""
-        out = []
-        for ns, paths in expired.items():
-            row = self.db.execute("SELECT n FROM spaces WHERE ns=?", (ns,)).fetchone()
-            if row is None or row[0] != len(paths):
-                continue
-            lo, hi = prefix_bounds(ns)
-            if self.db.execute("SELECT 1 FROM spaces WHERE ns>? AND ns<? LIMIT 1", (lo, hi)).fetchone() is None:
-                out.append(ns)
-        return out
-
     def expired(self, now_us: int) -> list[str]:
         """Paths of the items expired at ``now_us`` (from the expiry index)."""
         self._settle()

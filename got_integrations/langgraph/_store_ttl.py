@@ -1,10 +1,10 @@
 """The store's background TTL sweeper (as ``SqliteStore`` runs one).
 
 The sweep (:meth:`TTLSweeperMixin.sweep_ttl`) reads the expired items from the derived
-index's expiry index and deletes them in one commit (one pack when there are many, see
-``_store_bulk``); a namespace left empty goes as one directory. The index then drops their
-rows in one statement. The sweeper runs it
-on a timer.
+index's expiry index and deletes their files in one commit, its trees built from the trees
+the store's writer keeps (``_store_bulk``: a namespace directory the last batches wrote is
+not read back; one left empty disappears, and nothing else in it is touched), in one pack.
+The index then drops their rows in one statement. The sweeper runs it on a timer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,8 @@ class TTLSweeperMixin:
         upserts: list[Row],
         deleted: list[Row],
         swept_at: int | None = None,
+        *,
+        swept: Mapping[bytes, int] | None = None,
     ) -> str:
         raise NotImplementedError
 
@@ -58,27 +60,12 @@ class TTLSweeperMixin:
             count = sum(len(paths) for paths in expired.values())
             if count:
                 message = f"store: sweep {count} expired item(s)\n"
-                self._commit(tip, self._sweep_changes(tip, expired), message, [], [], swept_at=now_us)
+                changes: dict[str, bytes | None] = {}
+                for paths in expired.values():
+                    changes.update(dict.fromkeys(paths))
+                swept = {ns: len(paths) for ns, paths in expired.items()}
+                self._commit(tip, changes, message, [], [], swept_at=now_us, swept=swept)
             return count
-
-    def _sweep_changes(self, tip: str | None, expired: dict[bytes, list[str]]) -> dict[str, bytes | None]:
-        """The deletions of a sweep: a namespace whose every item expired, with no namespace
-        below it and nothing else in its directory, goes as one directory (its files are not
-        checked and rebuilt one by one); any other expired item as its file."""
-        changes: dict[str, bytes | None] = {}
-        for ns in self.index.emptied(expired):
-            paths = expired[ns]
-            folder = paths[0].rpartition("/")[0]
-            if tip is not None and all(p.rpartition("/")[0] == folder for p in paths):
-                listed = self.repo.list_dir(tip, folder)
-                if not any(is_dir for _, is_dir in listed) and sorted(n for n, _ in listed) == sorted(
-                    p.rpartition("/")[2] for p in paths
-                ):
-                    changes[folder] = None
-                    del expired[ns]
-        for paths in expired.values():
-            changes.update(dict.fromkeys(paths))
-        return changes
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
         """Sweep expired items periodically in a daemon thread.

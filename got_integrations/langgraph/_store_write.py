@@ -38,6 +38,9 @@ __all__ = ["EmbedDocs", "StoreWritesMixin"]
 
 logger = logging.getLogger("got_integrations.langgraph.store")
 
+#: How many of a batch's puts and deletes a commit message lists (the rest are counted).
+SUMMARY_LINES = 200
+
 #: The embedding call a batch makes: texts -> vectors.
 EmbedDocs = Callable[[list[str]], list[list[float]]]
 
@@ -49,6 +52,7 @@ class StoreWritesMixin:
     ref: str
     readable: bool
     index: ItemIndex
+    index_config: dict[str, Any] | None
     _codec: ItemCodec
     _docs: LRU
     _bulk: BulkWriter
@@ -76,22 +80,28 @@ class StoreWritesMixin:
         embed_docs: EmbedDocs | None,
     ) -> None:
         changes: dict[str, bytes | None] = {}
+        ids: dict[str, str | None] = {}  # the blob ids of ``changes`` (None deletes)
         upserts: list[Row] = []
-        summary: list[str] = []
+        summary: list[str] = []  # the message's lines: the first SUMMARY_LINES are written out
+        counted = 0  # the lines not written out
         embed_texts: list[str] = []
         deleted: list[Row] = []
         now_iso, now_us = now.isoformat(), to_us(now)
+        readable, sealed = self.readable, not self.readable
+        embedding = bool(self.index_config)
         for path, op in puts.items():
-            label = one_line("/".join(op.namespace) + ":" + op.key, 80)
             old = existing.get(path)
             if old is not None:
                 refresh.pop(old.path, None)
                 if old.path != path or op.value is None:  # deleted, or moved out of a legacy directory
-                    changes[old.path] = None
+                    changes[old.path] = ids[old.path] = None
                     deleted.append(old)
             if op.value is None:
                 if old is not None:
-                    summary.append(f"delete {label}")
+                    if len(summary) < SUMMARY_LINES:
+                        summary.append("delete " + one_line("/".join(op.namespace) + ":" + op.key, 80))
+                    else:
+                        counted += 1
                 continue
             if not isinstance(op.value, Mapping):
                 raise InvalidInputError(f"store values are mappings (dicts), not {type(op.value).__name__}")
@@ -112,9 +122,9 @@ class StoreWritesMixin:
             }
             data, text = self._codec.encode_readable(doc)
             changes[path] = data
-            sha = blob_sha(data)
+            sha = ids[path] = blob_sha(data)
             # the row ``row_of_doc`` would build from the file, from what is at hand (no re-parsing)
-            if self.readable and text is None:
+            if readable and text is None:
                 text = value_json(doc["value"])
             upserts.append(
                 Row(
@@ -128,24 +138,33 @@ class StoreWritesMixin:
                     to_us(expires) if expires is not None else None,
                     float(ttl) if ttl is not None else None,
                     "null" if index is None else "false" if index is False else json.dumps(index),
-                    text if self.readable else None,
+                    text if readable else None,
                 )
             )
-            if not self.readable:  # what a reader decoding the file gets back
+            if sealed:  # what a reader decoding the file gets back
                 self._docs.put(sha, {**doc, "value": loads_value(value_json(doc["value"]))}, 512)
-            embed_texts.extend(t for _, t in self._texts(doc))
-            summary.append(f"put {label}")
+            if embedding:
+                embed_texts.extend(t for _, t in self._texts(doc))
+            if len(summary) < SUMMARY_LINES:
+                summary.append("put " + one_line("/".join(op.namespace) + ":" + op.key, 80))
+            else:
+                counted += 1
         for path, row in refresh.items():
             expires = now + timedelta(minutes=float(row.ttl or 0))
             data = changes[path] = self._refreshed(row, expires)
-            upserts.append(row._replace(blob=blob_sha(data), exp=to_us(expires)))
+            sha = ids[path] = blob_sha(data)
+            upserts.append(row._replace(blob=sha, exp=to_us(expires)))
         if refresh:
-            summary.append(f"refresh ttl of {len(refresh)} item(s)")
+            if len(summary) < SUMMARY_LINES:
+                summary.append(f"refresh ttl of {len(refresh)} item(s)")
+            else:
+                counted += 1
         if not changes:
             return
         self._ensure_vectors(embed_texts, embed_docs)  # before the commit: a failed embedding writes nothing
-        head = f"store: {summary[0]}" + (f" (+{len(summary) - 1} more)" if len(summary) > 1 else "")
-        self._commit(tip, changes, head + "\n\n" + "\n".join(summary[:200]) + "\n", upserts, deleted)
+        more = len(summary) - 1 + counted
+        head = f"store: {summary[0]}" + (f" (+{more} more)" if more else "")
+        self._commit(tip, changes, head + "\n\n" + "\n".join(summary) + "\n", upserts, deleted, ids=ids)
 
     def _refreshed(self, row: Row, expires: datetime) -> bytes:
         """The item file of ``row`` with a new expiry (from the index when it holds the value)."""
@@ -173,17 +192,23 @@ class StoreWritesMixin:
         upserts: list[Row],
         deleted: list[Row],
         swept_at: int | None = None,
+        *,
+        ids: Mapping[str, str | None] | None = None,
+        swept: Mapping[bytes, int] | None = None,
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given
         (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
         swept). A small commit's rows are held in memory until a read needs them in the file."""
         # many files: one pack of blobs and trees instead of a file each (both check every path and size)
-        build = (self._bulk.builder if self._bulk.wanted(changes) else self._bulk.loose_builder)(changes, message)
+        if self._bulk.wanted(changes, always=swept_at is not None):  # a sweep: from the writer's trees
+            build = self._bulk.builder(changes, message, ids=ids)
+        else:
+            build = self._bulk.loose_builder(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:
             if swept_at is not None:
-                self.index.apply_sweep(parent, commit, swept_at)
+                self.index.apply_sweep(parent, commit, swept_at, swept)
             else:
                 self.index.apply_own(parent, commit, upserts, deleted, hold=True)
         except (GotError, sqlite3.Error) as exc:  # the write is in git; the next read catches up

@@ -328,7 +328,10 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
         return await asyncio.to_thread(self._batch, list(ops), embed_docs, embed_query)
 
     @staticmethod
-    def _check(ops: list[Op]) -> None:
+    def _check(ops: list[Op]) -> dict[str, PutOp]:
+        """Check every operation; returns the puts by item path (the last put of a path wins,
+        in the order of the batch)."""
+        puts: dict[str, PutOp] = {}
         for op in ops:
             if isinstance(op, GetOp):
                 check_namespace(op.namespace, allow_empty=False)
@@ -336,7 +339,9 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
                     raise InvalidStoreNameError(f"a key is a non-empty string, not {op.key!r:.80}")
             elif isinstance(op, PutOp):
                 check_namespace(op.namespace, allow_empty=False)
-                item_path(op.namespace, op.key)
+                path = item_path(op.namespace, op.key)
+                puts.pop(path, None)  # last write wins, in order
+                puts[path] = op
             elif isinstance(op, SearchOp):
                 check_namespace(op.namespace_prefix, allow_empty=True)
             elif isinstance(op, ListNamespacesOp):
@@ -345,17 +350,12 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
                         raise InvalidStoreNameError(f"match paths are tuples of strings, not {condition.path!r:.80}")
             else:
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+        return puts
 
     def _batch(self, ops: list[Op], embed_docs: EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
-        self._check(ops)
+        puts = self._check(ops)
         with self._write_lock:
             now = utc_now(self.clock)
-            puts: dict[str, PutOp] = {}
-            for op in ops:
-                if isinstance(op, PutOp):
-                    path = item_path(op.namespace, op.key)
-                    puts.pop(path, None)  # last write wins, in order
-                    puts[path] = op
             if puts and not self._layout_checked:
                 self._migrate_layout()  # once per store object: legacy item files move first
             refresh: dict[str, Row] = {}

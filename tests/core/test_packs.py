@@ -129,3 +129,94 @@ def test_a_pack_is_fsynced_exactly_when_the_repository_asked_for_fsync(tmp_path,
     ).stdout
     assert (int(out) >= 3) if durable else (int(out) == 0)  # the pack, its index and their directory
     assert fsck_clean(tmp_path / "r.git")[0]
+
+
+def test_a_directory_is_checked_once_and_every_name_in_it_still_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import got_core.storage.packs as packs
+
+    repo = ReasoningRepo.open(tmp_path / "r.git")
+    blob = repo.git.write_blob(b"x")
+    calls: list[str] = []
+    real = packs.check_path
+
+    def spy(path: str, what: str = "path") -> tuple[str, ...]:
+        calls.append(path)
+        return real(path, what)
+
+    monkeypatch.setattr(packs, "check_path", spy)
+    changes = {f"ns.{d}/0/1/users/u{d}/k{i}.json": blob for d in range(3) for i in range(100)}
+    root, trees = build_tree_objects(repo.git.read_raw, None, changes)
+    assert len(calls) == 3  # once per directory, not once per file
+    write_pack(repo.gitdir, trees)
+    repo.set_ref("refs/heads/t", repo.write_commit(root, [], "t\n"))
+    assert fsck_clean(repo.gitdir)[0]
+    assert len(git(repo.gitdir, "ls-tree", "-r", "--name-only", "refs/heads/t").split()) == 300
+    # a bad name in a directory already checked is still refused, and so is an over-long path
+    for bad in ("..", ".git", "", "a\\b", ".GIT", "x" * 300):
+        with pytest.raises(InvalidNameError):
+            build_tree_objects(repo.git.read_raw, None, {"a/b/ok": blob, f"a/b/{bad}": blob})
+    deep = "/".join(["d" * 200] * 20)
+    with pytest.raises(InvalidNameError):
+        build_tree_objects(repo.git.read_raw, None, {f"{deep}/ok": blob, f"{deep}/{'y' * 200}": blob})
+    with pytest.raises(InvalidNameError):
+        build_tree_objects(repo.git.read_raw, None, {"a/ok": blob, "/a": blob})
+
+
+def test_trees_of_ids_are_stored_not_deflated_and_git_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zlib
+
+    import got_core.storage.packs as packs
+
+    repo = ReasoningRepo.open(tmp_path / "r.git")
+    blobs = [repo.git.write_blob(f"item {i}\n".encode() * 20) for i in range(16)]
+    # a hash-bucket level (16 one-letter directories) above directories of files with longer names
+    root, trees = build_tree_objects(
+        repo.git.read_raw,
+        None,
+        {f"{i:x}/memory-{j:04d}.json": blobs[(i + j) % 16] for i in range(16) for j in range(16)},
+    )
+    bucket = next(data for _, data in trees if data.startswith(b"40000 0\x00"))
+    deflated: list[bytes] = []
+    real = packs._deflate
+    monkeypatch.setattr(packs, "_deflate", lambda data: deflated.append(data) or real(data))
+    entry = packs.pack_entry("tree", bucket)
+    assert zlib.decompress(entry[2:]) == bucket and len(entry) > len(bucket)  # stored blocks
+    assert deflated == []
+    write_pack(repo.gitdir, trees)
+    assert bucket not in deflated and len(deflated) == len(trees) - 1  # only the bucket level is stored
+    repo.set_ref("refs/heads/t", repo.write_commit(root, [], "t\n"))
+    assert fsck_clean(repo.gitdir)[0]
+    assert git(repo.gitdir, "cat-file", "blob", "refs/heads/t:a/memory-0003.json").encode() == repo.read_blob(blobs[13])
+    for idx in (repo.gitdir / "objects" / "pack").glob("*.idx"):
+        git(repo.gitdir, "verify-pack", str(idx))  # raises on a damaged pack
+
+
+def test_a_tree_cache_keeps_as_many_directories_as_it_is_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import got_core.storage.packs as packs
+    from got_core.storage.packs import TreeCache
+
+    repo = ReasoningRepo.open(tmp_path / "r.git")
+    blob = repo.git.write_blob(b"x")
+    first = {f"d{d:03d}/k{i}.json": blob for d in range(100) for i in range(20)}
+    parsed: list[str] = []
+    real = packs._read_tree
+    monkeypatch.setattr(packs, "_read_tree", lambda read_raw, oid: parsed.append(oid) or real(read_raw, oid))
+    for cache, reparsed in ((TreeCache(1000, min_entries=16), 0), ({}, 100)):
+        raw: dict[str, bytes] = {}
+
+        def read_raw(oid: str) -> tuple[str, bytes]:
+            return ("tree", raw[oid]) if oid in raw else repo.git.read_raw(oid)
+
+        root, trees = build_tree_objects(read_raw, None, first, cache)  # type: ignore[arg-type]
+        raw.update({packs.object_id(k, d): d for k, d in trees})
+        parsed.clear()
+        again, more = build_tree_objects(read_raw, root, {f"d{d:03d}/new.json": blob for d in range(100)}, cache)  # type: ignore[arg-type]
+        assert len(parsed) == reparsed  # a dict keeps 64 trees of 32 entries or more: every directory is parsed again
+        write_pack(repo.gitdir, trees + more)
+        repo.set_ref("refs/heads/t", repo.write_commit(again, [], "t\n"))
+        assert len(git(repo.gitdir, "ls-tree", "-r", "--name-only", "refs/heads/t").split()) == 2100
+    assert fsck_clean(repo.gitdir)[0]

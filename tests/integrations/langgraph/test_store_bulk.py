@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gitcli import fsck_clean, git
@@ -15,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 from timeouts import TEST_TIMEOUT
 
 from got_core.errors import PayloadTooLargeError
@@ -195,3 +199,131 @@ def test_concurrent_big_batches_lose_nothing(tmp_path: Path) -> None:
     for store in stores:
         assert len(store.search(("w",), limit=10_000)) == 8 * (PACK_MIN + 6)
         store.close()
+
+
+def _sqlite_store() -> SqliteStore:
+    store = SqliteStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    store.setup()
+    return store
+
+
+def _items(store: Any, prefix: tuple[str, ...] = ()) -> list[tuple]:
+    return sorted(
+        (tuple(i.namespace), i.key, json.dumps(i.value, sort_keys=True)) for i in store.search(prefix, limit=100_000)
+    )
+
+
+def test_a_second_batch_parses_no_namespace_tree_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a batch over many namespaces rewrites each namespace's directory: the next batch builds on
+    # the entries the writer kept, instead of reading and parsing every directory again
+    import got_core.storage.packs as packs
+
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    store.batch([PutOp(("mem", f"u{i % 40}"), f"k{i}", {"i": i}) for i in range(40 * 20)])
+    parsed: list[str] = []
+    real = packs._read_tree
+    monkeypatch.setattr(packs, "_read_tree", lambda read_raw, oid: parsed.append(oid) or real(read_raw, oid))
+    store.batch([PutOp(("mem", f"u{i % 40}"), f"new{i}", {"i": i}) for i in range(40 * 3)])
+    assert parsed == []  # 40 on the code before (one per namespace directory)
+    assert fsck_clean(gitdir)[0]
+    assert len(git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()) == 40 * 23
+    store.close()
+    for f in (gitdir / "got").glob("store-*.sqlite3*"):
+        f.unlink()
+    again = GitStore(gitdir)
+    assert len(again.search(("mem", "u7"), limit=100)) == 23
+    again.close()
+
+
+def test_big_batches_give_what_sqlite_store_gives(tmp_path: Path) -> None:
+    git_store, sqlite_store = GitStore(tmp_path / "s.git"), _sqlite_store()
+    batches = [
+        [PutOp(("mem", f"u{i % 30}"), f"k{i}", {"i": i, "kind": ["a", "b"][i % 2]}) for i in range(600)],
+        [PutOp(("mem", f"u{i % 30}"), f"k{i}", None if i % 3 else {"i": -i}) for i in range(0, 600, 2)],
+        [PutOp(("mem", f"u{i % 7}", "deep"), f"d{i}", {"i": i}) for i in range(200)]
+        + [PutOp(("mem", "u1"), f"k{i}", None) for i in range(1, 600, 30)],
+    ]
+    for ops in batches:
+        git_store.batch(ops)
+        sqlite_store.batch(ops)
+        assert _items(git_store) == _items(sqlite_store)
+        assert git_store.list_namespaces(limit=1000) == sqlite_store.list_namespaces(limit=1000)
+        for ns in (("mem", "u1"), ("mem", "u4", "deep")):
+            assert _items(git_store, ns) == _items(sqlite_store, ns)
+    filtered = {"kind": "a"}
+    assert sorted(i.key for i in git_store.search(("mem",), filter=filtered, limit=1000)) == sorted(
+        i.key for i in sqlite_store.search(("mem",), filter=filtered, limit=1000)
+    )
+    assert fsck_clean(tmp_path / "s.git")[0]
+    git_store.close()
+
+
+def test_a_sweep_reads_no_tree_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the swept directories are the ones the last batches wrote: the sweep's trees are built
+    # from the copies the writer and the handle keep, with no directory listed and no object
+    # read from the object database
+    gitdir = tmp_path / "s.git"
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(gitdir, clock=lambda: now[0])
+    store.batch([PutOp(("keep", f"u{i % 5}"), f"k{i}", {"i": i}) for i in range(2 * PACK_MIN)])
+    store.batch([PutOp(("ttl", f"t{i % 4}"), f"e{i}", {"i": i}, ttl=1.0) for i in range(2 * PACK_MIN)])
+    store.batch([PutOp(("keep", "u1"), f"x{i}", {"i": i}, ttl=1.0) for i in range(3)])  # a small one
+    now[0] += timedelta(minutes=2)
+    listed: list[object] = []
+    read: list[str] = []
+    monkeypatch.setattr(store.repo, "list_dir", lambda *a, **k: listed.append(a) or [])
+    real_read = store.repo.git._odb_read  # what misses the handle's memory of its own writes
+    monkeypatch.setattr(store.repo.git, "_odb_read", lambda oid: read.append(oid) or real_read(oid))
+    statements: list[str] = []
+    store.index.db.set_trace_callback(statements.append)
+    assert store.sweep_ttl() == 2 * PACK_MIN + 3
+    store.index.db.set_trace_callback(None)
+    assert listed == [] and read == []  # the code before listed each emptied namespace's directory
+    # the expired rows are listed once: their rows go in one statement, not counted again
+    assert sum("exp<=" in s for s in statements) == 2, statements
+    assert not any("GROUP BY" in s for s in statements)
+    monkeypatch.undo()
+    kept = git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split()
+    assert len(kept) == 2 * PACK_MIN
+    assert {p.split("/")[3] for p in kept} == {"keep"}  # emptied directories are gone
+    assert fsck_clean(gitdir)[0]
+    assert store.list_namespaces() == [("keep", f"u{i}") for i in range(5)]
+    store.reindex()
+    assert store.list_namespaces() == [("keep", f"u{i}") for i in range(5)]
+    store.close()
+
+
+def test_a_sweep_deletes_only_item_files(tmp_path: Path) -> None:
+    # a file that is not an item (committed into a namespace's directory by someone else) stays
+    gitdir = tmp_path / "s.git"
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = GitStore(gitdir, clock=lambda: now[0])
+    store.batch([PutOp(("ttl", "a"), f"e{i}", {"i": i}, ttl=1.0) for i in range(PACK_MIN)])
+    folder = GitStore.namespace_path(("ttl", "a"))
+    build = store._bulk.loose_builder({f"{folder}/NOTES.txt": b"kept by hand\n"}, "notes\n")
+    store.repo.update_ref(store.ref, build)
+    now[0] += timedelta(minutes=2)
+    assert store.sweep_ttl() == PACK_MIN
+    assert git(gitdir, "ls-tree", "-r", "--name-only", "refs/got/store").split() == [f"{folder}/NOTES.txt"]
+    assert git(gitdir, "cat-file", "blob", f"refs/got/store:{folder}/NOTES.txt") == "kept by hand\n"
+    assert store.list_namespaces() == [] and store.search((), limit=10) == []
+    assert fsck_clean(gitdir)[0]
+    store.close()
+
+
+def test_a_sweep_gives_what_sqlite_store_gives(tmp_path: Path) -> None:
+    # SqliteStore compares expiry with SQLite's CURRENT_TIMESTAMP, to the second: both stores
+    # get the same writes, then a real wait past the TTL
+    git_store, sqlite_store = GitStore(tmp_path / "s.git"), _sqlite_store()
+    ops = [PutOp(("ttl", f"t{i % 5}"), f"e{i}", {"i": i}, ttl=0.005) for i in range(150)]
+    ops += [PutOp(("ttl", f"t{i % 3}"), f"keep{i}", {"i": i}) for i in range(20)]
+    ops += [PutOp(("other",), f"o{i}", {"i": i}, ttl=60.0) for i in range(10)]
+    for store in (git_store, sqlite_store):
+        store.batch(ops)
+    time.sleep(0.005 * 60 + 1.5)
+    assert git_store.sweep_ttl() == sqlite_store.sweep_ttl() == 150
+    assert _items(git_store) == _items(sqlite_store)
+    assert git_store.list_namespaces() == sqlite_store.list_namespaces()
+    assert fsck_clean(tmp_path / "s.git")[0]
+    git_store.close()
