@@ -277,7 +277,7 @@ class ReasoningRepo(RepoBase):
         pattern = clean_text(pattern, "pattern")
         scope = self._scope(refs)
         idx = self._idx()  # one sync per query
-        return retrieval.rows_to_infos(idx, idx.grep(pattern, fixed=fixed, ignore_case=ignore_case, refs=scope))
+        return idx.grep_infos(pattern, fixed=fixed, ignore_case=ignore_case, refs=scope)
 
     def pickaxe(self, needle: str, *, refs: Sequence[str] | None = None) -> list[CommitInfo]:
         """Commits that add or remove occurrences of ``needle`` in any file (``git log -S``)."""

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from got_core.errors import InvalidInputError
 from got_core.storage.git import GitRepo
-from got_core.types import tag_value
+from got_core.types import CommitInfo, tag_value
 
 __all__ = ["MAX_FTS_PHRASE", "CommitRow", "IndexQueries", "RankedRow", "register_functions"]
 
@@ -90,6 +90,41 @@ def _fts_phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+#: A literal's hits in one statement: the trigram index's, and those of the messages still
+#: waiting for its next batch (``untri``: a handful, tested with ``instr``) as the second arm
+#: of a ``UNION ALL`` (as one OR, SQLite tested every trigram hit against both terms; as two
+#: statements, each paid its own). The arms are disjoint: a batch moves messages from
+#: ``untri`` to the trigram index in one transaction. ``CROSS JOIN`` keeps ``untri`` the
+#: outer loop (SQLite otherwise scanned every commit and looked each up in ``untri``).
+_LITERAL_HITS = (
+    "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ? "
+    "UNION ALL SELECT u.crow FROM untri u CROSS JOIN commits w ON w.rowid = u.crow WHERE instr(w.message, ?) > 0)"
+)
+
+
+def _literal_params(literal: str) -> list[object]:
+    return [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal]
+
+
+#: A hit as :meth:`IndexQueries._infos` reads it: the sort key (time known, time, rowid),
+#: then oid, message, parents, time, score (the note's, else the trailer's) and the tag
+#: names joined by NUL (a byte no ref name holds), from the (target, name) index.
+_INFO_SELECT = (
+    "SELECT c.time IS NOT NULL, IFNULL(c.time, 0), c.rowid, c.oid, c.message, c.parents, c.time, "
+    "COALESCE(n.score, c.score), (SELECT group_concat(t.name, char(0)) FROM tags t WHERE t.target = c.oid) "
+    "FROM commits c LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+)
+
+
+def _tag_names(joined: str | None) -> tuple[str, ...]:
+    """The tag names :data:`_INFO_SELECT` joined, in name order (as :meth:`IndexQueries.tags_for`)."""
+    if not joined:
+        return ()
+    if "\0" not in joined:
+        return (joined,)
+    return tuple(sorted(joined.split("\0")))
+
+
 class IndexQueries:
     """The read queries over the index tables (mixed into :class:`~got_core.storage.index.DerivedIndex`).
 
@@ -153,8 +188,8 @@ class IndexQueries:
             out += self._rows("c.oid IN ({})".format(",".join("?" * len(chunk))), chunk)
         return out
 
-    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
-        """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
+    def _grep_plan(self, pattern: str, *, fixed: bool, ignore_case: bool) -> tuple[re.Pattern[str], str | None]:
+        """The compiled pattern, and the literal text the trigram index can find (None: scan)."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         try:
             rx = re.compile(re.escape(pattern) if fixed else pattern, flags)
@@ -165,24 +200,60 @@ class IndexQueries:
             ) from None
         literal = pattern if fixed else (pattern if not re.search(r"[\\.^$*+?{}\[\]|()]", pattern) else None)
         if literal is not None and len(literal) >= 3 and not ignore_case:
-            # the trigram index, then the few messages still waiting for its next batch (two
-            # statements: as one OR, SQLite tested every trigram hit against both terms again)
-            with self._lock:
-                rows = self._rows(
-                    "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ?)",
-                    [_fts_phrase(literal[:MAX_FTS_PHRASE])],
-                    refs,
-                )
-                if self.db.execute("SELECT 1 FROM untri LIMIT 1").fetchone() is not None:
-                    seen = {r.rowid for r in rows}
-                    waiting = self._rows(
-                        "c.rowid IN (SELECT crow FROM untri) AND instr(c.message, ?) > 0", [literal], refs
-                    )
-                    rows += [r for r in waiting if r.rowid not in seen]
-                    rows.sort(key=_newest_first, reverse=True)
+            return rx, literal
+        return rx, None
+
+    def grep(self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None) -> list[CommitRow]:
+        """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
+        rx, literal = self._grep_plan(pattern, fixed=fixed, ignore_case=ignore_case)
+        if literal is not None:
+            rows = self._rows(_LITERAL_HITS, _literal_params(literal), refs)
         else:
             rows = self._rows("1", (), refs, keep=rx.search)
         return [r for r in rows if rx.search(r.message)]
+
+    def grep_infos(
+        self, pattern: str, *, fixed: bool, ignore_case: bool, refs: Sequence[str] | None
+    ) -> list[CommitInfo]:
+        """:meth:`grep`'s commits as :class:`CommitInfo` s, with their tags and scores.
+
+        A literal of three characters or more (the usual query) is one statement: the
+        trigram index's hits and the messages still waiting for its batch, each with its
+        score and its tags joined in; the rows come back as plain tuples and each hit
+        becomes one object (no row object, no second statement for the tags).
+        """
+        rx, literal = self._grep_plan(pattern, fixed=fixed, ignore_case=ignore_case)
+        if literal is None:
+            rows = self._rows("1", (), refs, keep=rx.search)
+            rows = [r for r in rows if rx.search(r.message)]
+            tags = self.tags_for(r.oid for r in rows)
+            return [
+                CommitInfo.indexed(r.oid, r.message, r.parent_list, r.time, tuple(tags.get(r.oid, ())), r.score)
+                for r in rows
+            ]
+        # the trigram phrase is exact up to MAX_FTS_PHRASE characters; past it, and for the
+        # waiting messages, the text itself decides (a literal: the same test as the pattern)
+        return self._infos(_LITERAL_HITS, _literal_params(literal), refs, keep=lambda message: literal in message)
+
+    def _infos(
+        self,
+        where: str,
+        params: Iterable[object],
+        refs: Sequence[str] | None,
+        *,
+        keep: Callable[[str], object] | None = None,
+    ) -> list[CommitInfo]:
+        """:meth:`_rows` as :class:`CommitInfo` s from one statement (tags and score joined), same order."""
+        scope, sparams = self._scope_sql(refs)
+        sql = _INFO_SELECT + f"WHERE {where}{scope}"
+        with self._lock:
+            rows = self.db.execute(sql, [self.notes_ref, *params, *sparams]).fetchall()
+        if keep is not None:
+            rows = [r for r in rows if keep(r[4])]
+        # newest first: the rows start with (time known, time, rowid), and a rowid is unique
+        rows.sort(reverse=True)
+        build = CommitInfo.indexed
+        return [build(r[3], r[4], tuple(r[5].split()) if r[5] else (), r[6], _tag_names(r[8]), r[7]) for r in rows]
 
     def doc_freq(self, stem: str) -> int:
         """How many commit messages hold a word starting with ``stem`` (from the FTS vocabulary)."""
