@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.repo.base import Publish
-from got_core.storage.git import BlobId, GitRepo
+from got_core.storage.git import BlobId
 from got_core.storage.objects import note_target
 from got_core.storage.refnames import check_ref_name
 from got_core.types import canonical_json
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "all_notes",
-    "fanout_changes",
     "get_note",
     "note_json",
     "note_paths",
@@ -102,8 +101,9 @@ def notes_commit(
 ) -> tuple[str, dict[str, str | None]]:
     """Write the notes commit that adds ``payload`` on top of the notes commit ``tip`` (no ref moves).
 
-    Each note goes where git's own ``git notes add`` would put it (:func:`fanout_changes`):
-    ``ab/cdef…`` until its directory holds enough notes, then ``ab/cd/ef…``.
+    Each note goes where git's own ``git notes add`` would put it
+    (:mod:`got_core.storage.notes_fanout`): ``ab/cdef…`` until its directory holds two
+    notes for each next hex digit, then ``ab/cd/ef…``.
 
     Returns:
         The commit and its changes to ``tip``'s tree (fan-out path -> blob, None removed),
@@ -121,146 +121,13 @@ def notes_commit(
             blobs[oid] = written
             bodies[written] = data
     repo._blobs_written(bodies)  # the index reads these notes from here once the ref moves
-    changes = fanout_changes(git, base, blobs)
+    changes = git.notes_fanout_changes(base, blobs)  # where `git notes add` would put them
     tree = git.build_tree(base, {path: None if blob is None else BlobId(blob) for path, blob in changes.items()})
     # notes commits are bookkeeping, never signed: a signature vouches for reasoning
     commit = git.write_commit(
         tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
     )
     return commit, changes
-
-
-# ---------------------------------------------------------------- git's fan-out rule
-_HEX = frozenset("0123456789abcdef")
-_DIR_MODE = 0o040000
-
-
-class _Item:
-    """One thing in a notes directory as git's ``notes.c`` sees it: a note (``key`` is the
-    annotated id, ``oid`` its blob) or a subtree it did not open (``key`` is the prefix its
-    path spells, ``oid`` the tree), and where it is now (``path``; None: a new note)."""
-
-    __slots__ = ("key", "oid", "path", "tree")
-
-    def __init__(self, key: str, tree: bool, path: str | None, oid: str) -> None:
-        self.key, self.tree, self.path, self.oid = key, tree, path, oid
-
-
-def fanout_changes(git: GitRepo, base: str | None, notes: Mapping[str, str]) -> dict[str, str | None]:
-    """The tree changes (path -> blob, None removed) that put ``notes`` (annotated id -> blob)
-    into the notes tree ``base`` where stock git puts them.
-
-    git's rule (``notes.c``: ``determine_fanout``, ``for_each_note_helper``): a directory at
-    depth d holds its notes flat (``rest``) unless, for each of the 16 values of the ids'
-    next hex digit, it holds two or more notes or subtrees starting with it, or one
-    subtree it does not open; then each note goes one level down (``xy/rest``), and the
-    rule applies again in each subdirectory of two or more. git opens only the subtrees on
-    the way to the notes it writes, so a directory it does not touch keeps its layout,
-    and one that fails the rule is written flat again. So a directory splits when every
-    next digit has two notes (about 80 notes: ~20,000 in all; fast-import splits them
-    all at 65,536), and a write costs the trees on its path: at 100k notes a root of
-    256 directories, ``ab/`` of ~256, and ``ab/cd/`` of one or two notes.
-
-    Unlike git, the root is never flat (git writes fewer than ~40 notes flat): our notes
-    stay at ``ab/cdef…`` or below, which git reads, and a root git wrote flat is fanned
-    out at our next write. Entries that are not notes stay where they are; of a note held
-    twice (two spellings) that is not being written, the second is left as it is.
-    """
-    items: list[_Item] = []
-    seen: set[str] = set()
-    removed: list[str] = []
-    for item in _explore(git, base, "", "", set(notes)) if base is not None else ():
-        if item.tree:
-            items.append(item)
-        elif item.key in notes:  # the new note replaces every spelling of its target
-            assert item.path is not None
-            removed.append(item.path)
-        elif item.key not in seen:
-            seen.add(item.key)
-            items.append(item)
-    items.extend(_Item(oid, False, None, blob) for oid, blob in notes.items())
-    changes: dict[str, str | None] = dict.fromkeys(removed)
-    moved = [(item, path) for item, path in _place(git, "", "", items, True) if item.path != path]
-    for item, _path in moved:
-        if item.path is not None:
-            changes[item.path] = None
-    for item, path in moved:  # an addition wins over a removal at the same path
-        changes[path] = item.oid
-    return changes
-
-
-def _explore(git: GitRepo, tree: str, path: str, prefix: str, keys: set[str] | None) -> list[_Item]:
-    """The notes and subtrees of directory ``path`` (tree ``tree``; its notes' ids start with
-    ``prefix``), the subtrees on the way to ``keys`` opened as git opens them (None: all)."""
-    out: list[_Item] = []
-    for name, mode, oid in git.tree_listing(tree):
-        if not _HEX.issuperset(name):
-            continue  # not a note, nor a fan-out directory: left where it is
-        at, key, kind = f"{path}/{name}" if path else name, prefix + name, mode & 0o170000
-        if kind == _DIR_MODE and len(name) == 2:
-            inside = None if keys is None else {k for k in keys if k.startswith(key)}
-            if inside is None or inside:
-                out.extend(_explore(git, oid, at, key, inside))
-            else:
-                out.append(_Item(key, True, at, oid))
-        elif kind == 0o100000 and len(key) in (40, 64):
-            out.append(_Item(key, False, at, oid))
-    return out
-
-
-def _splits(items: list[_Item], depth: int) -> bool:
-    """git's ``determine_fanout`` for a directory at ``depth`` holding ``items``."""
-    nibble = 2 * depth
-    counts: dict[str, int] = {}
-    trees: set[str] = set()
-    for item in items:
-        if not item.tree and len(item.key) <= nibble + 2:
-            return False  # no level below the last two digits (git asserts fanout < 20)
-        digit = item.key[nibble]
-        counts[digit] = counts.get(digit, 0) + 1
-        if item.tree:
-            trees.add(digit)
-    return len(counts) == 16 and all(n >= 2 or d in trees for d, n in counts.items())
-
-
-def _place(git: GitRepo, path: str, prefix: str, items: list[_Item], root: bool) -> list[tuple[_Item, str]]:
-    """(note, the path git gives it) for every note of ``items``, the things in directory
-    ``path`` (its notes' ids start with ``prefix``); subtrees that keep their place are
-    left out."""
-    width = len(prefix)
-    if any(i.tree and len(i.key) == width for i in items):
-        # the directory itself, met as a subtree beside notes spelled flat above it: git
-        # opens it when those notes go in, and the subtrees in it on their way
-        keys = {i.key for i in items if not i.tree}
-        opened: list[_Item] = []
-        for item in items:
-            if item.tree and len(item.key) == width:
-                assert item.path is not None
-                opened.extend(_explore(git, item.oid, item.path, item.key, keys))
-            else:
-                opened.append(item)
-        items = opened
-    if not (root or _splits(items, width // 2)):
-        # flat: git opens every subtree below and writes all their notes here
-        while any(i.tree for i in items):
-            items = [
-                found
-                for item in items
-                for found in (_explore(git, item.oid, item.path or "", item.key, None) if item.tree else [item])
-            ]
-        return [(i, f"{path}/{i.key[width:]}" if path else i.key[width:]) for i in items]
-    groups: dict[str, list[_Item]] = {}
-    for item in items:
-        groups.setdefault(item.key[width : width + 2], []).append(item)
-    out: list[tuple[_Item, str]] = []
-    for name, group in groups.items():
-        sub = f"{path}/{name}" if path else name
-        if len(group) > 1:
-            out.extend(_place(git, sub, prefix + name, group, False))
-        elif not group[0].tree:  # git builds no node below one entry: it goes one level down
-            out.append((group[0], f"{sub}/{group[0].key[width + 2 :]}"))
-        # a subtree alone keeps its place
-    return out
 
 
 def note_paths(oid: str) -> list[str]:

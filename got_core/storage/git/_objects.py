@@ -14,6 +14,7 @@ from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME,
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
+from got_core.storage.notes_fanout import fanout_changes
 from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_tree_names
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
@@ -332,35 +333,15 @@ class _Objects(_Staging):
             self._built[key] = entries
         return entries
 
-    def tree_listing(self, tree: str) -> list[tuple[str, int, str]]:
-        """The entries directly in tree ``tree``: (name, mode, id), raw and unchecked (a name
-        that is not UTF-8 has its bad bytes replaced, so it never reads as a hex name).
-
-        A notes fan-out directory or root (one mode, names of one width, in order) is read
-        from its raw bytes, not parsed entry by entry; a tree this handle built or parsed
-        lately is not read again.
+    def notes_fanout_changes(self, base: str | None, notes: Mapping[str, str]) -> dict[str, str | None]:
+        """The changes (path -> blob, None removed) that put ``notes`` (annotated id -> blob)
+        into the notes tree ``base`` where stock git's ``git notes add`` puts them
+        (:func:`got_core.storage.notes_fanout.fanout_changes`).
 
         Raises:
-            CorruptRepositoryError: missing, not a tree, or not well formed.
+            CorruptRepositoryError: a notes directory on the way is missing or damaged.
         """
-        known = self._built.get(bytes.fromhex(tree))
-        if known is None:
-            kind, data = self._raw_read(tree)
-            if kind != "tree":
-                raise CorruptRepositoryError(f"object {tree} is a {kind}, expected a tree; run `got fsck`")
-            uniform = uniform_tree_names(data)
-            if uniform is not None:
-                raw_mode, width, names = uniform
-                mode, stride = int(raw_mode, 8), len(raw_mode) + width + 22
-                return [
-                    (name.decode("utf-8", "replace"), mode, data[(i + 1) * stride - 20 : (i + 1) * stride].hex())
-                    for i, name in enumerate(names)
-                ]
-            known = self._parsed_tree(tree)
-        return [
-            (name.decode("utf-8", "replace"), int(entry[: entry.index(b" ")], 8), entry[-20:].hex())
-            for name, (_key, entry) in known.items()
-        ]
+        return fanout_changes(self._raw_read, base, notes)
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""
