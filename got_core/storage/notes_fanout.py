@@ -126,9 +126,9 @@ def _open(read_raw: ReadRaw, tree: str, path: str, prefix: str, keys: set[str] |
         _mode, _width, names = found
         stride = len(b"100644 ") + rest + 21
         every = _HEX_BYTES.issuperset(b"".join(names))
-        for i, name in enumerate(names):
-            if every or _HEX_BYTES.issuperset(name):
-                text = name.decode("ascii")
+        for i, raw_name in enumerate(names):
+            if every or _HEX_BYTES.issuperset(raw_name):
+                text = raw_name.decode("ascii")
                 out.notes[prefix + text] = (_join(path, text), data[(i + 1) * stride - 20 : (i + 1) * stride].hex())
         return out
     for raw_name, (_key, entry) in read_tree_entries(read_raw, tree).items():

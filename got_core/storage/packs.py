@@ -27,7 +27,6 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.names import check_path
@@ -416,8 +415,8 @@ def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     parsed entry by entry instead.
     """
     if len(data) >= _SEEN_MIN_BYTES:
-        seen = _SEEN.get(data, _UNSEEN)  # keyed by the content itself: never a stale answer
-        if seen is not _UNSEEN:
+        if data in _SEEN:  # keyed by the content itself: never a stale answer
+            seen = _SEEN.get(data)
             return None if seen is None else (seen[0], seen[1], list(seen[2]))
         found = _uniform_tree_names(data)
         _remember_uniform(data, found)
@@ -431,7 +430,6 @@ def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
 _SEEN: dict[bytes, tuple[bytes, int, tuple[bytes, ...]] | None] = {}
 _SEEN_MIN_BYTES = 1024
 _SEEN_MAX = 32
-_UNSEEN: Final = object()
 
 
 def _remember_uniform(data: bytes, found: tuple[bytes, int, list[bytes]] | None) -> None:
