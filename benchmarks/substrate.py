@@ -30,7 +30,10 @@ derived index, apart) vs the SQLite file after VACUUM.
 History up to ``--api-fill`` nodes (default 10,000) is written through the public API;
 beyond that it is bulk-imported with ``git fast-import`` — the same commits (files,
 message, ``Got-*`` trailers), fan-out score notes and outcome tags that ``commit_node``
-writes, in one pack — and the index catches up at the next query. That is setup only:
+writes, in one pack — and the index catches up at the next query. fast-import lays the notes
+out by their count (``ab/cdef…`` from 256 notes, ``ab/cd/ef…`` everywhere from 65,536), which at
+100k is the layout git's ``notes.c`` rule, and so ``commit_node``, gives every directory; below
+65,536 a directory the rule would split moves down at its first measured write. That is setup only:
 every measured operation goes through the public API. After each fill the repository is
 packed as ``got gc`` packs it. Query words are drawn Zipf-like, from ranks 100-1000 of the
 vocabulary (each word is in ~0.1-1 % of the thoughts).

@@ -11,13 +11,13 @@ reads the result. :class:`~got_core.repo.reasoning.ReasoningRepo` exposes these 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, PayloadTooLargeError
 from got_core.repo.base import Publish
 from got_core.storage.git import BlobId
+from got_core.storage.objects import note_target
 from got_core.storage.refnames import check_ref_name
 from got_core.types import canonical_json
 from got_core.validate import to_bytes
@@ -29,14 +29,13 @@ __all__ = [
     "all_notes",
     "get_note",
     "note_json",
+    "note_paths",
     "notes_commit",
     "notes_ref_name",
     "publish_notes",
     "set_note",
     "set_notes",
 ]
-
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def notes_ref_name(repo: ReasoningRepo, ref: str | None) -> str:
@@ -102,33 +101,41 @@ def notes_commit(
 ) -> tuple[str, dict[str, str | None]]:
     """Write the notes commit that adds ``payload`` on top of the notes commit ``tip`` (no ref moves).
 
+    Each note goes where git's own ``git notes add`` would put it
+    (:mod:`got_core.storage.notes_fanout`): ``ab/cdef…`` until its directory holds two
+    notes for each next hex digit, then ``ab/cd/ef…``.
+
     Returns:
         The commit and its changes to ``tip``'s tree (fan-out path -> blob, None removed),
         which the caller hands to the index once the notes ref moved there.
     """
     git = repo.git
     base = git.commit_tree(tip) if tip else None
-    changes: dict[str, BlobId | None] = {}
+    blobs: dict[str, str] = {}
     bodies: dict[str, bytes] = {}
     for oid, data in payload.items():
         if isinstance(data, BlobId):
-            changes[f"{oid[:2]}/{oid[2:]}"] = data
+            blobs[oid] = data
         else:
             written = BlobId(git.write_blob(data))
-            changes[f"{oid[:2]}/{oid[2:]}"] = written
+            blobs[oid] = written
             bodies[written] = data
     repo._blobs_written(bodies)  # the index reads these notes from here once the ref moves
-    if base is not None:  # notes stock git wrote flat or at another fan-out depth
-        others = [p for oid in payload for p in (oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}")]
-        for path, blob in git.tree_entries(base, others).items():
-            if blob is not None:
-                changes[path] = None
-    tree = git.build_tree(base, changes)
+    changes = git.notes_fanout_changes(base, blobs)  # where `git notes add` would put them
+    tree = git.build_tree(base, {path: None if blob is None else BlobId(blob) for path, blob in changes.items()})
     # notes commits are bookkeeping, never signed: a signature vouches for reasoning
     commit = git.write_commit(
         tree, [tip] if tip else [], "Notes added by 'got'\n", repo.identity, repo.identity, repo.clock.now()
     )
-    return commit, dict(changes)
+    return commit, changes
+
+
+def note_paths(oid: str) -> list[str]:
+    """Every path git reads the note on ``oid`` from, ours first: ``ab/cdef…``, ``abcdef…``
+    (stock git's small trees), ``ab/cd/ef…`` (git's second fan-out level) and deeper."""
+    spelled = [oid[i : i + 2] for i in range(0, len(oid) - 2, 2)]
+    paths = ["/".join([*spelled[:depth], oid[2 * depth :]]) for depth in range(len(spelled) + 1)]
+    return [paths[1], paths[0], *paths[2:]]
 
 
 def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, str, str] | None:
@@ -138,12 +145,9 @@ def _note_blob(repo: ReasoningRepo, target: str, ref: str | None) -> tuple[str, 
     if tip is None:
         return None
     oid = repo.resolve(target)
-    tree = repo.git.read_commit(tip).tree
-    for path in (f"{oid[:2]}/{oid[2:]}", oid, f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-        blob = repo.git.tree_entry(tree, path)
-        if blob is not None:
-            return name, oid, blob
-    return None
+    found = repo.git.tree_entries(repo.git.read_commit(tip).tree, note_paths(oid))
+    blob = next((b for b in found.values() if b is not None), None)
+    return None if blob is None else (name, oid, blob)
 
 
 def get_note(repo: ReasoningRepo, target: str, *, ref: str | None = None) -> bytes | None:
@@ -196,7 +200,7 @@ def all_notes(repo: ReasoningRepo, *, ref: str | None = None) -> dict[str, bytes
     files = repo.git.tree_files(repo.git.read_commit(tip).tree)
     out = {}
     for path, blob in files.items():
-        target = path.replace("/", "")
-        if _SHA.fullmatch(target):
+        target = note_target(path)  # directories of two hex digits at any depth, as git reads them
+        if target is not None and target not in out:
             out[target] = repo.git.read_blob(blob)
     return out

@@ -13,13 +13,13 @@ job (:mod:`got_core.storage.refscan`, ``DerivedIndex.sync``).
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Mapping
 
 from got_core.errors import StorageError
 from got_core.storage.git import READ_ERRORS, CommitData, GitRepo
+from got_core.storage.objects import note_target
 from got_core.types import parse_trailers, trailer_score
 
 __all__ = ["MAX_INDEXED_BLOB", "TRI_BATCH", "Changes", "IndexWriter"]
@@ -30,7 +30,6 @@ TRI_BATCH = 64
 
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
 _BROKEN = READ_ERRORS
-_HEX_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no membership rows
 
 
@@ -313,8 +312,8 @@ class IndexWriter:
             # removals first: a note moved to another fan-out depth (stock git rewrites small
             # notes trees flat) is a removal and an addition of the same target
             for path, _old, new in sorted(changed, key=lambda change: change[2] is not None):
-                target = path.replace("/", "")
-                if not _HEX_OID.fullmatch(target):
+                target = note_target(path)  # any fan-out depth, mixed: what git reads as a note
+                if target is None:
                     continue  # not a note (git notes names each one by its commit's SHA)
                 if new is None:
                     db.execute("DELETE FROM notes WHERE ref=? AND target=?", (self.notes_ref, target))

@@ -9,6 +9,7 @@ parse trees with the same code.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterator
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "TreeFormatError",
     "check_object",
     "damaged_under",
+    "note_target",
     "object_id",
     "parse_tree",
     "tree_entries",
@@ -24,6 +26,24 @@ __all__ = [
 
 GITLINK_MODE = 0o160000
 TREE_MODE = 0o040000
+
+
+#: A path in a notes tree that git reads as a note: directories of two hex digits, then the rest.
+_NOTE_PATH = re.compile(r"(?:[0-9a-f]{2}/)*[0-9a-f]+")
+
+
+def note_target(path: str) -> str | None:
+    """The object a notes-tree path annotates, or None when git reads the path as no note.
+
+    git's notes fan-out (``notes.c``, ``load_subtree``): every directory on the way is named
+    by the next two hex digits of the annotated object's id, and the file by the rest, at
+    any depth and mixed (``ab/cdef…``, ``ab/cd/ef…``, ``abcdef…``). Anything else in a notes
+    tree (``abc/def…``, a longer directory name) is not a note, for git and for us.
+    """
+    if not _NOTE_PATH.fullmatch(path):
+        return None
+    target = path.replace("/", "")
+    return target if len(target) in (40, 64) else None
 
 
 class TreeFormatError(ValueError):

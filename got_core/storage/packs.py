@@ -504,6 +504,36 @@ def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     width sort as git sorts them, ``/`` appended to directories or not): such a tree is
     parsed entry by entry instead.
     """
+    if len(data) >= _SEEN_MIN_BYTES:
+        if data in _SEEN:  # keyed by the content itself: never a stale answer
+            seen = _SEEN.get(data)
+            return None if seen is None else (seen[0], seen[1], list(seen[2]))
+        found = _uniform_tree_names(data)
+        _remember_uniform(data, found)
+        return found
+    return _uniform_tree_names(data)
+
+
+#: The answers of :func:`uniform_tree_names` for the last few large trees, by their bytes: a
+#: write looks at the notes root and the note's directory, then builds them, and the next
+#: write starts from the root this one built (remembered when it was spliced).
+_SEEN: dict[bytes, tuple[bytes, int, tuple[bytes, ...]] | None] = {}
+_SEEN_MIN_BYTES = 1024
+_SEEN_MAX = 32
+
+
+def _remember_uniform(data: bytes, found: tuple[bytes, int, list[bytes]] | None) -> None:
+    if len(data) < _SEEN_MIN_BYTES:
+        return
+    if len(_SEEN) >= _SEEN_MAX:
+        try:
+            del _SEEN[next(iter(_SEEN))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread's trim came first
+            pass
+    _SEEN[data] = None if found is None else (found[0], found[1], tuple(found[2]))
+
+
+def _uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     mode = next((m for m in _UNIFORM_MODES if data.startswith(m + b" ")), None)
     if mode is None:
         return None
@@ -580,7 +610,9 @@ def _build_uniform(
             present = at < len(names) and names[at] == name
             sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
             named[name] = _build(read_raw, sub_base, sub, out, parsed)
-    return (_splice(data, mode, names, named) or None,)
+    spliced = _splice(data, mode, names, named)
+    _remember_uniform(spliced, (mode, width, names))  # the next write starts from this tree
+    return (spliced or None,)
 
 
 def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from got_core.errors import InvalidInputError
 from got_core.names import check_path, short_ref
 from got_core.repo import ReasoningRepo
+from got_core.repo.notes import note_paths
 from got_core.types import OUTCOME_TAG_PREFIX, parse_trailers, trailer_score
 
 __all__ = ["diff_view", "node_view", "render_markdown", "tree_view"]
@@ -242,7 +243,7 @@ def _notes_history(repo: ReasoningRepo, oid: str, limit: int = 200) -> list[dict
     if tip is None:
         return []
     out: list[dict[str, Any]] = []
-    paths = (oid, f"{oid[:2]}/{oid[2:]}")
+    paths = note_paths(oid)  # every fan-out depth git reads
     last: str | None = None
     for i, nc in enumerate(repo.git.walk([tip], topo=True)):
         if i >= limit:

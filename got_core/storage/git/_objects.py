@@ -14,6 +14,7 @@ from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME,
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
+from got_core.storage.notes_fanout import fanout_changes
 from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_tree_names
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
@@ -331,6 +332,16 @@ class _Objects(_Staging):
                 self._built.pop(next(iter(self._built)))
             self._built[key] = entries
         return entries
+
+    def notes_fanout_changes(self, base: str | None, notes: Mapping[str, str]) -> dict[str, str | None]:
+        """The changes (path -> blob, None removed) that put ``notes`` (annotated id -> blob)
+        into the notes tree ``base`` where stock git's ``git notes add`` puts them
+        (:func:`got_core.storage.notes_fanout.fanout_changes`).
+
+        Raises:
+            CorruptRepositoryError: a notes directory on the way is missing or damaged.
+        """
+        return fanout_changes(self._raw_read, base, notes)
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""
