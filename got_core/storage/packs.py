@@ -504,7 +504,7 @@ def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     width sort as git sorts them, ``/`` appended to directories or not): such a tree is
     parsed entry by entry instead.
     """
-    if len(data) >= _SEEN_MIN_BYTES:
+    if _SEEN_MIN_BYTES <= len(data) <= _SEEN_MAX_BYTES:
         if data in _SEEN:  # keyed by the content itself: never a stale answer
             seen = _SEEN.get(data)
             return None if seen is None else (seen[0], seen[1], list(seen[2]))
@@ -519,11 +519,12 @@ def uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
 #: write starts from the root this one built (remembered when it was spliced).
 _SEEN: dict[bytes, tuple[bytes, int, tuple[bytes, ...]] | None] = {}
 _SEEN_MIN_BYTES = 1024
+_SEEN_MAX_BYTES = 256 * 1024  # at most 32 such trees kept: 8 MiB
 _SEEN_MAX = 32
 
 
 def _remember_uniform(data: bytes, found: tuple[bytes, int, list[bytes]] | None) -> None:
-    if len(data) < _SEEN_MIN_BYTES:
+    if not _SEEN_MIN_BYTES <= len(data) <= _SEEN_MAX_BYTES:
         return
     if len(_SEEN) >= _SEEN_MAX:
         try:
