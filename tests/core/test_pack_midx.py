@@ -123,3 +123,33 @@ def test_a_damaged_multi_pack_index_is_replaced_and_nothing_is_lost(tmp_path: Pa
     git(gitdir, "multi-pack-index", "verify")
     assert fsck_clean(gitdir)[0]
     assert git(gitdir, "rev-list", "--count", "notes") == "400\n"
+
+
+def test_settled_packs_do_not_make_small_packs_merge_more_often(
+    tmp_path: Path, small_settle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # libgit2 finds a settled pack's objects with one lookup in the multi-pack-index, so settled
+    # packs do not count against MAX_PACKS: counted, they left fewer and fewer slots for the small
+    # packs, which were merged every few writes once the history was long (0.12 merges a write here
+    # after 600 writes, rising with every settled pack; each merge writes a pack and its index)
+    merges = []
+    real_install = _packing.install_pack
+
+    def counting_install(*args: object, **kwargs: object) -> str:
+        merges.append(1)
+        return real_install(*args, **kwargs)  # type: ignore[arg-type]
+
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    _write(repo, 600)
+    assert len(midx.midx_packs(gitdir)) >= 5  # a long history: several settled packs
+    monkeypatch.setattr(_packing, "install_pack", counting_install)  # the merged packs only
+    _write(repo, 1200, 600)
+    assert len(merges) / 600 <= 0.09
+    folder = gitdir / "objects" / "pack"
+    uncovered = [p for p in folder.glob("pack-*.idx") if p.name[5:-4] not in midx.midx_packs(gitdir)]
+    assert len(uncovered) <= MAX_PACKS  # what libgit2 searches pack by pack stays bounded
+    assert git(gitdir, "show", "notes:d0/n0") == "note 0 " * 8
+    assert git(gitdir, "rev-list", "--count", "notes") == "1200\n"
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]

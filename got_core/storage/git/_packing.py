@@ -13,7 +13,11 @@ pack is in place before the merged-away ones go, each ``.idx`` before its ``.pac
 a reader in another process always finds every object (libgit2 and git take a pack
 that can no longer be opened as "not here" and re-list the directory).
 Large packs are settled behind a multi-pack-index instead (:meth:`_Packing._settle`), so a
-new process's first read of an old object opens one pack index, not every one.
+new process's first read of an old object opens one pack index, not every one. Settled packs
+do not count against :data:`MAX_PACKS`: libgit2 finds their objects with one lookup in the
+multi-pack-index and searches only the packs it does not cover, so counting them would make
+a long history merge its small packs ever more often (every few writes once the settled
+packs alone neared the limit) for no read it saves.
 ``got gc`` (``git repack -a -d``) still folds everything into one pack.
 """
 
@@ -40,9 +44,9 @@ SETTLE_MIN_OBJECTS = 1024
 _IDX_FIXED = 8 + 1024 + 40  # header, fan-out table and the two checksums of a v2 index
 
 
-def _weight(idx: Path) -> int:
+def _weight(idx: str) -> int:
     """Objects in a pack, from its index's size (28 bytes per object without 64-bit offsets)."""
-    return max(1, (idx.stat().st_size - _IDX_FIXED) // 28)
+    return max(1, (os.stat(idx).st_size - _IDX_FIXED) // 28)
 
 
 def geometric_split(weights: list[int], factor: int = 2) -> int:
@@ -63,7 +67,10 @@ class _Packing(_Staging):
     """Consolidating small packs."""
 
     _packs_checked: int
-    _pack_estimate: int  # packs in the directory by what this handle knows (its last listing and its own since)
+    #: unsettled packs in the directory by what this handle knows (its last listing and its own since)
+    _pack_estimate: int
+    #: (stamp, names) of the multi-pack-index read last
+    _covered: tuple[tuple[int, int, int], frozenset[str]] | None = None
 
     def maybe_consolidate(self) -> int:
         """After this handle wrote packs: merge small packs when there are too many.
@@ -80,13 +87,31 @@ class _Packing(_Staging):
         self._packs_checked = self._packs_written
         if self._pack_estimate <= MAX_PACKS:
             return 0
+        root = os.fspath(self.gitdir / "objects" / "pack")
         try:
-            count = sum(1 for e in os.scandir(self.gitdir / "objects" / "pack") if e.name.endswith(".idx"))
+            names = {e.name for e in os.scandir(root)}
         except OSError:
             return 0
+        covered = self._settled_names(root, names)
+        count = sum(1 for n in names if n.endswith(".idx") and n[5:-4] not in covered)
         merged = self.consolidate_packs() if count > MAX_PACKS else 0
         self._pack_estimate = count - merged
         return merged
+
+    def _settled_names(self, root: str, names: set[str]) -> frozenset[str]:
+        """The packs the multi-pack-index covers (read again only when its file changed)."""
+        if MIDX_NAME not in names:
+            return frozenset()
+        try:
+            st = os.stat(f"{root}/{MIDX_NAME}")
+        except OSError:
+            return frozenset()
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._covered is not None and self._covered[0] == stamp:
+            return self._covered[1]
+        covered = frozenset(midx_packs(self.gitdir))
+        self._covered = (stamp, covered)
+        return covered
 
     def consolidate_packs(self, max_packs: int = MAX_PACKS) -> int:
         """Merge the small packs into one (see the module doc); returns how many were merged away.
@@ -126,7 +151,7 @@ class _Packing(_Staging):
                 if own is not None:  # written by this handle: its size is known
                     weight, size = len(own), sum(map(len, own.values()))
                 else:
-                    weight, size = _weight(Path(root, entry)), os.stat(f"{root}/pack-{name}.pack").st_size
+                    weight, size = _weight(f"{root}/{entry}"), os.stat(f"{root}/pack-{name}.pack").st_size
                 if size > MERGE_LIMIT_BYTES:
                     continue
                 packs.append((weight, name))
@@ -191,10 +216,10 @@ class _Packing(_Staging):
         multi-pack-index finds every pack it names); ``got gc`` folds them.
         """
         gitdir = self.gitdir
-        listed = midx_packs(gitdir)
+        listed = self._settled_names(root, names)
         settled = {n for n in listed if f"pack-{n}.idx" in names and f"pack-{n}.pack" in names}
         try:
-            total = sum(_weight(Path(root, f"pack-{n}.idx")) for n in settled)
+            total = sum(_weight(f"{root}/pack-{n}.idx") for n in settled)
             fresh = []
             for entry in names:
                 name = entry[5:-4]
@@ -202,7 +227,8 @@ class _Packing(_Staging):
                     continue
                 if f"pack-{name}.keep" in names or f"pack-{name}.promisor" in names:
                     continue
-                weight = _weight(Path(root, entry))
+                own = self._own_packs.get(name)
+                weight = len(own) if own is not None else _weight(f"{root}/{entry}")
                 if weight >= max(SETTLE_MIN_OBJECTS, total // 2):
                     fresh.append(name)
             # an index that names a gone pack, or cannot be read (damaged), is rewritten
@@ -211,7 +237,7 @@ class _Packing(_Staging):
             if settled or fresh:
                 write_midx(gitdir, sorted(settled | set(fresh)), fsync=fsync_enabled())
             else:  # every pack it named is gone (stock git repacked without rewriting it)
-                os.unlink(Path(root, MIDX_NAME))
+                os.unlink(f"{root}/{MIDX_NAME}")
         except (CorruptRepositoryError, OSError, StorageError):
             return settled  # a pack went away or the directory is read-only: as before
         return settled | set(fresh)
