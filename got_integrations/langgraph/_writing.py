@@ -24,7 +24,9 @@ SqliteSaver, with two ref writes a step and with one.
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Callable, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
@@ -126,6 +128,8 @@ class WriteOps(PendingOps):
         keep = 0
         if prev_objs is not None and prev_typed is not None:
             limit = min(len(value), len(prev_objs), len(prev_typed))
+            if all(map(operator.is_, islice(value, limit), prev_objs)):
+                keep = limit  # the parent's list, extended: compared at C speed (half the time of the loop)
             while keep < limit and value[keep] is prev_objs[keep]:
                 keep += 1
         rest = value[keep:]
@@ -492,8 +496,13 @@ class WriteOps(PendingOps):
                     out[refs[cid]] = writes.target
             return out or Keep(None)
 
+        # where this process's last moves left the refs: the first attempt reads none of them
+        # (the compare-and-swap still checks each; a stale hint costs one more attempt)
+        expected: dict[str, str | None] = {refs[cid]: ns.pending_tips.get(cid) for cid in groups}
+        if ns.head:
+            expected[head] = ns.head
         try:
-            self.repo.update_refs([head, *refs.values()], build_all)
+            self.repo.update_refs([head, *refs.values()], build_all, expected=expected)
         except BaseException:
             self._commit_writes(ns, batch)  # the writes do not wait for a checkpoint that failed
             raise

@@ -1,0 +1,73 @@
+"""The async saver's hops: a running graph's super-step is one thread hop, on the saver's own
+worker threads, never on the event loop's default executor (shared with every other
+``asyncio.to_thread`` of the application: on a 2-core machine six threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, MessagesState, StateGraph
+
+from got_integrations.langgraph import GitCheckpointSaver
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, counting what it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__(2, thread_name_prefix="default")
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def _graph(saver: GitCheckpointSaver) -> Any:
+    async def agent(
+        state: MessagesState,
+    ) -> dict[str, Any]:  # async: LangGraph runs a sync node in the default executor
+        return {"messages": [AIMessage(content=f"answer {len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    return builder.compile(checkpointer=saver)
+
+
+async def test_a_super_step_is_one_hop_on_the_saver_s_own_workers(tmp_path: Path) -> None:
+    loop = asyncio.get_running_loop()
+    default = CountingExecutor()
+    loop.set_default_executor(default)
+    saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
+    where: dict[str, list[str]] = {"put": [], "put_writes": [], "get_tuple": []}
+    for name in where:
+        real = getattr(saver, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            where[_name].append(threading.current_thread().name)
+            return _real(*args, **kwargs)
+
+        setattr(saver, name, spy)
+    graph = _graph(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    for turn in range(3):
+        await graph.ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config, durability="sync")
+    state = await graph.aget_state(config)
+    assert [m.content for m in state.values["messages"]][-2:] == ["question 2", "answer 5"]
+    # every blocking call ran in the saver's threads; the default executor got none of them
+    assert default.submitted == 0
+    assert where["put"] and all(n.startswith("got-saver") for n in where["put"] + where["get_tuple"])
+    # a running graph's regular writes were queued inline (no hop): one hop per super-step, the put's
+    assert where["put_writes"] == []
+    # the sync twin still answers the same state
+    assert saver.get_tuple(config) is not None
+    saver.close()
+    default.shutdown()
