@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gitcli import fsck_clean, git
@@ -153,3 +154,32 @@ def test_settled_packs_do_not_make_small_packs_merge_more_often(
     assert git(gitdir, "rev-list", "--count", "notes") == "1200\n"
     git(gitdir, "multi-pack-index", "verify")
     assert fsck_clean(gitdir)[0]
+
+
+def test_packs_too_large_to_merge_are_settled_instead_of_piling_up(
+    tmp_path: Path, small_settle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a pack over MERGE_LIMIT_BYTES is never merged here; unsettled (it holds few objects next to
+    # the settled ones) such packs piled up outside the multi-pack-index, past MAX_PACKS, and every
+    # write then listed the directory and tried to merge again (a store of large blobs, or a flat
+    # directory that grows: 26 such packs and 0.84 merge attempts a write after 20k note writes)
+    monkeypatch.setattr(_packing, "MERGE_LIMIT_BYTES", 24 << 10)
+    attempts = []
+    real = _packing._Packing.consolidate_packs
+
+    def counting(self: _packing._Packing, *args: Any, **kwargs: Any) -> int:
+        attempts.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_packing._Packing, "consolidate_packs", counting)
+    gitdir = tmp_path / "r.git"
+    repo = ReasoningRepo.init(gitdir)
+    for i in range(400):  # each write's pack is ~1 KiB; merged ones pass the limit after ~24 writes
+        repo.commit_files("big", {f"b{i % 5}/{i}": os.urandom(600).hex()}, f"blob {i}")
+    folder = gitdir / "objects" / "pack"
+    uncovered = [p for p in folder.glob("pack-*.idx") if p.name[5:-4] not in midx.midx_packs(gitdir)]
+    assert len(uncovered) <= MAX_PACKS + 1
+    assert len(attempts) / 400 <= 0.2
+    git(gitdir, "multi-pack-index", "verify")
+    assert fsck_clean(gitdir)[0]
+    assert git(gitdir, "rev-list", "--count", "big") == "400\n"

@@ -211,7 +211,8 @@ class _Packing(_Staging):
         objects are in the largest pack). A pack is settled once it holds at least
         :data:`SETTLE_MIN_OBJECTS` objects and half as many as the settled packs together,
         so the index is rewritten each time the settled objects grow by half (each object
-        is indexed a few times in all) and there are about log(objects) settled packs.
+        is indexed a few times in all) and there are about log(objects) settled packs; a
+        pack over :data:`MERGE_LIMIT_BYTES`, which is never merged here, is settled too.
         Settled packs are never merged or removed here (a reader holding an older
         multi-pack-index finds every pack it names); ``got gc`` folds them.
         """
@@ -230,6 +231,12 @@ class _Packing(_Staging):
                 own = self._own_packs.get(name)
                 weight = len(own) if own is not None else _weight(f"{root}/{entry}")
                 if weight >= max(SETTLE_MIN_OBJECTS, total // 2):
+                    fresh.append(name)
+                elif (
+                    sum(map(len, own.values())) if own is not None else os.stat(f"{root}/pack-{name}.pack").st_size
+                ) > MERGE_LIMIT_BYTES:
+                    # never merged here (too large): settled, or such packs would pile up outside the
+                    # index, and each write past the limit would try to merge again
                     fresh.append(name)
             # an index that names a gone pack, or cannot be read (damaged), is rewritten
             if not fresh and len(settled) == len(listed) and (listed or MIDX_NAME not in names):
