@@ -22,6 +22,7 @@ from gitcli import fsck_clean, git
 from langgraph.checkpoint.base import empty_checkpoint
 
 from got_core.errors import CorruptRepositoryError
+from got_core.storage import refnames
 from got_core.storage.git._handle import _Handle
 from got_core.storage.git._objects import _Objects
 from got_core.storage.git._refs import _Refs
@@ -542,3 +543,23 @@ def test_opening_a_saver_in_a_new_process_imports_nothing(tmp_path):
         [sys.executable, "-c", _OPEN_IMPORTS, str(tmp_path / "open.git")], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_cold_get_tuple_checks_none_of_the_ref_names_the_saver_built(tmp_path, monkeypatch):
+    saver = GitCheckpointSaver.from_path(tmp_path / "names.git")
+    Line(saver).put(m=["a", "b"])
+    saver.close()
+    cold = GitCheckpointSaver.from_path(tmp_path / "names.git")
+    checked: list[str] = []
+    check = refnames.check_ref_name
+
+    def spy(name: str, what: str = "ref name") -> str:
+        checked.append(name)
+        return check(name, what)
+
+    monkeypatch.setattr(refnames, "check_ref_name", spy)
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == ["a", "b"]
+    # head, pending/<id> and writes are built from encoded ids (ThreadRef) and libgit2's lookup
+    # refuses any name it would not take: checking each again was half of a missing ref's read
+    assert checked == [], checked
+    assert cold.get_tuple({"configurable": {"thread_id": "no such thread", "checkpoint_ns": ""}}) is None
