@@ -8,6 +8,7 @@ open bucket, then the few elements after the last segment (at most 9). A 1,000-m
 thread is about 20 object reads, not 1,000. Segments are what the reader trusts for the
 elements they cover (an element's own ``.bin`` is written only where no segment held it
 then); a checkpoint without segments (an older saver wrote it) is read element by element.
+Each object is read from the object database once (``test_saver_cost.py`` counts the reads).
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ class ReadOps:
             data = self.repo.read_blob(sha)
             self._blobs.put(sha, data, len(data) + 80)
         return data
+
+    def _ref_tip(self, name: str) -> str | None:
+        """The commit a ref of :class:`~got_integrations.langgraph._layout.ThreadRef` points to, or None.
+
+        ``repo.tip`` without its name check: ThreadRef builds every name from encoded components,
+        and libgit2's lookup refuses (None) any name it would not accept; in a new process the check
+        was about half of what reading a missing ref costs (a cold ``get_tuple`` reads three refs).
+        """
+        git = self.repo.git
+        target = git.ref_target(name)
+        return git.peel_to_commit(target) if target else None
 
     def _tree(self, commit: str) -> dict[str, str]:
         files = self._files.get(commit)
@@ -185,7 +197,7 @@ class ReadOps:
 
     def _leaves(self, ns: _Ns) -> dict[str, str]:
         """Ref name -> commit for ``head`` and the fork refs of a namespace."""
-        head = self.repo.tip(ns.ref.head)
+        head = self._ref_tip(ns.ref.head)
         out = {ns.ref.head: head} if head is not None else {}
         out.update(self.repo.refs(ns.ref.prefix + "forks/"))
         return out
@@ -346,9 +358,9 @@ class ReadOps:
         which never has them), then those of the single ``writes`` ref an earlier saver kept,
         for tasks neither has a file of."""
         pending = ns.ref.pending(checkpoint_id)
-        tip = self.repo.tip(pending)
+        tip = self._ref_tip(pending)
         # no earlier saver's writes ref holds writes of a checkpoint this saver put: not read for those
-        legacy = None if checkpoint_id in ns.mine else self.repo.tip(ns.ref.writes)
+        legacy = None if checkpoint_id in ns.mine else self._ref_tip(ns.ref.writes)
         carriers = self._carriers(ns, commit)
         if tip is None and legacy is None and not carriers:
             return []
@@ -416,7 +428,7 @@ class ReadOps:
                 return None
             # the lines as they are now: a child another process put may carry this checkpoint's writes
             return self._tuple(ns, commit, config, at_head=commit == self._sync_lines(ns))
-        commit = self.repo.tip(ns.ref.head)
+        commit = self._ref_tip(ns.ref.head)
         return None if commit is None else self._tuple(ns, commit, None, at_head=True)
 
     def list(

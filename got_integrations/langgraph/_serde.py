@@ -31,6 +31,16 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError
 
+# LangGraph's hand-off of graph schema types (request_graph_types), imported with this module: a
+# new process's first saver then pays no import (a cold open is timed from the saver's construction)
+_handoff: Any  # the module, or None
+try:
+    from langgraph._internal import _serde as _handoff_module
+
+    _handoff = _handoff_module
+except ImportError:  # pragma: no cover - a LangGraph release without it
+    _handoff = None
+
 __all__ = [
     "LANGCHAIN_TYPES",
     "PLAIN_TAGS",
@@ -144,9 +154,8 @@ def request_graph_types() -> bool:
     ``with_allowlist`` returns it unchanged). Returns False when this LangGraph release has
     no such hand-off (then pass ``allowed_msgpack_modules``).
     """
-    try:
-        from langgraph._internal import _serde as handoff
-    except ImportError:
+    handoff = _handoff
+    if handoff is None:
         return False
     if not hasattr(handoff, "STRICT_MSGPACK_ENABLED") or not hasattr(handoff, "apply_checkpointer_allowlist"):
         return False

@@ -72,7 +72,10 @@ class _Objects(_Staging):
         if not isinstance(obj, pygit2.Blob):
             raise CorruptRepositoryError(f"object {oid} is a {obj.type_str}, expected a blob")
         try:
-            return obj.data  # libgit2 may read the content only now (a pack that went away since)
+            # the content the lookup read (and hash-checked), through the buffer protocol: ``obj.data``
+            # would read the object from the object database again (libgit2's read_prefix, which
+            # asks every backend, inflates and hashes it a second time)
+            return memoryview(obj).tobytes()
         except GitError as exc:
             raise CorruptRepositoryError(f"object {oid} cannot be read: {exc}; run `got fsck`") from None
 
