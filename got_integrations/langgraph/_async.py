@@ -51,6 +51,14 @@ class AsyncOps:
                     workers = self._workers = (os.getpid(), ThreadPoolExecutor(WORKERS, thread_name_prefix="got-saver"))
         return await asyncio.get_running_loop().run_in_executor(workers[1], fn, *args)
 
+    def _close_workers(self) -> None:
+        """Let the worker threads end (without waiting: ``close`` may run in the event loop).
+        A later async call starts a new pool."""
+        with _POOL_LOCK:
+            workers, self._workers = self._workers, None
+        if workers is not None and workers[0] == os.getpid():
+            workers[1].shutdown(wait=False)
+
     if TYPE_CHECKING:  # what the mixin needs from its host, GitCheckpointSaver
 
         def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None: ...

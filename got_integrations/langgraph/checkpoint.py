@@ -215,8 +215,10 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
             saver.close()
 
     def close(self) -> None:
-        """Store a running graph's queued writes, drop caches and release the repository's index handle."""
+        """Store a running graph's queued writes, let the async worker threads end, drop caches and
+        release the repository's index handle."""
         self._close_flusher()
+        self._close_workers()
         for cache in (
             self._blobs,
             self._lists,

@@ -71,3 +71,21 @@ async def test_a_super_step_is_one_hop_on_the_saver_s_own_workers(tmp_path: Path
     assert saver.get_tuple(config) is not None
     saver.close()
     default.shutdown()
+
+
+async def test_closing_the_saver_lets_its_worker_threads_end_and_a_later_call_starts_new_ones(tmp_path: Path) -> None:
+    saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
+    graph = _graph(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"messages": [HumanMessage("question")]}, config, durability="sync")
+    workers = [t for t in threading.enumerate() if t.name.startswith("got-saver")]
+    assert workers
+    async with saver:
+        pass  # __aexit__ closes
+    for thread in workers:
+        thread.join(timeout=60)
+    assert not any(t.is_alive() for t in workers)
+    # the saver still answers async calls after close, on a new pool
+    state = await graph.aget_state(config)
+    assert [m.content for m in state.values["messages"]] == ["question", "answer 1"]
+    saver.close()
