@@ -69,7 +69,7 @@ from got_core.storage.refwatch import RefWatch, open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 
 _T = TypeVar("_T")
 
@@ -101,9 +101,11 @@ CREATE TABLE IF NOT EXISTS fs_loose(dir TEXT NOT NULL, name TEXT NOT NULL, ino I
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', columnsize=0, detail=none,
     tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0,
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_sfx USING fts5(suffixes, content='', columnsize=0, detail=none,
+    tokenize='ascii');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0, detail=none,
     tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0,
+CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0, detail=none,
     tokenize='trigram case_sensitive 1');
 """
 
@@ -257,7 +259,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
             r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()
         ]
         for name in tables:
-            if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
+            if not name.startswith(("msg_words_", "msg_sfx_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
                 db.execute(f'DROP TABLE IF EXISTS "{name}"')
         for statement in _SCHEMA.split(";"):
             if statement.strip():

@@ -77,9 +77,10 @@ MAX_FTS_PHRASE = 64
 
 
 def register_functions(db: sqlite3.Connection) -> None:
-    """Register the SQL functions the queries use (``got_tag_value``) on a connection."""
+    """Register the SQL functions the index uses (``got_tag_value``, ``got_suffixes``) on a connection."""
     # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
     db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
+    db.create_function("got_suffixes", 1, suffix_terms, deterministic=True)
 
 
 def _newest_first(row: CommitRow) -> tuple[bool, int, int]:
@@ -90,20 +91,82 @@ def _fts_phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-#: A literal's hits in one statement: the trigram index's, and those of the messages still
-#: waiting for its next batch (``untri``: a handful, tested with ``instr``) as the second arm
-#: of a ``UNION ALL`` (as one OR, SQLite tested every trigram hit against both terms; as two
-#: statements, each paid its own). The arms are disjoint: a batch moves messages from
-#: ``untri`` to the trigram index in one transaction. ``CROSS JOIN`` keeps ``untri`` the
-#: outer loop (SQLite otherwise scanned every commit and looked each up in ``untri``).
+#: A run of the characters the suffix index knows (ASCII letters and digits); every other
+#: character, non-ASCII letters included, ends a run, in the messages and in a literal alike.
+_RUN = re.compile(r"[0-9A-Za-z]+")
+
+#: Suffix terms are cut to this many characters (a run's suffixes cost its length squared otherwise).
+SUFFIX_LEN = 16
+
+#: A literal's runs shorter than this are left out of its suffix query (a short prefix
+#: matches thousands of terms); a literal with none this long asks the trigram index.
+MIN_SUFFIX_RUN = 4
+
+
+def suffix_terms(message: str | None) -> str:
+    """The suffix index's text for a message: every suffix of every run, lowercased, cut to
+    :data:`SUFFIX_LEN`, once each (the FTS5 ``ascii`` tokenizer splits it back at the spaces).
+
+    A text that holds a literal holds each of the literal's runs inside one of its own runs,
+    so one of its suffix terms starts with the run's (cut) text, and a run the literal ends
+    before a separator is a whole suffix term: :func:`_suffix_query` is a superset of the hits.
+    """
+    if not message:
+        return ""
+    terms: set[str] = set()
+    for run in _RUN.findall(message):
+        run = run.lower()
+        terms.update(run[i : i + SUFFIX_LEN] for i in range(len(run)))
+    return " ".join(terms)
+
+
+def _suffix_query(literal: str) -> str | None:
+    """The suffix index's query for a literal (a superset of its hits), or None when no run
+    of it is :data:`MIN_SUFFIX_RUN` long.
+
+    A run the literal follows with another character is the end of a run of every text
+    that holds it: an exact term. Any other run (the literal's last) only starts a term: a prefix.
+    """
+    parts = []
+    for m in _RUN.finditer(literal):
+        run = m.group().lower()
+        if len(run) < MIN_SUFFIX_RUN:
+            continue
+        ended = m.end() < len(literal)
+        parts.append(f'"{run[:SUFFIX_LEN]}"' + ("" if ended else "*"))
+    return " AND ".join(dict.fromkeys(parts)) or None
+
+
+def _trigram_query(literal: str) -> str:
+    """The trigram index's query for a literal of three characters or more: every distinct
+    trigram of its first :data:`MAX_FTS_PHRASE` characters (``detail=none`` keeps no
+    positions, so no phrase; the text itself decides)."""
+    head = literal[:MAX_FTS_PHRASE]
+    grams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
+    return " AND ".join(_fts_phrase(g) for g in grams)
+
+
+#: A literal's hits in one statement: the index's candidates (the suffix index's, or the
+#: trigram index's where the literal has no long run), and the messages still waiting for
+#: the next batch (``untri``: a handful) as the second arm of a ``UNION ALL`` (as one OR,
+#: SQLite tested every candidate against both terms; as two statements, each paid its
+#: own), each confirmed by ``instr`` before its score and tags are looked up. The arms are
+#: disjoint: a batch moves messages from ``untri`` to both indexes in one transaction.
+#: ``CROSS JOIN`` keeps ``untri`` the outer loop (SQLite otherwise scanned every commit).
 _LITERAL_HITS = (
-    "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ? "
-    "UNION ALL SELECT u.crow FROM untri u CROSS JOIN commits w ON w.rowid = u.crow WHERE instr(w.message, ?) > 0)"
+    "c.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+    "UNION ALL SELECT u.crow FROM untri u CROSS JOIN commits w ON w.rowid = u.crow WHERE instr(w.message, ?) > 0) "
+    "AND instr(c.message, ?) > 0"
 )
 
 
-def _literal_params(literal: str) -> list[object]:
-    return [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal]
+def _literal_hits(literal: str) -> tuple[str, list[object]]:
+    """The WHERE clause and parameters of a literal's hits (see :data:`_LITERAL_HITS`)."""
+    query = _suffix_query(literal)
+    table = "msg_sfx"
+    if query is None:
+        table, query = "msg_tri", _trigram_query(literal)
+    return _LITERAL_HITS.format(table=table), [query, literal, literal]
 
 
 #: A hit as :meth:`IndexQueries._infos` reads it: the sort key (time known, time, rowid),
@@ -207,7 +270,7 @@ class IndexQueries:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         rx, literal = self._grep_plan(pattern, fixed=fixed, ignore_case=ignore_case)
         if literal is not None:
-            rows = self._rows(_LITERAL_HITS, _literal_params(literal), refs)
+            rows = self._rows(*_literal_hits(literal), refs)
         else:
             rows = self._rows("1", (), refs, keep=rx.search)
         return [r for r in rows if rx.search(r.message)]
@@ -231,9 +294,8 @@ class IndexQueries:
                 CommitInfo.indexed(r.oid, r.message, r.parent_list, r.time, tuple(tags.get(r.oid, ())), r.score)
                 for r in rows
             ]
-        # the trigram phrase is exact up to MAX_FTS_PHRASE characters; past it, and for the
-        # waiting messages, the text itself decides (a literal: the same test as the pattern)
-        return self._infos(_LITERAL_HITS, _literal_params(literal), refs, keep=lambda message: literal in message)
+        # the index gives candidates; instr, in the statement, decides (a literal: the pattern's test)
+        return self._infos(*_literal_hits(literal), refs)
 
     def _infos(
         self,
@@ -348,8 +410,9 @@ class IndexQueries:
             db = self.db
             if len(needle) >= 3:
                 cand = db.execute(
-                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
+                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?) "
+                    "AND instr(text, ?) > 0",
+                    (_trigram_query(needle), needle),
                 ).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()

@@ -192,9 +192,9 @@ class IndexWriter:
         db = self.db
         if db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH:
             return
-        db.execute(
-            "INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message FROM untri u JOIN commits c ON c.rowid = u.crow"
-        )
+        waiting = "FROM untri u JOIN commits c ON c.rowid = u.crow"
+        db.execute(f"INSERT INTO msg_sfx(rowid, suffixes) SELECT c.rowid, got_suffixes(c.message) {waiting}")
+        db.execute(f"INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message {waiting}")
         db.execute("DELETE FROM untri")
 
     def blobs_ready(self) -> None:
