@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS refs(name TEXT PRIMARY KEY, oid TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS commits(
     rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, time INTEGER, message TEXT,
-    parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL);
+    parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL, tags TEXT);
 CREATE INDEX IF NOT EXISTS commits_node ON commits(node_id);
 CREATE INDEX IF NOT EXISTS commits_time ON commits(time);
 CREATE TABLE IF NOT EXISTS member(ref TEXT NOT NULL, crow INTEGER NOT NULL, PRIMARY KEY(ref, crow)) WITHOUT ROWID;

@@ -56,31 +56,20 @@ class RankedRow(NamedTuple):
     rho: float
 
 
-class _TagValue:
-    """SQLite aggregate over a commit's tag names: the retrieval tag term of
-    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def step(self, name: str | None) -> None:
-        if name is not None:
-            self.names.append(name)
-
-    def finalize(self) -> float:
-        return tag_value(self.names)[0]
-
-
-#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
-#: phrase matching costs phrase length x document length, and a long needle narrows no further.
+#: Longest head of a literal whose trigrams are handed to FTS5 to find candidates (each is
+#: then confirmed exactly): every trigram is one more list to read, and a long needle narrows no further.
 MAX_FTS_PHRASE = 64
 
 
 def register_functions(db: sqlite3.Connection) -> None:
-    """Register the SQL functions the index uses (``got_tag_value``, ``got_suffixes``) on a connection."""
-    # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
-    db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
+    """Register the SQL functions the index uses (``got_suffixes``, ``got_tags_value``) on a connection."""
     db.create_function("got_suffixes", 1, suffix_terms, deterministic=True)
+    db.create_function("got_tags_value", 1, _tags_value, deterministic=True)
+
+
+def _tags_value(joined: str | None) -> float:
+    """The retrieval tag term of a commit's tag names as ``commits.tags`` keeps them."""
+    return tag_value(_tag_names(joined))[0]
 
 
 def _newest_first(row: CommitRow) -> tuple[bool, int, int]:
@@ -171,11 +160,10 @@ def _literal_hits(literal: str) -> tuple[str, list[object]]:
 
 #: A hit as :meth:`IndexQueries._infos` reads it: the sort key (time known, time, rowid),
 #: then oid, message, parents, time, score (the note's, else the trailer's) and the tag
-#: names joined by NUL (a byte no ref name holds), from the (target, name) index.
+#: names joined by NUL (a byte no ref name holds), kept on the row (``commits.tags``).
 _INFO_SELECT = (
     "SELECT c.time IS NOT NULL, IFNULL(c.time, 0), c.rowid, c.oid, c.message, c.parents, c.time, "
-    "COALESCE(n.score, c.score), (SELECT group_concat(t.name, char(0)) FROM tags t WHERE t.target = c.oid) "
-    "FROM commits c LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+    "COALESCE(n.score, c.score), c.tags FROM commits c LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
 )
 
 
@@ -370,9 +358,7 @@ class IndexQueries:
             )
             match_params = list(terms)
             scope, sparams = self._scope_sql(refs)
-            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
-            untagged = tag_value(())[0]
-            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
+            tag_sql = "got_tags_value(c.tags)"  # the names kept on the row: no lookup per candidate
             sql = (
                 "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
                 "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("

@@ -32,6 +32,10 @@ TRI_BATCH = 64
 _BROKEN = READ_ERRORS
 _UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no membership rows
 
+#: A commit's tag names, sorted, joined by NUL (a byte no ref name holds), NULL when it has
+#: none: kept on its ``commits`` row (``commits.tags``), so a query's hits need no tag lookup.
+_TAGS_OF = "(SELECT group_concat(name, char(0)) FROM (SELECT name FROM tags WHERE target = {} ORDER BY name))"
+
 
 def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
     t = parse_trailers(message)
@@ -100,18 +104,29 @@ class IndexWriter:
         for name in branches:
             self._move_branch(name, *delta[name], changes)
         missing: list[str] = []
+        retagged: set[str] = set()  # commits whose tag names changed (commits.tags)
         for name in sorted(n for n in delta if n.startswith("refs/tags/")):
             short = name[len("refs/tags/") :]
             new = delta[name][1]
             target = self._peel(new) if new is not None else None
+            before = db.execute("SELECT target FROM tags WHERE name=?", (short,)).fetchone()
+            if before is not None:
+                retagged.add(before[0])
             if target is None:
                 db.execute("DELETE FROM tags WHERE name=?", (short,))
             else:
                 db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
+                retagged.add(target)
                 if target not in changes.added and self._commit_row(target) is None:
                     missing.append(target)
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
+        if retagged:
+            db.execute(
+                f"UPDATE commits SET tags = {_TAGS_OF.format('commits.oid')} "
+                "WHERE oid IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(retagged)),),
+            )
         gone = [(name,) for name, (_old, new) in delta.items() if new is None]
         if gone:
             db.executemany("DELETE FROM refs WHERE name=?", gone)
@@ -169,9 +184,9 @@ class IndexWriter:
         db = self.db
         node, problem, outcome, score = _trailer_fields(c.message)
         cur = db.execute(
-            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
-            " VALUES(?,?,?,?,?,?,?,?)",
-            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score),
+            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score, tags)"
+            f" VALUES(?,?,?,?,?,?,?,?,{_TAGS_OF.format('?')})",
+            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score, c.oid),
         )
         crow = cur.lastrowid
         if crow is None:  # sqlite3 sets it after every INSERT

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from got_core import Node, ReasoningRepo
 from got_core.storage.index_write import TRI_BATCH
+from got_core.types import tag_value
 
 ENV = {
     "GIT_AUTHOR_NAME": "stock",
@@ -236,4 +237,54 @@ def test_an_index_of_the_schema_before_is_rebuilt_once_and_answers_the_same(tmp_
     index.db.set_trace_callback(statements.append)
     again.grep("kalomi", fixed=True)
     assert not any(s.startswith(("INSERT", "DROP", "CREATE")) for s in statements), "rebuilt twice"
+    again.close()
+
+
+# ---------------------------------------------------------------- the tag names kept on each row
+def _points_at(gitdir: Path, oid: str) -> tuple[str, ...]:
+    out = stock(gitdir, "for-each-ref", "--points-at", oid, "--format=%(refname:lstrip=2)", "refs/tags")
+    return tuple(sorted(out.split()))
+
+
+def _check_tags(repo: ReasoningRepo) -> None:
+    """Every hit's tags (grep) and tag term (search) are what git's tags say now."""
+    hits = repo.grep("alpha", fixed=True)
+    assert {h.oid for h in hits} == git_grep(repo.gitdir, "alpha")
+    for h in hits:
+        assert h.tags == _points_at(repo.gitdir, h.oid), h.oid
+    # only the tag term counts: rho is the tag value of the commit's tags as git has them
+    ranked = repo.search("alpha", k=100, weights={"score": 0.0, "recency": 0.0, "tag": 1.0})
+    assert {r.oid for r in ranked} == {h.oid for h in hits}
+    for r in ranked:
+        assert r.rho == tag_value(_points_at(repo.gitdir, r.oid))[0], r.oid
+
+
+def test_the_tags_kept_on_each_row_follow_git_as_tags_move_vanish_and_arrive(tmp_path):
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for n in range(6):
+        repo.commit_node(Node(f"alpha {n}", scores={"s_comb": 0.5}, problem_id="p", outcome="unknown"))
+    oids = stock(repo.gitdir, "rev-list", "refs/heads/master").split()
+    _check_tags(repo)
+    stock(repo.gitdir, "tag", "success_a", oids[1])
+    stock(repo.gitdir, "tag", "zz", oids[1])
+    stock(repo.gitdir, "tag", "failed_b", oids[2])
+    _check_tags(repo)
+    stock(repo.gitdir, "tag", "-f", "success_a", oids[3])  # moved: the old commit loses it
+    stock(repo.gitdir, "tag", "-d", "failed_b")  # deleted
+    stock(repo.gitdir, "tag", "-a", "-m", "annotated", "best", oids[2])  # peeled to its commit
+    _check_tags(repo)
+    # a tag on a commit no branch reaches: indexed with its tag from the start
+    tree = stock(repo.gitdir, "mktree").strip()
+    lone = stock(repo.gitdir, "commit-tree", "-m", "alpha lone", tree).strip()
+    stock(repo.gitdir, "tag", "failed_lone", lone)
+    _check_tags(repo)
+    repo.close()
+    # while no process of ours runs: the next one's first query sees it
+    stock(repo.gitdir, "tag", "-d", "zz")
+    stock(repo.gitdir, "tag", "success_c", oids[4])
+    stock(repo.gitdir, "pack-refs", "--all")
+    again = ReasoningRepo(repo.gitdir)
+    _check_tags(again)
+    again.reindex()
+    _check_tags(again)
     again.close()
