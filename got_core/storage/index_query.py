@@ -94,19 +94,19 @@ MIN_SUFFIX_RUN = 4
 
 def suffix_terms(message: str | None) -> str:
     """The suffix index's text for a message: every suffix of every run, lowercased, cut to
-    :data:`SUFFIX_LEN`, once each (the FTS5 ``ascii`` tokenizer splits it back at the spaces).
+    :data:`SUFFIX_LEN`, once each (the FTS5 ``ascii`` tokenizer splits it back at the spaces);
+    suffixes shorter than :data:`MIN_SUFFIX_RUN` are left out (no query asks for one).
 
     A text that holds a literal holds each of the literal's runs inside one of its own runs,
     so one of its suffix terms starts with the run's (cut) text, and a run the literal ends
     before a separator is a whole suffix term: :func:`_suffix_query` is a superset of the hits.
+    Each run is lowercased on its own (ASCII only): lowercasing the whole text first could
+    turn a non-ASCII separator into an ASCII letter and join two runs.
     """
     if not message:
         return ""
-    terms: set[str] = set()
-    for run in _RUN.findall(message):
-        run = run.lower()
-        terms.update(run[i : i + SUFFIX_LEN] for i in range(len(run)))
-    return " ".join(terms)
+    runs = {run.lower() for run in _RUN.findall(message) if len(run) >= MIN_SUFFIX_RUN}
+    return " ".join({run[i : i + SUFFIX_LEN] for run in runs for i in range(len(run) - MIN_SUFFIX_RUN + 1)})
 
 
 def _suffix_query(literal: str) -> str | None:
