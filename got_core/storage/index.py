@@ -26,9 +26,11 @@ once, and cheaply:
   listed holds more than :func:`_loose_limit` of them, so the directories a write
   touches, which every read after it lists again, stay short.
 
-Indexed per commit: the message (FTS5 words for keyword search, FTS5 trigrams for
-``--grep`` substrings), trailer fields, which refs reach it, and the blobs it changed
-(trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly). The index file
+Indexed per commit: the message (FTS5 words for keyword search; for ``--grep``
+substrings, FTS5 over every suffix of its ASCII letter-and-digit runs, and trigrams for a
+literal with no long run, both without positions, candidates confirmed exactly), trailer
+fields, its tag names (also in ``tags``), which refs reach it, and the blobs it changed
+(trigram-indexed text without positions, for ``-S`` pickaxe candidates, confirmed exactly). The index file
 lives inside the git directory (``got/index.sqlite3``); delete it at any time, or call
 :meth:`DerivedIndex.rebuild`. The queries are in :mod:`got_core.storage.index_query`.
 

@@ -3,11 +3,12 @@
 :class:`IndexWriter` is the half of :class:`~got_core.storage.index.DerivedIndex` that
 turns a *delta* (refs whose values differ from the ones indexed) into rows: a branch
 walks only the commits between its old and new tip (one commit on top of the old tip
-without a walk), a tag updates its one row, our notes ref is caught up by a tree diff or
-by the changes our own notes commits reported; commit messages join the trigram index
-in batches of :data:`TRI_BATCH`; the blobs a commit changed are indexed when pickaxe
-first asks (:meth:`IndexWriter.blobs_ready`). Deciding *which* refs moved is the host's
-job (:mod:`got_core.storage.refscan`, ``DerivedIndex.sync``).
+without a walk), a tag updates its one row (and the tag names kept on its commit's row), our
+notes ref is caught up by a tree diff or by the changes our own notes commits reported;
+commit messages join the suffix and trigram indexes in batches of :data:`TRI_BATCH`; the
+blobs a commit changed are indexed when pickaxe first asks (:meth:`IndexWriter.blobs_ready`).
+Deciding *which* refs moved is the host's job (:mod:`got_core.storage.refscan`,
+``DerivedIndex.sync``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from got_core.types import parse_trailers, trailer_score
 __all__ = ["MAX_INDEXED_BLOB", "TRI_BATCH", "Changes", "IndexWriter"]
 
 MAX_INDEXED_BLOB = 1 << 20
-#: commits whose messages wait outside the trigram index before one batch adds them
+#: commits whose messages wait outside the suffix and trigram indexes before one batch adds them
 TRI_BATCH = 64
 
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
@@ -192,13 +193,13 @@ class IndexWriter:
         if crow is None:  # sqlite3 sets it after every INSERT
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
-        # the trigram index takes messages in batches (see _tri_batch); grep reads the batch too
+        # the suffix and trigram indexes take messages in batches (see _tri_batch); grep reads the batch too
         db.execute("INSERT INTO untri VALUES(?)", (crow,))
         db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
         return crow
 
     def _tri_batch(self) -> None:
-        """Add the waiting messages to the trigram index once :data:`TRI_BATCH` of them wait.
+        """Add the waiting messages to the suffix and trigram indexes once :data:`TRI_BATCH` of them wait.
 
         FTS5 writes a segment per transaction and merges segments as they pile up; one
         message per sync made that merging most of a sync's cost. Until a batch is full,
