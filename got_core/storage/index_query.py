@@ -313,9 +313,14 @@ class IndexQueries:
         return int(row[0])
 
     def commit_count(self) -> int:
-        """Number of indexed commits (memoised until the next sync)."""
+        """Number of indexed commits (memoised until the next sync).
+
+        The largest rowid, one B-tree descent: rows are only ever added (a rebuild starts
+        the table afresh) and a rolled-back insert gives its rowid back, so the rowids are
+        1..n. ``COUNT(*)`` read a whole index: 3 ms of a new process's first search at 100k.
+        """
         if self._count is None:
-            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+            self._count = int(self.db.execute("SELECT IFNULL(MAX(rowid), 0) FROM commits").fetchone()[0])
         return self._count
 
     def ranked(
@@ -478,9 +483,15 @@ class IndexQueries:
         key = tuple(refs) if refs is not None else None
         with self._lock:
             if key not in self._times:
-                scope, sparams = self._scope_sql(refs)
-                row = self.db.execute(
-                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
-                ).fetchone()
+                if refs is None:
+                    # two descents of the time index: MIN and MAX in one SELECT scan every row
+                    row = self.db.execute(
+                        "SELECT (SELECT MIN(time) FROM commits), (SELECT MAX(time) FROM commits)"
+                    ).fetchone()
+                else:
+                    scope, sparams = self._scope_sql(refs)
+                    row = self.db.execute(
+                        f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
+                    ).fetchone()
                 self._times[key] = (row[0] or 0, row[1] or 0)
             return self._times[key]

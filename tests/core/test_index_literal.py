@@ -288,3 +288,33 @@ def test_the_tags_kept_on_each_row_follow_git_as_tags_move_vanish_and_arrive(tmp
     again.reindex()
     _check_tags(again)
     again.close()
+
+
+# ---------------------------------------------------------------- what a new process's first search reads
+def test_a_new_process_first_search_scans_no_table_or_index_of_commits(tmp_path):
+    """The commit count (the IDF cut) and the time range (recency) are B-tree descents, not scans."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for n in range(12):
+        repo.commit_node(Node(f"alpha beta {n}", scores={"s_comb": n / 12}, problem_id="p", outcome="success"))
+    want = [h.oid for h in repo.search("alpha beta", k=3)]
+    repo.close()
+    fresh = ReasoningRepo(repo.gitdir)
+    fresh.grep("open the index")
+    index = fresh._index
+    assert index is not None
+    index._count = None  # as a new process: nothing memoised (the grep's sync may have filled it)
+    index._times.clear()
+    statements: list[str] = []
+    index.db.set_trace_callback(statements.append)
+    assert [h.oid for h in fresh.search("alpha beta", k=3)] == want
+    index.db.set_trace_callback(None)
+    ours = [s for s in statements if not s.startswith("--") and "FROM commits" in s]
+    assert len(ours) >= 3, ours  # the count, the time range, the ranking
+    for sql in ours:
+        plan = " ".join(str(r[3]) for r in index.db.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "SCAN c" not in plan and "SCAN commits" not in plan, f"{sql[:80]}: {plan}"
+    assert index.commit_count() == int(stock(repo.gitdir, "rev-list", "--count", "--branches", "--tags"))
+    oldest, newest = index.time_range(None)
+    times = [int(t) for t in stock(repo.gitdir, "log", "--branches", "--tags", "--format=%ct").split()]
+    assert (oldest, newest) == (min(times), max(times))
+    fresh.close()
