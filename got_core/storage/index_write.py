@@ -101,11 +101,10 @@ class IndexWriter:
 
     def _apply(self, delta: Mapping[str, tuple[str | None, str | None]], changes: Changes) -> None:
         db = self.db
-        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
-        for name in branches:
-            self._move_branch(name, *delta[name], changes)
-        missing: list[str] = []
-        retagged: set[str] = set()  # commits whose tag names changed (commits.tags)
+        # tags first: a commit the branches then add takes its tag names in its INSERT
+        # (commits.tags); growing every row afterwards split the pages of a fresh index
+        targets: list[str] = []
+        retagged: set[str] = set()  # commits whose tag names changed
         for name in sorted(n for n in delta if n.startswith("refs/tags/")):
             short = name[len("refs/tags/") :]
             new = delta[name][1]
@@ -118,15 +117,19 @@ class IndexWriter:
             else:
                 db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
                 retagged.add(target)
-                if target not in changes.added and self._commit_row(target) is None:
-                    missing.append(target)
+                targets.append(target)
+        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
+        for name in branches:
+            self._move_branch(name, *delta[name], changes)
+        missing = [t for t in dict.fromkeys(targets) if t not in changes.added and self._commit_row(t) is None]
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
-        if retagged:
+        stale = sorted(retagged - changes.added)  # rows added in this sync already hold their names
+        if stale:
             db.execute(
                 f"UPDATE commits SET tags = {_TAGS_OF.format('commits.oid')} "
                 "WHERE oid IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted(retagged)),),
+                (json.dumps(stale),),
             )
         gone = [(name,) for name, (_old, new) in delta.items() if new is None]
         if gone:
