@@ -114,6 +114,10 @@ NEEDLES = [
     "テキスト kalo",
     "absent-word",
     "xyz",
+    '"qu',  # no run of four: the trigram index, with FTS5's quote and operators in the text
+    "* s",
+    "d (p",
+    '"a"',
 ]
 
 
