@@ -30,7 +30,7 @@ Indexed per commit: the message (FTS5 words for keyword search; for ``--grep``
 substrings, FTS5 over every suffix of its ASCII letter-and-digit runs, and trigrams for a
 literal with no long run, both without positions, candidates confirmed exactly), trailer
 fields, its tag names (also in ``tags``), which refs reach it, and the blobs it changed
-(trigram-indexed text without positions, for ``-S`` pickaxe candidates, confirmed exactly). The index file
+(trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly). The index file
 lives inside the git directory (``got/index.sqlite3``); delete it at any time, or call
 :meth:`DerivedIndex.rebuild`. The queries are in :mod:`got_core.storage.index_query`.
 
@@ -107,7 +107,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS msg_sfx USING fts5(suffixes, content='', colu
     tokenize='ascii');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0, detail=none,
     tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0, detail=none,
+CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0,
     tokenize='trigram case_sensitive 1');
 """
 

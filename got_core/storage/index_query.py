@@ -56,8 +56,8 @@ class RankedRow(NamedTuple):
     rho: float
 
 
-#: Longest head of a literal whose trigrams are handed to FTS5 to find candidates (each is
-#: then confirmed exactly): every trigram is one more list to read, and a long needle narrows no further.
+#: Longest head of a literal handed to the trigram indexes to find candidates (each is then
+#: confirmed exactly): every trigram is one more list to read, and a long needle narrows no further.
 MAX_FTS_PHRASE = 64
 
 
@@ -403,7 +403,7 @@ class IndexQueries:
                 cand = db.execute(
                     "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?) "
                     "AND instr(text, ?) > 0",
-                    (_trigram_query(needle), needle),
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]), needle),
                 ).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
