@@ -71,7 +71,7 @@ from got_core.storage.refwatch import RefWatch, open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
-SCHEMA_VERSION = "9"
+SCHEMA_VERSION = "10"
 
 _T = TypeVar("_T")
 
