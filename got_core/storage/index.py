@@ -26,8 +26,10 @@ once, and cheaply:
   listed holds more than :func:`_loose_limit` of them, so the directories a write
   touches, which every read after it lists again, stay short.
 
-Indexed per commit: the message (FTS5 words for keyword search, FTS5 trigrams for
-``--grep`` substrings), trailer fields, which refs reach it, and the blobs it changed
+Indexed per commit: the message (FTS5 words for keyword search; for ``--grep``
+substrings, FTS5 over every suffix of its ASCII letter-and-digit runs, and trigrams for a
+literal with no long run, both without positions, candidates confirmed exactly), trailer
+fields, its tag names (also in ``tags``), which refs reach it, and the blobs it changed
 (trigram-indexed text, for ``-S`` pickaxe candidates, confirmed exactly). The index file
 lives inside the git directory (``got/index.sqlite3``); delete it at any time, or call
 :meth:`DerivedIndex.rebuild`. The queries are in :mod:`got_core.storage.index_query`.
@@ -69,7 +71,7 @@ from got_core.storage.refwatch import RefWatch, open_watch
 
 __all__ = ["MAX_FTS_PHRASE", "MAX_INDEXED_BLOB", "CommitRow", "DerivedIndex", "RankedRow"]
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "10"
 
 _T = TypeVar("_T")
 
@@ -78,7 +80,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS refs(name TEXT PRIMARY KEY, oid TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS commits(
     rowid INTEGER PRIMARY KEY, oid TEXT UNIQUE NOT NULL, time INTEGER, message TEXT,
-    parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL);
+    parents TEXT, node_id TEXT, problem_id TEXT, outcome TEXT, score REAL, tags TEXT);
 CREATE INDEX IF NOT EXISTS commits_node ON commits(node_id);
 CREATE INDEX IF NOT EXISTS commits_time ON commits(time);
 CREATE TABLE IF NOT EXISTS member(ref TEXT NOT NULL, crow INTEGER NOT NULL, PRIMARY KEY(ref, crow)) WITHOUT ROWID;
@@ -101,7 +103,9 @@ CREATE TABLE IF NOT EXISTS fs_loose(dir TEXT NOT NULL, name TEXT NOT NULL, ino I
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_words USING fts5(message, content='', columnsize=0, detail=none,
     tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS msg_vocab USING fts5vocab(msg_words, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0,
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_sfx USING fts5(suffixes, content='', columnsize=0, detail=none,
+    tokenize='ascii');
+CREATE VIRTUAL TABLE IF NOT EXISTS msg_tri USING fts5(message, content='', columnsize=0, detail=none,
     tokenize='trigram case_sensitive 1');
 CREATE VIRTUAL TABLE IF NOT EXISTS blob_tri USING fts5(text, content='', columnsize=0,
     tokenize='trigram case_sensitive 1');
@@ -257,7 +261,7 @@ class DerivedIndex(IndexWriter, IndexQueries):
             r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql IS NOT NULL").fetchall()
         ]
         for name in tables:
-            if not name.startswith(("msg_words_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
+            if not name.startswith(("msg_words_", "msg_sfx_", "msg_tri_", "blob_tri_", "sqlite_", "msg_vocab")):
                 db.execute(f'DROP TABLE IF EXISTS "{name}"')
         for statement in _SCHEMA.split(";"):
             if statement.strip():

@@ -56,30 +56,20 @@ class RankedRow(NamedTuple):
     rho: float
 
 
-class _TagValue:
-    """SQLite aggregate over a commit's tag names: the retrieval tag term of
-    :func:`got_core.types.tag_value` (the one definition of the tag rule)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def step(self, name: str | None) -> None:
-        if name is not None:
-            self.names.append(name)
-
-    def finalize(self) -> float:
-        return tag_value(self.names)[0]
-
-
-#: Longest phrase handed to FTS5 to find candidates (each is then confirmed exactly):
-#: phrase matching costs phrase length x document length, and a long needle narrows no further.
+#: Longest head of a literal handed to the trigram indexes to find candidates (each is then
+#: confirmed exactly): every trigram is one more list to read, and a long needle narrows no further.
 MAX_FTS_PHRASE = 64
 
 
 def register_functions(db: sqlite3.Connection) -> None:
-    """Register the SQL functions the queries use (``got_tag_value``) on a connection."""
-    # typeshed types an aggregate's step and finalize as int only; SQLite passes and takes any value
-    db.create_aggregate("got_tag_value", 1, _TagValue)  # type: ignore[arg-type]
+    """Register the SQL functions the index uses (``got_suffixes``, ``got_tags_value``) on a connection."""
+    db.create_function("got_suffixes", 1, suffix_terms, deterministic=True)
+    db.create_function("got_tags_value", 1, _tags_value, deterministic=True)
+
+
+def _tags_value(joined: str | None) -> float:
+    """The retrieval tag term of a commit's tag names as ``commits.tags`` keeps them."""
+    return tag_value(_tag_names(joined))[0]
 
 
 def _newest_first(row: CommitRow) -> tuple[bool, int, int]:
@@ -90,29 +80,90 @@ def _fts_phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-#: A literal's hits in one statement: the trigram index's, and those of the messages still
-#: waiting for its next batch (``untri``: a handful, tested with ``instr``) as the second arm
-#: of a ``UNION ALL`` (as one OR, SQLite tested every trigram hit against both terms; as two
-#: statements, each paid its own). The arms are disjoint: a batch moves messages from
-#: ``untri`` to the trigram index in one transaction. ``CROSS JOIN`` keeps ``untri`` the
-#: outer loop (SQLite otherwise scanned every commit and looked each up in ``untri``).
+#: A run of the characters the suffix index knows (ASCII letters and digits); every other
+#: character, non-ASCII letters included, ends a run, in the messages and in a literal alike.
+_RUN = re.compile(r"[0-9A-Za-z]+")
+
+#: Suffix terms are cut to this many characters (a run's suffixes cost its length squared otherwise).
+SUFFIX_LEN = 16
+
+#: A literal's runs shorter than this are left out of its suffix query (a short prefix
+#: matches thousands of terms); a literal with none this long asks the trigram index.
+MIN_SUFFIX_RUN = 4
+
+
+def suffix_terms(message: str | None) -> str:
+    """The suffix index's text for a message: every suffix of every run, lowercased, cut to
+    :data:`SUFFIX_LEN`, once each (the FTS5 ``ascii`` tokenizer splits it back at the spaces);
+    suffixes shorter than :data:`MIN_SUFFIX_RUN` are left out (no query asks for one).
+
+    A text that holds a literal holds each of the literal's runs inside one of its own runs,
+    so one of its suffix terms starts with the run's (cut) text, and a run the literal ends
+    before a separator is a whole suffix term: :func:`_suffix_query` is a superset of the hits.
+    Each run is lowercased on its own (ASCII only): lowercasing the whole text first could
+    turn a non-ASCII separator into an ASCII letter and join two runs.
+    """
+    if not message:
+        return ""
+    runs = {run.lower() for run in _RUN.findall(message) if len(run) >= MIN_SUFFIX_RUN}
+    return " ".join({run[i : i + SUFFIX_LEN] for run in runs for i in range(len(run) - MIN_SUFFIX_RUN + 1)})
+
+
+def _suffix_query(literal: str) -> str | None:
+    """The suffix index's query for a literal (a superset of its hits), or None when no run
+    of it is :data:`MIN_SUFFIX_RUN` long.
+
+    A run the literal follows with another character is the end of a run of every text
+    that holds it: an exact term. Any other run (the literal's last) only starts a term: a prefix.
+    """
+    parts = []
+    for m in _RUN.finditer(literal):
+        run = m.group().lower()
+        if len(run) < MIN_SUFFIX_RUN:
+            continue
+        ended = m.end() < len(literal)
+        parts.append(f'"{run[:SUFFIX_LEN]}"' + ("" if ended else "*"))
+    return " AND ".join(dict.fromkeys(parts)) or None
+
+
+def _trigram_query(literal: str) -> str:
+    """The trigram index's query for a literal of three characters or more: every distinct
+    trigram of its first :data:`MAX_FTS_PHRASE` characters (``detail=none`` keeps no
+    positions, so no phrase; the text itself decides)."""
+    head = literal[:MAX_FTS_PHRASE]
+    grams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
+    return " AND ".join(_fts_phrase(g) for g in grams)
+
+
+#: A literal's hits in one statement: the index's candidates (the suffix index's, or the
+#: trigram index's where the literal has no long run), and the messages still waiting for
+#: the next batch (``untri``: a handful) as the second arm of a ``UNION ALL`` (as one OR,
+#: SQLite tested every candidate against both terms; as two statements, each paid its
+#: own), each confirmed by ``instr`` before its score and tags are looked up. The arms are
+#: disjoint: a batch moves messages from ``untri`` to both indexes in one transaction.
+#: ``CROSS JOIN`` keeps ``untri`` the outer loop (SQLite otherwise scanned every commit).
 _LITERAL_HITS = (
-    "c.rowid IN (SELECT rowid FROM msg_tri WHERE msg_tri MATCH ? "
-    "UNION ALL SELECT u.crow FROM untri u CROSS JOIN commits w ON w.rowid = u.crow WHERE instr(w.message, ?) > 0)"
+    "c.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ? "
+    "UNION ALL SELECT u.crow FROM untri u CROSS JOIN commits w ON w.rowid = u.crow WHERE instr(w.message, ?) > 0) "
+    "AND instr(c.message, ?) > 0"
 )
 
 
-def _literal_params(literal: str) -> list[object]:
-    return [_fts_phrase(literal[:MAX_FTS_PHRASE]), literal]
+def _literal_hits(literal: str) -> tuple[str, list[object]]:
+    """The WHERE clause and parameters of a literal's hits (see :data:`_LITERAL_HITS`)."""
+    query = _suffix_query(literal)
+    table = "msg_sfx"
+    if query is None:
+        table, query = "msg_tri", _trigram_query(literal)
+    return _LITERAL_HITS.format(table=table), [query, literal, literal]
 
 
 #: A hit as :meth:`IndexQueries._infos` reads it: the sort key (time known, time, rowid),
 #: then oid, message, parents, time, score (the note's, else the trailer's) and the tag
-#: names joined by NUL (a byte no ref name holds), from the (target, name) index.
+#: names joined by NUL (a byte no ref name holds), kept on the row (``commits.tags``).
 _INFO_SELECT = (
     "SELECT c.time IS NOT NULL, IFNULL(c.time, 0), c.rowid, c.oid, c.message, c.parents, c.time, "
-    "COALESCE(n.score, c.score), (SELECT group_concat(t.name, char(0)) FROM tags t WHERE t.target = c.oid) "
-    "FROM commits c LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
+    "COALESCE(n.score, c.score), c.tags FROM commits c LEFT JOIN notes n ON n.ref=? AND n.target=c.oid "
 )
 
 
@@ -207,7 +258,7 @@ class IndexQueries:
         """Commits whose message matches (``git log --grep`` with -F / -P semantics)."""
         rx, literal = self._grep_plan(pattern, fixed=fixed, ignore_case=ignore_case)
         if literal is not None:
-            rows = self._rows(_LITERAL_HITS, _literal_params(literal), refs)
+            rows = self._rows(*_literal_hits(literal), refs)
         else:
             rows = self._rows("1", (), refs, keep=rx.search)
         return [r for r in rows if rx.search(r.message)]
@@ -231,9 +282,8 @@ class IndexQueries:
                 CommitInfo.indexed(r.oid, r.message, r.parent_list, r.time, tuple(tags.get(r.oid, ())), r.score)
                 for r in rows
             ]
-        # the trigram phrase is exact up to MAX_FTS_PHRASE characters; past it, and for the
-        # waiting messages, the text itself decides (a literal: the same test as the pattern)
-        return self._infos(_LITERAL_HITS, _literal_params(literal), refs, keep=lambda message: literal in message)
+        # the index gives candidates; instr, in the statement, decides (a literal: the pattern's test)
+        return self._infos(*_literal_hits(literal), refs)
 
     def _infos(
         self,
@@ -263,9 +313,14 @@ class IndexQueries:
         return int(row[0])
 
     def commit_count(self) -> int:
-        """Number of indexed commits (memoised until the next sync)."""
+        """Number of indexed commits (memoised until the next sync).
+
+        The largest rowid, one B-tree descent: rows are only ever added (a rebuild starts
+        the table afresh) and a rolled-back insert gives its rowid back, so the rowids are
+        1..n. ``COUNT(*)`` read a whole index: 3 ms of a new process's first search at 100k.
+        """
         if self._count is None:
-            self._count = int(self.db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+            self._count = int(self.db.execute("SELECT IFNULL(MAX(rowid), 0) FROM commits").fetchone()[0])
         return self._count
 
     def ranked(
@@ -308,9 +363,7 @@ class IndexQueries:
             )
             match_params = list(terms)
             scope, sparams = self._scope_sql(refs)
-            # an aggregate over no rows is NULL in Python's sqlite3: the untagged value then
-            untagged = tag_value(())[0]
-            tag_sql = f"COALESCE((SELECT got_tag_value(t.name) FROM tags t WHERE t.target = c.oid), {untagged!r})"
+            tag_sql = "got_tags_value(c.tags)"  # the names kept on the row: no lookup per candidate
             sql = (
                 "SELECT rowid, oid, message, time, parents, sc, node_id, problem_id, tg, m, rec, "
                 "(? * COALESCE(sc, 0) + ? * tg + ? * rec + ? * m) AS rho FROM ("
@@ -348,8 +401,9 @@ class IndexQueries:
             db = self.db
             if len(needle) >= 3:
                 cand = db.execute(
-                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?)",
-                    (_fts_phrase(needle[:MAX_FTS_PHRASE]),),
+                    "SELECT oid, text FROM blobs WHERE rowid IN (SELECT rowid FROM blob_tri WHERE blob_tri MATCH ?) "
+                    "AND instr(text, ?) > 0",
+                    (_fts_phrase(needle[:MAX_FTS_PHRASE]), needle),
                 ).fetchall()
             else:
                 cand = db.execute("SELECT oid, text FROM blobs WHERE instr(text, ?) > 0", (needle,)).fetchall()
@@ -429,9 +483,15 @@ class IndexQueries:
         key = tuple(refs) if refs is not None else None
         with self._lock:
             if key not in self._times:
-                scope, sparams = self._scope_sql(refs)
-                row = self.db.execute(
-                    f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
-                ).fetchone()
+                if refs is None:
+                    # two descents of the time index: MIN and MAX in one SELECT scan every row
+                    row = self.db.execute(
+                        "SELECT (SELECT MIN(time) FROM commits), (SELECT MAX(time) FROM commits)"
+                    ).fetchone()
+                else:
+                    scope, sparams = self._scope_sql(refs)
+                    row = self.db.execute(
+                        f"SELECT MIN(c.time), MAX(c.time) FROM commits c WHERE 1{scope}", sparams
+                    ).fetchone()
                 self._times[key] = (row[0] or 0, row[1] or 0)
             return self._times[key]

@@ -3,11 +3,12 @@
 :class:`IndexWriter` is the half of :class:`~got_core.storage.index.DerivedIndex` that
 turns a *delta* (refs whose values differ from the ones indexed) into rows: a branch
 walks only the commits between its old and new tip (one commit on top of the old tip
-without a walk), a tag updates its one row, our notes ref is caught up by a tree diff or
-by the changes our own notes commits reported; commit messages join the trigram index
-in batches of :data:`TRI_BATCH`; the blobs a commit changed are indexed when pickaxe
-first asks (:meth:`IndexWriter.blobs_ready`). Deciding *which* refs moved is the host's
-job (:mod:`got_core.storage.refscan`, ``DerivedIndex.sync``).
+without a walk), a tag updates its one row (and the tag names kept on its commit's row), our
+notes ref is caught up by a tree diff or by the changes our own notes commits reported;
+commit messages join the suffix and trigram indexes in batches of :data:`TRI_BATCH`; the
+blobs a commit changed are indexed when pickaxe first asks (:meth:`IndexWriter.blobs_ready`).
+Deciding *which* refs moved is the host's job (:mod:`got_core.storage.refscan`,
+``DerivedIndex.sync``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from got_core.types import parse_trailers, trailer_score
 __all__ = ["MAX_INDEXED_BLOB", "TRI_BATCH", "Changes", "IndexWriter"]
 
 MAX_INDEXED_BLOB = 1 << 20
-#: commits whose messages wait outside the trigram index before one batch adds them
+#: commits whose messages wait outside the suffix and trigram indexes before one batch adds them
 TRI_BATCH = 64
 
 # What reading a damaged or partial history raises (missing objects, unparsable trees).
 _BROKEN = READ_ERRORS
 _UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no membership rows
+
+#: A commit's tag names, sorted, joined by NUL (a byte no ref name holds), NULL when it has
+#: none: kept on its ``commits`` row (``commits.tags``), so a query's hits need no tag lookup.
+_TAGS_OF = "(SELECT group_concat(name, char(0)) FROM (SELECT name FROM tags WHERE target = {} ORDER BY name))"
 
 
 def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
@@ -96,22 +101,36 @@ class IndexWriter:
 
     def _apply(self, delta: Mapping[str, tuple[str | None, str | None]], changes: Changes) -> None:
         db = self.db
-        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
-        for name in branches:
-            self._move_branch(name, *delta[name], changes)
-        missing: list[str] = []
+        # tags first: a commit the branches then add takes its tag names in its INSERT
+        # (commits.tags); growing every row afterwards split the pages of a fresh index
+        targets: list[str] = []
+        retagged: set[str] = set()  # commits whose tag names changed
         for name in sorted(n for n in delta if n.startswith("refs/tags/")):
             short = name[len("refs/tags/") :]
             new = delta[name][1]
             target = self._peel(new) if new is not None else None
+            before = db.execute("SELECT target FROM tags WHERE name=?", (short,)).fetchone()
+            if before is not None:
+                retagged.add(before[0])
             if target is None:
                 db.execute("DELETE FROM tags WHERE name=?", (short,))
             else:
                 db.execute("INSERT OR REPLACE INTO tags VALUES(?,?)", (short, target))
-                if target not in changes.added and self._commit_row(target) is None:
-                    missing.append(target)
+                retagged.add(target)
+                targets.append(target)
+        branches = sorted(n for n in delta if not n.startswith(_UNINDEXED))
+        for name in branches:
+            self._move_branch(name, *delta[name], changes)
+        missing = [t for t in dict.fromkeys(targets) if t not in changes.added and self._commit_row(t) is None]
         if missing:  # tagged commits no branch reaches: index them (and what only they reach)
             self._walk_into(None, missing, [o for o in self.git_tips() if self.git.has_object(o)], changes)
+        stale = sorted(retagged - changes.added)  # rows added in this sync already hold their names
+        if stale:
+            db.execute(
+                f"UPDATE commits SET tags = {_TAGS_OF.format('commits.oid')} "
+                "WHERE oid IN (SELECT value FROM json_each(?))",
+                (json.dumps(stale),),
+            )
         gone = [(name,) for name, (_old, new) in delta.items() if new is None]
         if gone:
             db.executemany("DELETE FROM refs WHERE name=?", gone)
@@ -169,21 +188,21 @@ class IndexWriter:
         db = self.db
         node, problem, outcome, score = _trailer_fields(c.message)
         cur = db.execute(
-            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score)"
-            " VALUES(?,?,?,?,?,?,?,?)",
-            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score),
+            "INSERT INTO commits(oid, time, message, parents, node_id, problem_id, outcome, score, tags)"
+            f" VALUES(?,?,?,?,?,?,?,?,{_TAGS_OF.format('?')})",
+            (c.oid, c.time, c.message, " ".join(c.parents), node, problem, outcome, score, c.oid),
         )
         crow = cur.lastrowid
         if crow is None:  # sqlite3 sets it after every INSERT
             raise StorageError(f"the search index did not store commit {c.oid}; `got gc` rebuilds it")
         db.execute("INSERT INTO msg_words(rowid, message) VALUES(?,?)", (crow, c.message))
-        # the trigram index takes messages in batches (see _tri_batch); grep reads the batch too
+        # the suffix and trigram indexes take messages in batches (see _tri_batch); grep reads the batch too
         db.execute("INSERT INTO untri VALUES(?)", (crow,))
         db.execute("INSERT INTO unblobbed VALUES(?)", (crow,))  # its files: when pickaxe first asks
         return crow
 
     def _tri_batch(self) -> None:
-        """Add the waiting messages to the trigram index once :data:`TRI_BATCH` of them wait.
+        """Add the waiting messages to the suffix and trigram indexes once :data:`TRI_BATCH` of them wait.
 
         FTS5 writes a segment per transaction and merges segments as they pile up; one
         message per sync made that merging most of a sync's cost. Until a batch is full,
@@ -192,9 +211,9 @@ class IndexWriter:
         db = self.db
         if db.execute("SELECT COUNT(*) FROM untri").fetchone()[0] < TRI_BATCH:
             return
-        db.execute(
-            "INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message FROM untri u JOIN commits c ON c.rowid = u.crow"
-        )
+        waiting = "FROM untri u JOIN commits c ON c.rowid = u.crow"
+        db.execute(f"INSERT INTO msg_sfx(rowid, suffixes) SELECT c.rowid, got_suffixes(c.message) {waiting}")
+        db.execute(f"INSERT INTO msg_tri(rowid, message) SELECT c.rowid, c.message {waiting}")
         db.execute("DELETE FROM untri")
 
     def blobs_ready(self) -> None:
