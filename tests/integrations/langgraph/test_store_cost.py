@@ -63,3 +63,24 @@ def _body(entry: bytes) -> bytes:
     while entry[at] & 0x80:
         at += 1
     return entry[at + 1 :]
+
+
+def test_a_put_encodes_each_item_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fields a write builds (namespace, key, timestamps, ttl, index) are plain JSON: only the
+    # value goes through the standard library's encoder (its check), orjson writes the file
+    import json
+
+    store = GitStore(tmp_path / "s.git")
+    calls: list[object] = []
+    real = json.dumps
+    monkeypatch.setattr(json, "dumps", lambda obj, *a, **k: calls.append(obj) or real(obj, *a, **k))
+    n = 2 * PACK_MIN
+    store.batch([PutOp(("mem", f"u{i % 4}"), f"k{i}", _value(i), ttl=5.0 if i % 2 else None) for i in range(n)])
+    assert len(calls) == n, len(calls)  # 2n on the code before: the value, then the other fields
+    monkeypatch.undo()
+    assert store.get(("mem", "u1"), "k1").value == _value(1)
+    for bad in ({"x": float("nan")}, {"x": object()}):  # still refused, nothing written
+        with pytest.raises(Exception, match="JSON-serialisable"):
+            store.put(("mem", "u1"), "bad", bad)
+    assert store.get(("mem", "u1"), "bad") is None
+    store.close()
