@@ -84,3 +84,46 @@ def test_a_put_encodes_each_item_once(tmp_path: Path, monkeypatch: pytest.Monkey
             store.put(("mem", "u1"), "bad", bad)
     assert store.get(("mem", "u1"), "bad") is None
     store.close()
+
+
+def _path_indexes(store: GitStore) -> list[str]:
+    db = store.index.db
+    names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='items'")]
+    return [n for n in names if any(col[2] == "path" for col in db.execute(f'PRAGMA index_info("{n}")'))]
+
+
+def test_no_index_holds_the_path_text(tmp_path: Path) -> None:
+    # each row is an entry in every index of the items table: the path (~40 bytes) is found
+    # through its CRC-32 instead, a 4-8 byte entry cheaper to insert and delete
+    store = GitStore(tmp_path / "s.git")
+    store.batch([PutOp(("mem", f"u{i % 8}"), f"k{i}", _value(i)) for i in range(2 * PACK_MIN)])
+    assert _path_indexes(store) == []  # ["items_path"] on the code before
+    assert store.index.rows_at([GitStore._path(("mem", "u3"), "k3")]).keys() == {GitStore._path(("mem", "u3"), "k3")}
+    store.close()
+
+
+def test_paths_sharing_a_hash_are_told_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every path given the same hash: lookups, deletes and overwrites by path still touch only their own row
+    import got_integrations.langgraph._store_index as index_module
+    import got_integrations.langgraph._store_query as query_module
+
+    for module in (index_module, query_module):
+        monkeypatch.setattr(module, "path_hash", lambda path: 7)
+    gitdir = tmp_path / "s.git"
+    store = GitStore(gitdir)
+    n = 2 * PACK_MIN
+    store.batch([PutOp(("mem", f"u{i % 8}"), f"k{i}", _value(i)) for i in range(n)])
+    store.batch([PutOp(("mem", f"u{i % 8}"), f"k{i}", None if i % 2 else {"new": i}) for i in range(n)])
+    other = GitStore(gitdir)  # another writer: this store catches up from the tree diff (deletes by path)
+    other.batch([PutOp(("mem", f"u{i % 8}"), f"k{i}", None) for i in range(0, n, 4)])
+    other.close()
+    want = sorted(f"k{i}" for i in range(0, n, 2) if i % 4)
+    assert sorted(i.key for i in store.search(("mem",), limit=10 * n)) == want
+    assert store.get(("mem", "u2"), "k2").value == {"new": 2}
+    assert store.get(("mem", "u4"), "k4") is None and store.get(("mem", "u1"), "k1") is None
+    paths = [GitStore._path(("mem", f"u{i % 8}"), f"k{i}") for i in range(n)]
+    assert sorted(store.index.rows_at(paths)) == sorted(p for p, i in zip(paths, range(n)) if i % 2 == 0 and i % 4)
+    assert store.index.count(None) == len(want)
+    store.reindex()
+    assert sorted(i.key for i in store.search(("mem",), limit=10 * n)) == want
+    store.close()
