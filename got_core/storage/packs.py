@@ -138,9 +138,25 @@ def _stored(kind: str, data: bytes) -> bool:
     return kind == "tree" and size < STORED_TREE_ENTRY_BYTES * data.count(b"\0")
 
 
+#: The largest stored deflate block (RFC 1951 3.2.4: a 16-bit length).
+_STORED_BLOCK = 0xFFFF
+
+
 def _store(data: bytes) -> bytes:
-    """A zlib stream of stored (uncompressed) blocks: what ``zlib.compress(data, 0)`` writes."""
-    return zlib.compress(data, 0)
+    """A zlib stream of stored (uncompressed) blocks (RFC 1950/1951): the bytes
+    ``zlib.compress(data, 0)`` writes for data under 16 KB, built directly. zlib sets up its
+    window and hash tables for level 0 too (~300 KB per call): 1-15 us against 0.3 us here,
+    for each of the thousand item files of a bulk put."""
+    size = len(data)
+    if size <= _STORED_BLOCK:  # one final block
+        return b"\x78\x01\x01" + struct.pack("<HH", size, size ^ 0xFFFF) + data + struct.pack(">I", zlib.adler32(data))
+    parts = [b"\x78\x01"]
+    for at in range(0, size, _STORED_BLOCK):
+        block = data[at : at + _STORED_BLOCK]
+        last = at + _STORED_BLOCK >= size
+        parts.append(struct.pack("<BHH", last, len(block), len(block) ^ 0xFFFF) + block)
+    parts.append(struct.pack(">I", zlib.adler32(data)))
+    return b"".join(parts)
 
 
 def _header(kind: str, size: int) -> bytes:

@@ -27,6 +27,9 @@ def test_a_bulk_put_deflates_no_small_item_file(tmp_path: Path, monkeypatch: pyt
     deflated: list[bytes] = []
     real = packs._deflate
     monkeypatch.setattr(packs, "_deflate", lambda data: deflated.append(data) or real(data))
+    level0: list[bytes] = []  # stored entries (bucket trees, item files) are built without zlib
+    real_compress = zlib.compress
+    monkeypatch.setattr(zlib, "compress", lambda data, *a, **k: level0.append(data) or real_compress(data, *a, **k))
     big = {"text": "a long memory " * 100}
     store.batch(
         [PutOp(("mem", f"u{i % 8}"), f"k{i}", _value(i)) for i in range(3 * PACK_MIN)]
@@ -34,6 +37,7 @@ def test_a_bulk_put_deflates_no_small_item_file(tmp_path: Path, monkeypatch: pyt
     )
     items = [d for d in deflated if d.startswith(b"{")]
     assert len(items) == 1 and b"a long memory" in items[0]  # 3 * PACK_MIN + 1 on the code before
+    assert level0 == []  # one zlib.compress(data, 0) per bucket tree on the code before
     monkeypatch.undo()
     assert fsck_clean(gitdir)[0]
     for idx in (gitdir / "objects" / "pack").glob("*.idx"):
@@ -127,3 +131,33 @@ def test_paths_sharing_a_hash_are_told_apart(tmp_path: Path, monkeypatch: pytest
     store.reindex()
     assert sorted(i.key for i in store.search(("mem",), limit=10 * n)) == want
     store.close()
+
+
+def test_stored_blocks_are_zlib_s_and_git_reads_big_ones(tmp_path: Path) -> None:
+    # stored (uncompressed) entries are built directly, not by zlib at level 0, which sets up
+    # its tables on every call: the same bytes below 16 KB, and streams git reads above 64 KB
+    import random
+    import string
+
+    from got_core.repo import ReasoningRepo
+    from got_core.storage.packs import build_tree_objects, write_pack
+
+    rng = random.Random(13)
+    for size in (0, 1, 63, 64, 1023, 15_999):
+        data = rng.randbytes(size)
+        assert packs._store(data) == zlib.compress(data, 0)
+    for size in (65_535, 65_536, 131_071, 200_000):
+        data = rng.randbytes(size)
+        assert zlib.decompress(packs._store(data)) == data
+    repo = ReasoningRepo.open(tmp_path / "r.git")
+    blob = repo.git.write_blob(b"x")
+    names = [a + b for a in string.ascii_letters for b in string.ascii_letters]  # 2,704 two-letter files
+    root, trees = build_tree_objects(repo.git.read_raw, None, dict.fromkeys(names, blob))
+    assert len(trees) == 1 and len(trees[0][1]) > 65_535 and packs._stored("tree", trees[0][1])  # several blocks
+    write_pack(repo.gitdir, trees)
+    repo.set_ref("refs/heads/t", repo.write_commit(root, [], "t\n"))
+    assert fsck_clean(repo.gitdir)[0]
+    for idx in (repo.gitdir / "objects" / "pack").glob("*.idx"):
+        git(repo.gitdir, "verify-pack", str(idx))
+    assert len(git(repo.gitdir, "ls-tree", "refs/heads/t").splitlines()) == len(names)
+    repo.close()
