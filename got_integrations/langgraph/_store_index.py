@@ -10,8 +10,8 @@ never in a tracked tree), and can be deleted at any time.
   only, the value as JSON (filters run on it in SQLite). A ``spaces`` table holds each
   namespace with its item count and expiry summary, so listing namespaces reads neither
   items nor blobs; a partial index on expiry serves the TTL sweep. A row is found by
-  its path through an index of the path's CRC-32 (``ph``,
-  :func:`~got_integrations.langgraph._store_query.path_hash`), not of its text.
+  its path through an index of a 63-bit hash of the path (its directory's CRC-32 above its
+  name's: ``ph``, :func:`~got_integrations.langgraph._store_query.path_hash`), not of its text.
 * **Encrypted stores** (mode ``sealed``) keep no value: only what their item files show
   in clear (namespaces, keys, timestamps, TTL). Filters on values then read and decrypt
   the candidate items at query time.

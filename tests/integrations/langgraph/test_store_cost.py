@@ -98,7 +98,7 @@ def _path_indexes(store: GitStore) -> list[str]:
 
 def test_no_index_holds_the_path_text(tmp_path: Path) -> None:
     # each row is an entry in every index of the items table: the path (~40 bytes) is found
-    # through its CRC-32 instead, a 4-8 byte entry cheaper to insert and delete
+    # through a 63-bit hash instead (directory and name), an 8-byte entry cheaper to insert and delete
     store = GitStore(tmp_path / "s.git")
     store.batch([PutOp(("mem", f"u{i % 8}"), f"k{i}", _value(i)) for i in range(2 * PACK_MIN)])
     assert _path_indexes(store) == []  # ["items_path"] on the code before
