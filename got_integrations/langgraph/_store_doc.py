@@ -407,6 +407,18 @@ class ItemCodec:
         return doc
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON the standard library accepts as it is (text, a finite number,
+    None, a bool, a list of text): the fields of an item file a write builds are, and checking
+    them with ``json.dumps`` cost as much as writing the file."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list:
+        return all(type(x) is str for x in value)
+    return value is None or kind is str or kind is int or kind is bool
+
+
 def dump(data: dict[str, Any], *, value_checked: bool = False) -> bytes:
     """Deterministic, indented JSON of an item file.
 
@@ -420,8 +432,15 @@ def dump(data: dict[str, Any], *, value_checked: bool = False) -> bytes:
         # the standard library's C encoder decides what is accepted (orjson writes NaN as null
         # and takes types the store refuses); orjson then writes the indented file, ten times
         # faster than the standard library's indenting encoder, which is pure Python
-        checked = {k: v for k, v in data.items() if k != "value"} if value_checked else data
-        json.dumps(checked, allow_nan=False, default=_json_default, separators=(",", ":"))
+        if not value_checked:
+            json.dumps(data, allow_nan=False, default=_json_default, separators=(",", ":"))
+        elif not all(_plain(v) for k, v in data.items() if k != "value"):  # a write's own fields: never
+            json.dumps(
+                {k: v for k, v in data.items() if k != "value"},
+                allow_nan=False,
+                default=_json_default,
+                separators=(",", ":"),
+            )
         if _orjson_dumps is not None:
             try:
                 return _orjson_dumps(data, default=_json_default, option=_FILE_OPTIONS)

@@ -9,7 +9,9 @@ never in a tracked tree), and can be deleted at any time.
   expiry (exact microseconds), TTL, the ``index`` field list and, for readable stores
   only, the value as JSON (filters run on it in SQLite). A ``spaces`` table holds each
   namespace with its item count and expiry summary, so listing namespaces reads neither
-  items nor blobs; a partial index on expiry serves the TTL sweep.
+  items nor blobs; a partial index on expiry serves the TTL sweep. A row is found by
+  its path through an index of a 63-bit hash of the path (its directory's CRC-32 above its
+  name's: ``ph``, :func:`~got_integrations.langgraph._store_query.path_hash`), not of its text.
 * **Encrypted stores** (mode ``sealed``) keep no value: only what their item files show
   in clear (namespaces, keys, timestamps, TTL). Filters on values then read and decrypt
   the candidate items at query time.
@@ -44,13 +46,22 @@ from got_core.errors import CorruptRepositoryError, GotError, StorageError
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._store_doc import is_bucket, item_path, legacy_item_path, ns_from_blob
 from got_integrations.langgraph._store_pending import DEFER_ROWS, PendingRows
-from got_integrations.langgraph._store_query import CHUNK, INSERT, ItemQueries, Row, prefix_bounds, row_of_doc
+from got_integrations.langgraph._store_query import (
+    CHUNK,
+    INSERT,
+    ItemQueries,
+    Row,
+    insert_params,
+    path_hash,
+    prefix_bounds,
+    row_of_doc,
+)
 
 __all__ = ["RACY_NS", "READ_HOLD", "ItemIndex", "Row", "index_path", "prefix_bounds", "row_of_doc"]
 
 logger = logging.getLogger("got_integrations.langgraph.store")
 
-SCHEMA = "got-store-index/2"
+SCHEMA = "got-store-index/3"
 #: A ref stamp this young is not trusted: two writes may share one mtime tick.
 RACY_NS = 100_000_000
 #: Longest a read snapshot is kept open between calls (an open snapshot keeps SQLite from
@@ -66,9 +77,9 @@ CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS items(
     ns BLOB NOT NULL, key BLOB NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL,
     created TEXT NOT NULL, updated TEXT NOT NULL, updated_us INTEGER NOT NULL,
-    exp INTEGER, ttl REAL, idx TEXT, value TEXT);
+    exp INTEGER, ttl REAL, idx TEXT, value TEXT, ph INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS items_nk ON items(ns, key);
-CREATE UNIQUE INDEX IF NOT EXISTS items_path ON items(path);
+CREATE INDEX IF NOT EXISTS items_ph ON items(ph);
 CREATE INDEX IF NOT EXISTS items_ns_exp ON items(ns, exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_exp ON items(exp) WHERE exp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_recent ON items(updated_us, ns, key);
@@ -130,9 +141,12 @@ class ItemIndex(ItemQueries):
     # ------------------------------------------------------------------ the file
     def _connect(self, path: Path) -> sqlite3.Connection:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             # timeout= is SQLite's busy timeout (60 s): writers of other processes are waited for
-            db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+            try:
+                db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+            except sqlite3.OperationalError:  # no directory yet (the repository's first index)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
             # reads through a memory map, not a read() per page: at 100k items a get is ~15% faster
             db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             if self._schema_ok(db):  # the usual open: one read (WAL mode persists in the file)
@@ -439,11 +453,15 @@ class ItemIndex(ItemQueries):
     def _apply(self, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
         db = self.db
         paths = [r.path for r in upserts] + list(deletes)
+        hashes = [path_hash(p) for p in paths]
+        wanted = set(paths)
         old: dict[str, bytes] = {}
         for i in range(0, len(paths), CHUNK):
-            part = paths[i : i + CHUNK]
+            part = hashes[i : i + CHUNK]
             marks = ",".join("?" * len(part))
-            old.update(db.execute(f"SELECT path, ns FROM items WHERE path IN ({marks})", part).fetchall())
+            for path, ns in db.execute(f"SELECT path, ns FROM items WHERE ph IN ({marks})", part):
+                if path in wanted:  # not another path of the same hash
+                    old[path] = ns
         delta: dict[bytes, int] = {}
         for path in deletes:
             if path in old:
@@ -453,8 +471,9 @@ class ItemIndex(ItemQueries):
                 delta.setdefault(old[row.path], 0)
             else:
                 delta[row.ns] = delta.get(row.ns, 0) + 1
-        db.executemany("DELETE FROM items WHERE path=?", [(p,) for p in deletes if p in old])
-        db.executemany(INSERT, upserts)
+        at = dict(zip(paths, hashes))
+        db.executemany("DELETE FROM items WHERE ph=? AND path=?", [(at[p], p) for p in deletes if p in old])
+        db.executemany(INSERT, insert_params(upserts))
         self._recount(delta, set(delta) | {r.ns for r in upserts})
 
     def apply_sweep(
