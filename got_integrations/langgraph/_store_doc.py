@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import pathlib
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
@@ -298,15 +299,22 @@ def value_json(value: Any) -> str:
     )
 
 
+#: A run of 19 digits: a number orjson may not read exactly (it reads integers beyond 64 bits as
+#: floats, silently), so such a value is read by the standard library instead.
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+_LONG_NUMBER_BYTES = re.compile(rb"[0-9]{19}")
+
 try:  # orjson comes with LangGraph's SDK; the standard library reads what it refuses
     import orjson as _orjson
 
     def loads_value(text: str | bytes) -> Any:
-        """Parse a value stored by :func:`value_json`."""
-        try:
-            return _orjson.loads(text)
-        except _orjson.JSONDecodeError:  # lone surrogates, integers beyond 64 bits
-            return json.loads(text)
+        """Parse a value stored by :func:`value_json` (integers of any size read back exactly)."""
+        if (_LONG_NUMBER if isinstance(text, str) else _LONG_NUMBER_BYTES).search(text) is None:
+            try:
+                return _orjson.loads(text)
+            except _orjson.JSONDecodeError:  # lone surrogates
+                pass
+        return json.loads(text)
 
 except ImportError:  # pragma: no cover - orjson is a LangGraph dependency
 
