@@ -309,7 +309,8 @@ try:  # orjson comes with LangGraph's SDK; the standard library reads what it re
 
     def loads_value(text: str | bytes) -> Any:
         """Parse a value stored by :func:`value_json` (integers of any size read back exactly)."""
-        if (_LONG_NUMBER if isinstance(text, str) else _LONG_NUMBER_BYTES).search(text) is None:
+        long = _LONG_NUMBER.search(text) if isinstance(text, str) else _LONG_NUMBER_BYTES.search(text)
+        if long is None:
             try:
                 return _orjson.loads(text)
             except _orjson.JSONDecodeError:  # lone surrogates
