@@ -37,3 +37,21 @@ def unpack_all(gitdir: Path | str) -> None:
         idx.unlink()
         pack.unlink()
         git(gitdir, "unpack-objects", "-q", input=data)
+
+
+#: A fixed identity for commits the real git makes in tests.
+STOCK_IDENTITY = {
+    "GIT_AUTHOR_NAME": "stock",
+    "GIT_AUTHOR_EMAIL": "stock@example.org",
+    "GIT_COMMITTER_NAME": "stock",
+    "GIT_COMMITTER_EMAIL": "stock@example.org",
+}
+
+
+def stock(gitdir: Path | str, *args: str) -> str:
+    """The real git, with an identity and no user configuration; asserts it succeeded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(STOCK_IDENTITY, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()

@@ -25,30 +25,15 @@ come from FTS5's own ``fts5vocab`` tables.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-import subprocess
 from pathlib import Path
+
+from gitcli import stock
 
 from got_core import Node, ReasoningRepo
 from got_core.storage.index_write import TRI_BATCH
 from got_core.types import tag_value
-
-ENV = {
-    "GIT_AUTHOR_NAME": "stock",
-    "GIT_AUTHOR_EMAIL": "stock@example.org",
-    "GIT_COMMITTER_NAME": "stock",
-    "GIT_COMMITTER_EMAIL": "stock@example.org",
-}
-
-
-def stock(gitdir: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=env)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout.decode()
 
 
 def git_grep(gitdir: Path, needle: str, *revs: str) -> set[str]:

@@ -36,12 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitcli import stock
 
 from got_core import Node, ReasoningRepo
 from got_core.repo.retrieval import rows_to_infos
@@ -50,25 +49,9 @@ from got_core.storage.index_query import MAX_FTS_PHRASE
 from got_core.storage.index_write import TRI_BATCH
 from got_core.types import CommitInfo
 
-ENV = {
-    "GIT_AUTHOR_NAME": "stock",
-    "GIT_AUTHOR_EMAIL": "stock@example.org",
-    "GIT_COMMITTER_NAME": "stock",
-    "GIT_COMMITTER_EMAIL": "stock@example.org",
-}
-
 
 def node(thought: str, outcome: str = "success") -> Node:
     return Node(thought, scores={"s_comb": 0.5}, problem_id="p", outcome=outcome, trace=[{"step": 1}])
-
-
-def stock(gitdir: Path, *args: str) -> str:
-    """The real git, with an identity and no user configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=env)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout.decode()
 
 
 def traced(repo: ReasoningRepo) -> list[str]:
