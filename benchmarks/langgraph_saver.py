@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import _pg
+from _fsprobe import describe, probe
 from _plot import log_lines
 from rich.console import Console
 from rich.progress import Progress
@@ -708,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
     pg, why = (None, "PostgreSQL left out (--no-postgres)") if args.no_postgres else _pg.start()
     console.print(why)
     result: dict[str, Any] = {"steps": args.steps, "postgres": why, "lengths": [], "scale": [], "fanout": []}
+    fs_before = probe(workdir)
     try:
         with LogProgress(console=console, transient=True) as progress:
             result["lengths"] = run_lengths(args, workdir, pg, progress)
@@ -715,12 +717,15 @@ def main(argv: list[str] | None = None) -> int:
                 result["scale"] = run_scale(args, workdir, pg, progress)
         if args.fanout_rounds:
             result["fanout"] = run_fanout(workdir, args.fanout_rounds)
+        result["file_system"] = {"before": fs_before, "after": probe(workdir)}
     finally:
         if pg is not None:
             pg.stop()
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     result["targets"] = report(result)
+    if "file_system" in result:
+        console.print(describe(result["file_system"]["before"], result["file_system"]["after"]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "langgraph_saver.json").write_text(json.dumps(result, indent=2))
     made = plots(result, args.out)

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _fsprobe import describe, probe
 from _pg import LocalPostgres
 from _pg import start as start_postgres
 from _plot import default_out, log_lines
@@ -410,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="got-store-bench-") as tmp:
             for size in sizes:
+                before = probe(Path(tmp))
                 runs.append(run_size(size, Path(tmp) / str(size), args.ops, server))
+                runs[-1]["file_system"] = {"before": before, "after": probe(Path(tmp))}
     finally:
         if server is not None:
             server.stop()
@@ -418,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     scale(runs)
     for line in targets(runs):
         console.print(line)
+    for size, run in zip(sizes, runs):
+        console.print(f"{size:,} items: " + describe(run["file_system"]["before"], run["file_system"]["after"]))
     (args.out / "langgraph_store.json").write_text(json.dumps(runs, indent=1))
     png = plot(runs, args.out / "langgraph_store.png")
     console.print(f"results: {args.out / 'langgraph_store.json'}" + (f", plot: {png}" if png else ""))

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from _fsprobe import describe, probe
 from _plot import default_out
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -722,13 +723,16 @@ def main(argv: list[str] | None = None) -> int:
         with LogProgress(*columns, console=console, transient=True) as progress:
             for level in levels:
                 setup = bench.grow(level, args.api_fill, progress)
+                before = probe(work)
                 row = bench.measure(level, progress)
                 row.update(setup)
+                row["file_system"] = {"before": before, "after": probe(work)}
                 rows.append(row)
                 console.print(
                     f"{level:,} nodes: write {row['write_vs_floor']:.2f}× floor, grep after write "
                     f"{row['grep_after_write_vs_steady']:.2f}× steady, search {row['search_after_write_vs_steady']:.2f}×"
                 )
+                console.print(f"{level:,} nodes: " + describe(before, row["file_system"]["after"]))
         if args.refs > 0 and rows:
             rows[-1].update(refs_listing(work, args.refs, args.ref_reads))
     finally:

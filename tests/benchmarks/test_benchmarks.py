@@ -121,3 +121,48 @@ def test_the_plot_file_is_written_without_fake_points(tmp_path):
     rows = [{"backend": b, "lessons": n, "write_ms": v} for b, n, v in [("none", 1, 0.0), ("git", 1, 1.0)]]
     out = plot.log_lines(rows, ["write_ms", "write_ms"], "lessons", "backend", tmp_path / "p.png", xlabel="lessons")
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def _fsprobe_module():
+    spec = importlib.util.spec_from_file_location("got_bench_fsprobe", BENCH / "_fsprobe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_file_system_probe_names_the_mount_that_holds_the_directory(tmp_path):
+    fsprobe = _fsprobe_module()
+    found = fsprobe.probe(tmp_path, files=8)
+    # the same mount point and type as the kernel reports for the directory (stat -f / findmnt)
+    proc = subprocess.run(["df", "--output=target,fstype", str(tmp_path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"df cannot say: {proc.stderr.strip()}")
+    target, fstype = proc.stdout.splitlines()[-1].split()
+    assert (found["mount"], found["fs"]) == (target, fstype)
+    assert found["create_ms"] > 0
+    assert list(tmp_path.iterdir()) == []  # its scratch files are gone
+    if fstype == "ext4":
+        assert isinstance(found["journal"], bool)
+    line = fsprobe.describe(found, found)
+    assert f"at {target};" in line and "after it" in line
+
+
+def test_the_probe_says_when_ext4_has_no_journal():
+    fsprobe = _fsprobe_module()
+    base = {"device": "/dev/x", "mount": "/", "create_ms": 1.0}
+    assert "without a journal" in fsprobe.describe({**base, "fs": "ext4", "journal": False})
+    assert "with a journal" in fsprobe.describe({**base, "fs": "ext4", "journal": True})
+    assert fsprobe._ext4_journal("/dev/no-such-device") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["substrate", "langgraph_saver", "langgraph_store"])
+def test_a_write_benchmark_reports_the_file_systems_creation_cost(name, tmp_path):
+    out = tmp_path / "out"
+    proc = _run(name, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "creating a file took" in " ".join(proc.stdout.split())
+    data = json.loads((out / f"{name}.json").read_text())
+    rows = data if isinstance(data, list) else [data]
+    probes = [r["file_system"] for r in rows]
+    assert probes and all(p["before"]["create_ms"] > 0 and p["after"]["create_ms"] > 0 for p in probes)
