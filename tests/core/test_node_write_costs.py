@@ -1,0 +1,129 @@
+"""What ``commit_node`` itself costs, counted (issue 13: the repository layer's share of a write).
+
+Counted through spies on our own functions and on libgit2's ref lookups, never timed;
+each test fails when the write does again what this work took out of it:
+
+* a write after this handle's own write reads its outcome tag once, under the lock (the
+  tag of a new node is expected absent; one that exists costs one more attempt, which
+  reads it, and is refused as before);
+* each ref name a write moves is judged valid once per handle, not once per use;
+* the stored bytes stay those of the code before (commit, tree and notes ids under a
+  deterministic clock are pinned), and stock ``git fsck`` accepts the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from gitcli import fsck_clean, git
+
+from got_core import Node, ReasoningRepo
+from got_core.errors import InvalidInputError, InvalidNameError
+from got_core.storage import refnames
+from got_core.storage.git import GitRepo
+from got_core.types import DeterministicClock
+
+
+def node(thought: str, outcome: str = "success") -> Node:
+    return Node(thought, scores={"s_comb": 0.5}, problem_id="p", outcome=outcome, trace=[{"step": 1}])
+
+
+def count_ref_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of every ref read through the handle from now on."""
+    read: list[str] = []
+    real = GitRepo.ref_target
+
+    def counting(self: GitRepo, name: str) -> str | None:
+        read.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(GitRepo, "ref_target", counting)
+    return read
+
+
+def test_a_write_after_our_own_reads_its_outcome_tag_only_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("the first write: the next one builds on its hints"))
+    read = count_ref_reads(monkeypatch)
+    written = repo.commit_node(node("the measured write"))
+    tag = f"refs/tags/success_{written.node_id}"
+    assert read.count(tag) == 1, f"the new tag was read {read.count(tag)} times: {read}"
+    assert written.tags == [f"success_{written.node_id}"]
+    assert repo.git.ref_target(tag) == written.oid
+    assert fsck_clean(repo.gitdir)[0]
+
+
+def test_a_tag_that_exists_is_still_refused_after_the_node_and_its_note(tmp_path: Path) -> None:
+    """The tag expected absent exists (stock git made it): the node and its note are
+    published on the next attempt, the tag is refused, nothing else moves."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    first = repo.commit_node(node("before"))
+    planned = Node("the same thought", scores={"s_comb": 0.5}, problem_id="p", outcome="success")
+    node_id = planned.derive_id([first.oid])
+    git(repo.gitdir, "tag", f"success_{node_id}", first.oid)  # where the next node's tag would go
+    with pytest.raises(InvalidInputError, match="tags do not move"):
+        repo.commit_node(planned)
+    tip = repo.tip("master")
+    assert tip is not None and tip != first.oid
+    assert repo.read_node(tip).node_id == node_id
+    assert repo.note_json(tip) == {"s_comb": 0.5}
+    assert repo.git.ref_target(f"refs/tags/success_{node_id}") == first.oid
+    again = repo.commit_node(node("and the handle goes on writing"))
+    assert again.parents == (tip,)
+    assert fsck_clean(repo.gitdir)[0]
+
+
+def test_each_ref_name_a_write_moves_is_judged_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """libgit2's name rule runs for the one new name of a write (its tag), not again for the
+    branch and the notes ref each write, nor twice for the tag."""
+    judged: list[str] = []
+    real = refnames.is_valid_ref_name
+
+    def counting(name: str) -> bool:
+        judged.append(name)
+        return real(name)
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("a first write", outcome=""), ref="work")
+    monkeypatch.setattr(refnames, "is_valid_ref_name", counting)
+    repo.commit_node(node("no tag", outcome=""), ref="work")
+    assert judged == [], f"names judged again: {judged}"
+    written = repo.commit_node(node("tagged"), ref="work")
+    assert judged == [f"refs/tags/success_{written.node_id}"]
+    judged.clear()
+    with pytest.raises(InvalidNameError, match="not a valid git name"):
+        repo.commit_node(node("a bad branch"), ref="bad..name")
+    assert judged, "a name never seen is judged"
+
+
+def test_the_stored_bytes_are_those_of_the_write_before(tmp_path: Path) -> None:
+    """Under a deterministic clock a fixed sequence of writes gives the ids the code before
+    this work gave (commits, trees, notes commits, tags), on one branch and beside it."""
+    repo = ReasoningRepo.init(tmp_path / "r.git", clock=DeterministicClock())
+    out = []
+    for i in range(24):
+        n = Node(
+            f"thought {i}\n\nwith more lines é" if i % 2 else f"  thought {i}  ",
+            scores={"s_comb": i / 24, "x": i} if i % 5 else {},
+            trace=[{"step": 1, "o": "é"}] if i % 3 else [],
+            problem_id="p/1" if i % 4 else "",
+            depth=i % 3,
+            outcome=("", "success", "failed")[i % 3],
+            metadata={"k": i},
+        )
+        kw: dict[str, object] = {}
+        if i % 7 == 5:
+            kw["parents"] = [out[-1][0]]
+        if i % 6 == 4:
+            kw["ref"] = "side"
+        stored = repo.commit_node(n, **kw)
+        out.append((stored.oid, repo.git.commit_tree(stored.oid), stored.node_id, tuple(stored.tags)))
+    notes = repo.git.ref_target("refs/notes/got")
+    digest = hashlib.sha256(repr((out, notes)).encode()).hexdigest()
+    # the digest the code before this work wrote (main at 8b39138): a pin, so it passes there too
+    assert digest == "9f5cc211d11c6fcd5e86c93f95e2403bc66d57566bdbacb25eb68ed275751056", out[-1]
+    assert fsck_clean(repo.gitdir)[0]
