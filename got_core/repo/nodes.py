@@ -75,7 +75,7 @@ def commit_node(
     parents = clean_revs(parents)
     thought = clean_text(node.thought, "thought")
     try:
-        scores_text = canonical_json(dict(node.scores))
+        scores_text = _canonical_json(dict(node.scores))
         trace_text = "".join(
             json.dumps(step, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for step in node.trace
         )
@@ -112,7 +112,7 @@ def commit_node(
         meta = dict(node.metadata)
         meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth, "outcome": node.outcome})
         try:
-            meta_text = canonical_json(meta)
+            meta_text = _canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"node metadata must be JSON-serialisable: {exc}") from None
         scores_blob = BlobId(git.write_blob(scores_bytes))  # the note reuses it
@@ -186,6 +186,27 @@ def commit_node(
             raise problem  # the node and its note are stored; only the tag was refused, as before
         stored.tags = [name]
     return stored
+
+
+#: The value types :func:`_canonical_json` writes itself (exact types: a subclass may print otherwise).
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False).encode
+
+
+def _canonical_json(data: dict[str, Any]) -> str:
+    """:func:`~got_core.types.canonical_json` of ``data``, the same text.
+
+    A node's scores and metadata are mostly flat mappings of text keys to scalars: those are
+    written here, each key and value by json's C encoder (``json.dumps`` with an indent runs
+    its pure-Python encoder: about 4% of a write's CPU); anything else is handed on.
+
+    Raises:
+        ValueError: a float that is not finite (as ``canonical_json``).
+    """
+    if data and all(type(key) is str and type(value) in _SCALARS for key, value in data.items()):
+        items = ",\n".join(f"  {_ENCODE(key)}: {_ENCODE(data[key])}" for key in sorted(data))
+        return "{\n" + items + "\n}\n"
+    return canonical_json(data)
 
 
 def _tag_answer(

@@ -14,16 +14,20 @@ each test fails when the write does again what this work took out of it:
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 from gitcli import fsck_clean, git
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from got_core import Node, ReasoningRepo
 from got_core.errors import InvalidInputError, InvalidNameError
+from got_core.repo import nodes
 from got_core.storage import refnames
 from got_core.storage.git import GitRepo
-from got_core.types import DeterministicClock
+from got_core.types import DeterministicClock, canonical_json
 
 
 def node(thought: str, outcome: str = "success") -> Node:
@@ -127,3 +131,54 @@ def test_the_stored_bytes_are_those_of_the_write_before(tmp_path: Path) -> None:
     # the digest the code before this work wrote (main at 8b39138): a pin, so it passes there too
     assert digest == "9f5cc211d11c6fcd5e86c93f95e2403bc66d57566bdbacb25eb68ed275751056", out[-1]
     assert fsck_clean(repo.gitdir)[0]
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_values = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(), _values, max_size=6) | st.dictionaries(st.text(), _scalars, max_size=8))
+def test_the_node_files_json_is_canonical_json(data: dict[str, object]) -> None:
+    """A node's scores and metadata files hold ``canonical_json``'s text, whichever way it is written."""
+    assert nodes._canonical_json(data) == canonical_json(data)
+
+
+def test_the_node_files_json_refuses_what_canonical_json_refuses(tmp_path: Path) -> None:
+    for bad in ({"s": float("nan")}, {"s": float("inf")}, {"s": [float("nan")]}):
+        with pytest.raises(ValueError):
+            canonical_json(bad)
+        with pytest.raises(ValueError):
+            nodes._canonical_json(bad)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for bad_node in (
+        Node("x", scores={"s_comb": float("nan")}),
+        Node("x", metadata={"k": float("inf")}),
+        Node("x", scores={"s": 1}, metadata={"k": object()}),
+    ):
+        with pytest.raises(InvalidInputError, match="JSON-serialisable"):
+            repo.commit_node(bad_node)
+    assert repo.tip("master") is None, "a refused node writes nothing"
+
+
+def test_a_node_write_runs_no_pure_python_json_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flat scores and metadata are written by json's C encoder; the indenting encoder
+    (``json.encoder._make_iterencode``, pure Python) runs only for nested values."""
+    made: list[object] = []
+    real = json.encoder._make_iterencode
+
+    def counting(*args: object, **kwargs: object) -> object:
+        made.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    monkeypatch.setattr(json.encoder, "_make_iterencode", counting)
+    written = repo.commit_node(
+        Node("flat", scores={"s_comb": 0.5, "s_local": 1}, metadata={"model": "m", "t": None}, outcome="success")
+    )
+    assert made == []
+    assert json.loads(repo.read_file(written.oid, "scores.json")) == {"s_comb": 0.5, "s_local": 1}
+    repo.commit_node(Node("nested", scores={"s_comb": 0.5}, metadata={"cfg": {"a": [1, 2]}}))
+    assert len(made) == 1, "a nested metadata file is still written by canonical_json"
