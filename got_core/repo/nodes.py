@@ -11,6 +11,7 @@ exposes both as methods.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,7 @@ def commit_node(
     want_tag = tag and node.outcome in OUTCOME_TAG_PREFIX
     first_tip: list[str | None] = []
     built: dict[str, Any] = {}
+    known_ids: dict[tuple[str, ...], tuple[str, str]] = {}  # parents -> (node id, encoded), as derived
     tag_known: dict[str, str] = {}  # an outcome tag's name -> its full ref, judged valid before the first attempt
 
     def build(tips: dict[str, str | None]) -> dict[str, str | None]:
@@ -107,8 +109,11 @@ def commit_node(
                 )
             first_tip[:] = [tip]
         these = explicit if explicit is not None else ([tip] if tip else [])
-        given_id = node.node_id or node.derive_id(these)  # the id depends on the parents
-        node_id = encode_component(given_id, "node id")
+        ids = known_ids.get(tuple(these))
+        if ids is None:
+            given = node.node_id or node.derive_id(these)  # the id depends on the parents
+            ids = known_ids[tuple(these)] = (given, _encoded(given, "node id"))
+        given_id, node_id = ids
         meta = dict(node.metadata)
         meta.update({"node_id": node_id, "problem_id": node.problem_id, "depth": node.depth, "outcome": node.outcome})
         try:
@@ -156,7 +161,9 @@ def commit_node(
         # under its lock; a tag that exists costs one more attempt, which reads it)
         first = explicit if explicit is not None else [t for t in (hints[ref_name],) if t]
         try:
-            name = OUTCOME_TAG_PREFIX[node.outcome] + encode_component(node.node_id or node.derive_id(first), "node id")
+            given = node.node_id or node.derive_id(first)
+            known_ids[tuple(first)] = (given, _encoded(given, "node id"))
+            name = OUTCOME_TAG_PREFIX[node.outcome] + known_ids[tuple(first)][1]
             full = tag_ref(name)
         except InvalidNameError:
             pass  # the builder meets the refusal itself
@@ -249,6 +256,19 @@ def tag_outcome(repo: ReasoningRepo, target: str, outcome: str, node_id: str | N
     return repo.tag(OUTCOME_TAG_PREFIX[outcome] + ident, oid)
 
 
+#: Ids :func:`~got_core.names.encode_component` returns unchanged: its safe characters but the
+#: dot (a dot is encoded in some places), not starting with ``-``, within its length limit.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,199}")
+
+
+def _encoded(value: str, what: str) -> str:
+    """:func:`~got_core.names.encode_component` of ``value``, without its loop over the
+    characters of an id it leaves as it is (a derived id, ``bench``, ``success``)."""
+    if isinstance(value, str) and _PLAIN_ID.fullmatch(value):
+        return value
+    return encode_component(value, what)
+
+
 def _check_fields(node: Node) -> tuple[str, str]:
     """Refuse fields of the wrong type before anything is derived or written; returns the
     problem id and the outcome encoded (``""`` when empty), as the trailers hold them."""
@@ -260,7 +280,7 @@ def _check_fields(node: Node) -> tuple[str, str]:
         if not isinstance(value, str):
             raise InvalidNameError(f"node {name} must be text (str), not {type(value).__name__}")
         # valid Unicode, not too long
-        encoded.append(encode_component(value, f"node {name.replace('_', ' ')}") if value else "")
+        encoded.append(_encoded(value, f"node {name.replace('_', ' ')}") if value else "")
     if isinstance(node.depth, bool) or not isinstance(node.depth, int):
         raise InvalidInputError(f"node depth must be an int, not {type(node.depth).__name__}")
     for name in ("scores", "metadata"):

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from got_core import Node, ReasoningRepo
 from got_core.errors import InvalidInputError, InvalidNameError
+from got_core.names import encode_component
 from got_core.repo import nodes
 from got_core.storage import refnames
 from got_core.storage.git import GitRepo
@@ -182,3 +183,41 @@ def test_a_node_write_runs_no_pure_python_json_encoder(tmp_path: Path, monkeypat
     assert json.loads(repo.read_file(written.oid, "scores.json")) == {"s_comb": 0.5, "s_local": 1}
     repo.commit_node(Node("nested", scores={"s_comb": 0.5}, metadata={"cfg": {"a": [1, 2]}}))
     assert len(made) == 1, "a nested metadata file is still written by canonical_json"
+
+
+_id_chars = st.sampled_from("abcXYZ019_-.%/ é")
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(_id_chars, min_size=1, max_size=8) | st.text(st.sampled_from("ab1_-"), min_size=195, max_size=205))
+def test_an_id_left_as_it_is_is_the_one_encode_component_gives(value: str) -> None:
+    try:
+        expected: str | type[InvalidNameError] = encode_component(value, "node id")
+    except InvalidNameError:
+        expected = InvalidNameError
+    try:
+        got: str | type[InvalidNameError] = nodes._encoded(value, "node id")
+    except InvalidNameError:
+        got = InvalidNameError
+    assert got == expected
+
+
+def test_plain_ids_are_not_encoded_character_by_character(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A derived node id, a plain problem id and the outcome pass ``encode_component``
+    unchanged: a write does not run its loop over their characters (five times a write before)."""
+    calls: list[str] = []
+    real = nodes.encode_component
+
+    def counting(value: str, what: str = "name") -> str:
+        calls.append(value)
+        return real(value, what)
+
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    repo.commit_node(node("warm up"))
+    monkeypatch.setattr(nodes, "encode_component", counting)
+    written = repo.commit_node(node("plain ids"))
+    assert calls == []
+    assert written.tags == [f"success_{written.node_id}"]
+    odd = repo.commit_node(Node("odd ids", scores={"s_comb": 0.1}, problem_id="p/1", node_id="a.b", outcome="success"))
+    assert sorted(calls) == ["a.b", "a.b", "p/1"]
+    assert odd.tags == ["success_a.b"] and "Got-Problem: p%2F1" in repo.git.read_commit(odd.oid).message
