@@ -79,6 +79,15 @@ def test_a_tag_that_exists_is_still_refused_after_the_node_and_its_note(tmp_path
     assert repo.git.ref_target(f"refs/tags/success_{node_id}") == first.oid
     again = repo.commit_node(node("and the handle goes on writing"))
     assert again.parents == (tip,)
+    # with explicit parents the tag's name is known before the first attempt too
+    side = Node("on explicit parents", scores={"s_comb": 0.5}, problem_id="p", outcome="failed")
+    side_id = side.derive_id([first.oid])
+    git(repo.gitdir, "tag", f"failed_{side_id}", first.oid)
+    with pytest.raises(InvalidInputError, match="tags do not move"):
+        repo.commit_node(side, ref="side", parents=[first.oid])
+    side_tip = repo.tip("side")
+    assert side_tip is not None and repo.read_node(side_tip).parents == (first.oid,)
+    assert repo.git.ref_target(f"refs/tags/failed_{side_id}") == first.oid
     assert fsck_clean(repo.gitdir)[0]
 
 
