@@ -230,3 +230,25 @@ def test_plain_ids_are_not_encoded_character_by_character(tmp_path: Path, monkey
     odd = repo.commit_node(Node("odd ids", scores={"s_comb": 0.1}, problem_id="p/1", node_id="a.b", outcome="success"))
     assert sorted(calls) == ["a.b", "a.b", "p/1"]
     assert odd.tags == ["success_a.b"] and "Got-Problem: p%2F1" in repo.git.read_commit(odd.oid).message
+
+
+def test_the_write_s_own_sync_reads_the_notes_state_in_one_statement(tmp_path: Path) -> None:
+    """The sync a write pays after a query learns where the scores were indexed and where the
+    notes ref is in one statement (two before), and indexes the note it wrote."""
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for i in range(3):
+        repo.commit_node(node(f"history {i}"))
+    repo.grep("history")
+    index = repo._index
+    assert index is not None
+    statements: list[str] = []
+    index.db.set_trace_callback(statements.append)
+    written = repo.commit_node(Node("scored later", scores={"s_comb": 0.75}, problem_id="p", outcome="success"))
+    index.db.set_trace_callback(None)
+    assert sum(s.startswith("BEGIN IMMEDIATE") for s in statements) == 1, "the write applied itself"
+    notes = ("FROM refs WHERE name=", "FROM meta WHERE key='notes:")
+    # the sync's first read (generations and whether the notes are behind) aside
+    reads = [s for s in statements if any(n in s for n in notes) and "obs_gen" not in s]
+    assert len(reads) == 1, reads
+    assert [c.score for c in repo.grep("scored later")] == [0.75]
+    assert repo.search("scored later", k=1)[0].oid == written.oid
