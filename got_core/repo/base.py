@@ -42,6 +42,8 @@ DEFAULT_NOTES_REF = "refs/notes/got"
 #: Largest single file accepted by :meth:`RepoBase.commit_files` (override per repo).
 MAX_FILE_BYTES = 32 * 1024 * 1024
 _FULL_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: Ref names :meth:`RepoBase.ref` judged valid, kept (the rule is a pure function of the name)
+_REF_NAMES_MAX = 1024
 _MISSING: Any = object()
 
 
@@ -95,6 +97,8 @@ class RepoBase:
         self.max_file_bytes = max_file_bytes
         self.retry = RetryPolicy(timeout=lock_timeout, stale_lock_seconds=stale_lock_seconds)
         self._index: DerivedIndex | None = None
+        # name as given -> full ref, for names already judged valid (every write names its refs again)
+        self._ref_names: dict[str, str] = {}
         self._index_lock = threading.Lock()
         if fsync:
             enable_fsync()
@@ -161,7 +165,27 @@ class RepoBase:
 
     def ref(self, name: str) -> str:
         """Full ref for a branch name or ``refs/...`` (validated)."""
-        return branch_ref(name)
+        known = self._ref_names.get(name) if type(name) is str else None
+        if known is not None:
+            return known
+        full = branch_ref(name)
+        if type(name) is str:
+            self._remember_ref(name, full)
+        return full
+
+    def _remember_ref(self, name: str, full: str) -> None:
+        names = self._ref_names
+        if len(names) >= _REF_NAMES_MAX:
+            names.clear()
+        names[name] = full
+
+    def _check_full_ref(self, name: str) -> None:
+        """:func:`check_ref_name` for a full ref name, once per name (a valid name stays valid)."""
+        if type(name) is str and self._ref_names.get(name) == name and name.startswith("refs/"):
+            return
+        check_ref_name(name)
+        if type(name) is str:
+            self._remember_ref(name, name)
 
     def tip(self, ref: str) -> str | None:
         """Commit SHA a branch/ref points to, or None when it does not exist."""
@@ -269,7 +293,7 @@ class RepoBase:
                 raise InvalidInputError("the builder must return Keep or a mapping of the refs it read to targets")
             for name in answer:
                 if name not in names:
-                    check_ref_name(name)
+                    self._check_full_ref(name)
             return answer
 
         hints: dict[str, str | None] = {}

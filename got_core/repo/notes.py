@@ -120,7 +120,8 @@ def notes_commit(
             written = BlobId(git.write_blob(data))
             blobs[oid] = written
             bodies[written] = data
-    repo._blobs_written(bodies)  # the index reads these notes from here once the ref moves
+    if bodies:
+        repo._blobs_written(bodies)  # the index reads these notes from here once the ref moves
     changes = git.notes_fanout_changes(base, blobs)  # where `git notes add` would put them
     tree = git.build_tree(base, {path: None if blob is None else BlobId(blob) for path, blob in changes.items()})
     # notes commits are bookkeeping, never signed: a signature vouches for reasoning

@@ -38,6 +38,10 @@ _UNINDEXED = ("refs/tags/", "refs/notes/")  # refs that are not branches: no mem
 _TAGS_OF = "(SELECT group_concat(name, char(0)) FROM (SELECT name FROM tags WHERE target = {} ORDER BY name))"
 
 
+#: Where our notes ref's scores were indexed, and the ref's indexed value (NULL: none).
+_NOTES_STATE = "SELECT (SELECT value FROM meta WHERE key=?), (SELECT oid FROM refs WHERE name=?)"
+
+
 def _trailer_fields(message: str) -> tuple[str | None, str | None, str | None, float | None]:
     t = parse_trailers(message)
     return t.get("Node"), t.get("Problem"), t.get("Outcome"), trailer_score(t)
@@ -304,10 +308,8 @@ class IndexWriter:
         """Catch the scores of our notes ref up to its indexed value, by a tree diff."""
         db = self.db
         key = "notes:" + self.notes_ref
-        row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        prev = row[0] if row else None
-        found = db.execute("SELECT oid FROM refs WHERE name=?", (self.notes_ref,)).fetchone()
-        tip = found[0] if found else None
+        # the value its scores were indexed at and the ref's indexed value, in one statement
+        prev, tip = db.execute(_NOTES_STATE, (key, self.notes_ref)).fetchone()
         if prev == (tip or ""):
             return
         changes.any = True
