@@ -110,7 +110,11 @@ class _Staging(_Handle):
         """Stage one object; its id, or None when this write goes loose (not staging)."""
         if not self._staging:
             return None
-        oid = object_id(kind, data)
+        return self._stage_known(object_id(kind, data), kind, data)
+
+    def _stage_known(self, oid: str, kind: str, data: bytes) -> str:
+        """Stage one object whose id the caller computed from these very bytes (a tree
+        :func:`~got_core.storage.packs.build_tree_objects` built and hashed): not hashed again."""
         if oid not in self._staged:
             self._staged[oid] = (kind, data)
             self._staged_bytes += len(data)
