@@ -158,3 +158,62 @@ def test_staged_trees_are_hashed_once_by_their_build(tmp_path: Path, monkeypatch
     # the four blobs and the commit; the four trees (root, a, a/b, e) were hashed by the build itself
     assert sorted(hashed) == ["blob"] * 4 + ["commit"]
     assert git(g.gitdir, "show", f"{oid}:a/b/c.txt") == "1" and fsck_clean(g.gitdir)[0]
+
+
+def _move(g: GitRepo, ref: str, n: int) -> None:
+    def build(tip: str | None) -> Publish:
+        tree = g.build_tree(None, {"f": b"%d" % n})
+        commit = g.write_commit(tree, [tip] if tip else [], f"move {n}", Identity(), Identity(), (n, 0))
+        return Publish(commit, commit)
+
+    update_ref(g, ref, build)
+
+
+def test_the_reflog_identity_is_looked_up_once_per_handle_not_per_move(tmp_path: Path) -> None:
+    import pygit2
+
+    work = tmp_path / "work"
+    pygit2.init_repository(str(work), bare=False)  # a work tree's repository keeps reflogs of its branches
+    gitdir = work / ".git"
+    git(gitdir, "config", "user.name", "Ann Author")
+    git(gitdir, "config", "user.email", "ann@example.org")
+    g = GitRepo(work)
+    _move(g, "refs/heads/main", 1)
+    git(gitdir, "config", "user.name", "Bob Builder")  # changed after this handle's first move
+    _move(g, "refs/heads/main", 2)
+    _move(GitRepo(work), "refs/heads/main", 3)  # a new handle looks it up again
+    who = git(gitdir, "log", "-g", "--format=%gn <%ge>", "refs/heads/main").splitlines()
+    # newest first: libgit2's own lookup's answer, taken once per handle instead of at every move
+    assert who == ["Bob Builder <ann@example.org>", "Ann Author <ann@example.org>", "Ann Author <ann@example.org>"]
+    assert fsck_clean(gitdir)[0]
+
+
+_NO_IDENTITY = """
+import sys, pygit2
+for level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.SYSTEM, pygit2.enums.ConfigLevel.XDG):
+    pygit2.settings.search_path[level] = sys.argv[2]  # no user.name anywhere
+from got_core.storage.git import GitRepo
+from got_core.storage.refs import Publish, update_ref
+from got_core.types import Identity
+pygit2.init_repository(sys.argv[1], bare=False)
+g = GitRepo(sys.argv[1])
+def build(tip):
+    commit = g.write_commit(g.build_tree(None, {"f": b"1"}), [], "m", Identity(), Identity(), (1, 0))
+    return Publish(commit, commit)
+update_ref(g, "refs/heads/main", build)
+"""
+
+
+def test_without_a_configured_identity_the_reflog_says_unknown_as_libgit2_does(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "empty").mkdir()
+    work = tmp_path / "work"
+    # libgit2's config search path is process-wide: set in a process of its own
+    subprocess.run(
+        [sys.executable, "-c", _NO_IDENTITY, str(work), str(tmp_path / "empty")],
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
+    assert git(work / ".git", "log", "-g", "--format=%gn <%ge>", "refs/heads/main").strip() == "unknown <unknown>"
