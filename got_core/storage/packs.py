@@ -371,15 +371,13 @@ if hasattr(os, "register_at_fork"):
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def write_read_only(
-    folder: str, kind: str, final: str, data: bytes, *, fsync: bool, tmp_folder: str | None = None, same: bool = False
-) -> None:
+def write_read_only(folder: str, kind: str, final: str, data: bytes, *, fsync: bool, same: bool = False) -> None:
     """Write ``data`` to ``final`` in ``folder`` through a temporary file created read-only (as git
     leaves its packs; no chmod afterwards) and renamed over it: a reader sees the old file or the
-    whole new one. The temporary name (in ``tmp_folder``, default ``folder``; on the same file
-    system) is unique to this process and call, and ``O_EXCL`` refuses anything already there; it
-    is removed when the write fails. Four system calls (open, write, close, rename) when nothing
-    fails: no ``fstat``/``lseek``/``ioctl`` of a Python file object, no ``getpid`` or ``getrandom``.
+    whole new one. The temporary name is unique to this process and call, and ``O_EXCL`` refuses
+    anything already there; it is removed when the write fails. Four system calls (open, write,
+    close, rename) when nothing fails: no ``fstat``/``lseek``/``ioctl`` of a Python file object,
+    no ``getpid`` or ``getrandom`` (the name's prefix is taken once per process).
 
     ``same``: ``final`` is named by its content (a pack or its index), so a file already there
     that cannot be replaced (Windows: open in another process) holds these very bytes: kept.
@@ -387,7 +385,7 @@ def write_read_only(
     Raises:
         OSError: the file cannot be written.
     """
-    tmp = f"{tmp_folder or folder}/tmp_{kind}_{_TMP_PREFIX}_{next(_TMP_NAMES)}"
+    tmp = f"{folder}/tmp_{kind}_{_TMP_PREFIX}_{next(_TMP_NAMES)}"
     fd = os.open(tmp, _CREATE, 0o444)
     try:
         try:
@@ -414,7 +412,7 @@ def write_read_only(
 
 def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None = None) -> str:
     """Put a pack and its index in ``gitdir`` (the pack first, each under a temporary name in
-    ``objects/``, as git's ``tmp_pack_*``, renamed into ``objects/pack``); returns the pack's name.
+    ``objects/pack``, as git writes its ``tmp_pack_*``); returns the pack's name.
 
     A pack already there under the same name holds the same bytes (its name is their checksum):
     it is replaced by its copy, not looked up first. ``objects/pack`` is created only when the
@@ -426,16 +424,15 @@ def install_pack(gitdir: Path, pack: bytes, index: bytes, *, fsync: bool | None 
     if fsync is None:
         fsync = fsync_enabled()
     name = pack[-20:].hex()
-    objects = os.path.join(os.fspath(gitdir), "objects")
-    folder = objects + "/pack"
+    folder = f"{os.fspath(gitdir)}/objects/pack"
     try:
         for suffix, data in (("pack", pack), ("idx", index)):
             final = f"{folder}/pack-{name}.{suffix}"
             try:
-                write_read_only(folder, suffix, final, data, fsync=fsync, tmp_folder=objects, same=True)
+                write_read_only(folder, suffix, final, data, fsync=fsync, same=True)
             except FileNotFoundError:  # no objects/pack (or objects/) yet
                 os.makedirs(folder, exist_ok=True)
-                write_read_only(folder, suffix, final, data, fsync=fsync, tmp_folder=objects, same=True)
+                write_read_only(folder, suffix, final, data, fsync=fsync, same=True)
         if fsync:
             dir_fd = os.open(folder, os.O_RDONLY)
             try:
