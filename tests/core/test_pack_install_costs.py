@@ -217,3 +217,30 @@ def test_without_a_configured_identity_the_reflog_says_unknown_as_libgit2_does(t
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
     )
     assert git(work / ".git", "log", "-g", "--format=%gn <%ge>", "refs/heads/main").strip() == "unknown <unknown>"
+
+
+def test_merging_small_packs_makes_its_try_lock_once_per_handle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from got_core.storage.git import _packing
+
+    made: list[str] = []
+    merges: list[int] = []
+    real_lock, real_merge = _packing.filelock.FileLock, _packing._Packing._consolidate
+
+    def lock(path: str) -> Any:
+        made.append(path)
+        return real_lock(path)
+
+    def merge(self: Any, folder: Path, max_packs: int) -> int:
+        merges.append(real_merge(self, folder, max_packs))
+        return merges[-1]
+
+    monkeypatch.setattr(_packing.filelock, "FileLock", lock)
+    monkeypatch.setattr(_packing._Packing, "_consolidate", merge)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    for i in range(3 * _packing.MAX_PACKS):
+        repo.commit_node(Node(f"thought {i}"))
+    # filelock resolves and registers its path when made (a dozen getpid and a stat per level)
+    assert len(merges) >= 2 and sum(merges) > 0 and len(made) == 1
+    assert fsck_clean(repo.gitdir)[0]
