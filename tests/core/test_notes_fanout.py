@@ -218,14 +218,14 @@ def test_a_missing_fan_out_directory_raises_and_moves_nothing(tmp_path: Path) ->
 def tree_bytes_per_write(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Bytes of the trees staged by each write from now on (what is hashed and deflated)."""
     sizes: list[int] = []
-    real = GitRepo._stage
+    real = GitRepo._stage_known  # every staged object passes here (trees with the id their build hashed)
 
-    def counting(self: GitRepo, kind: str, data: bytes) -> str | None:
+    def counting(self: GitRepo, oid: str, kind: str, data: bytes) -> str:
         if kind == "tree":
             sizes.append(len(data))
-        return real(self, kind, data)
+        return real(self, oid, kind, data)
 
-    monkeypatch.setattr(GitRepo, "_stage", counting)
+    monkeypatch.setattr(GitRepo, "_stage_known", counting)
     return sizes
 
 

@@ -174,11 +174,13 @@ def test_trees_of_ids_are_stored_not_deflated_and_git_reads_them(
     repo = ReasoningRepo.open(tmp_path / "r.git")
     blobs = [repo.git.write_blob(f"item {i}\n".encode() * 20) for i in range(16)]
     # a hash-bucket level (16 one-letter directories) above directories of files with longer names
+    # (over 1 KiB each: a smaller tree is stored whatever its names, STORED_BLOB_BYTES)
     root, trees = build_tree_objects(
         repo.git.read_raw,
         None,
-        {f"{i:x}/memory-{j:04d}.json": blobs[(i + j) % 16] for i in range(16) for j in range(16)},
+        {f"{i:x}/memory-item-{j:04d}.json": blobs[(i + j) % 16] for i in range(16) for j in range(32)},
     )
+    assert all(len(data) >= packs.STORED_BLOB_BYTES for _, data in trees if not data.startswith(b"40000 0\x00"))
     bucket = next(data for _, data in trees if data.startswith(b"40000 0\x00"))
     deflated: list[bytes] = []
     real = packs._deflate
@@ -190,7 +192,9 @@ def test_trees_of_ids_are_stored_not_deflated_and_git_reads_them(
     assert bucket not in deflated and len(deflated) == len(trees) - 1  # only the bucket level is stored
     repo.set_ref("refs/heads/t", repo.write_commit(root, [], "t\n"))
     assert fsck_clean(repo.gitdir)[0]
-    assert git(repo.gitdir, "cat-file", "blob", "refs/heads/t:a/memory-0003.json").encode() == repo.read_blob(blobs[13])
+    assert git(repo.gitdir, "cat-file", "blob", "refs/heads/t:a/memory-item-0003.json").encode() == repo.read_blob(
+        blobs[13]
+    )
     for idx in (repo.gitdir / "objects" / "pack").glob("*.idx"):
         git(repo.gitdir, "verify-pack", str(idx))  # raises on a damaged pack
 
@@ -219,4 +223,31 @@ def test_a_tree_cache_keeps_as_many_directories_as_it_is_told(tmp_path: Path, mo
         write_pack(repo.gitdir, trees + more)
         repo.set_ref("refs/heads/t", repo.write_commit(again, [], "t\n"))
         assert len(git(repo.gitdir, "ls-tree", "-r", "--name-only", "refs/heads/t").split()) == 2100
+    assert fsck_clean(repo.gitdir)[0]
+
+
+def test_small_trees_are_stored_and_commits_deflated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    import got_core.storage.packs as packs
+
+    # a node's or a checkpoint's tree (a few files with long names) costs zlib ~100k instructions
+    # to deflate, mostly its Huffman trees: stored; a commit stays deflated (`git repack -f` keeps
+    # an object it does not deltify as it is, and git rarely deltifies a commit)
+    repo = ReasoningRepo.open(tmp_path / "r.git")
+    blob = repo.git.write_blob(b"x")
+    root, trees = build_tree_objects(repo.git.read_raw, None, {f"a-long-file-name-{i}.json": blob for i in range(8)})
+    (tree,) = (data for _, data in trees)
+    assert 64 < len(tree) < packs.STORED_BLOB_BYTES
+    commit = (
+        f"tree {root}\nauthor A U Thor <a@example.org> 1700000000 +0000\n"
+        "committer A U Thor <a@example.org> 1700000000 +0000\n\n" + "a message of a node write\n" * 8
+    ).encode()
+    deflated: list[bytes] = []
+    real = packs._deflate
+    monkeypatch.setattr(packs, "_deflate", lambda data: deflated.append(data) or real(data))
+    for kind, data in (("tree", tree), ("commit", commit), ("blob", b"a small blob " * 20)):
+        assert zlib.decompress(packs.pack_entry(kind, data)[2:]) == data
+    assert deflated == [commit]
+    write_pack(repo.gitdir, [("tree", tree), ("commit", commit)])
     assert fsck_clean(repo.gitdir)[0]

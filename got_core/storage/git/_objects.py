@@ -130,9 +130,10 @@ class _Objects(_Staging):
                 ids[path] = str(value)
             else:
                 ids[path] = self.write_blob(value)
-        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids, self._built)
-        for kind, data in trees:
-            self._stage(kind, data)
+        tree_ids: list[str] = []
+        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids, self._built, tree_ids)
+        for (kind, data), oid in zip(trees, tree_ids, strict=True):
+            self._stage_known(oid, kind, data)  # hashed once, by the build
         if root is None:
             self._stage("tree", b"")
             return EMPTY_TREE

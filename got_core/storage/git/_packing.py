@@ -71,6 +71,8 @@ class _Packing(_Staging):
     _pack_estimate: int
     #: (stamp, names) of the multi-pack-index read last
     _covered: tuple[tuple[int, int, int], frozenset[str]] | None = None
+    #: the try-lock of merging packs (``<gitdir>/got/packs.lock``), made at the first merge
+    _packs_lock: filelock.FileLock | None = None
 
     def maybe_consolidate(self) -> int:
         """After this handle wrote packs: merge small packs when there are too many.
@@ -120,13 +122,18 @@ class _Packing(_Staging):
             StorageError: the merged pack cannot be written (nothing was removed).
         """
         folder = self.gitdir / "objects" / "pack"
-        lock_dir = self.gitdir / "got"
         try:
-            lock_dir.mkdir(exist_ok=True)
-            lock = filelock.FileLock(str(lock_dir / "packs.lock"))
+            lock = self._packs_lock
+            if lock is None:  # made once per handle: filelock resolves its path and registers it
+                lock_dir = self.gitdir / "got"
+                lock_dir.mkdir(exist_ok=True)
+                lock = self._packs_lock = filelock.FileLock(str(lock_dir / "packs.lock"))
             lock.acquire(timeout=0)
-        except (filelock.Timeout, OSError):
-            return 0  # another process consolidates (or the directory is read-only)
+        except filelock.Timeout:
+            return 0  # another process consolidates
+        except OSError:
+            self._packs_lock = None  # the directory went away or is read-only: made again next time
+            return 0
         try:
             return self._consolidate(folder, max_packs)
         finally:
@@ -149,7 +156,7 @@ class _Packing(_Staging):
                     continue  # git's markers, or covered by the multi-pack-index: leave these packs alone
                 own = self._own_packs.get(name)
                 if own is not None:  # written by this handle: its size is known
-                    weight, size = len(own), sum(map(len, own.values()))
+                    weight, size = len(own), self._own_sizes[name]
                 else:
                     weight, size = _weight(f"{root}/{entry}"), os.stat(f"{root}/pack-{name}.pack").st_size
                 if size > MERGE_LIMIT_BYTES:
@@ -170,10 +177,12 @@ class _Packing(_Staging):
         records: dict[bytes, bytes] = {}
         try:
             for name in chosen:
-                idx = Path(root, f"pack-{name}.idx")
                 # packs this handle wrote lately are read from memory; ours on disk are copied
                 # entry by entry, no inflating
-                copied = self._own_packs.get(name) or pack_records(idx)
+                copied = self._own_packs.get(name)
+                if copied is None:
+                    idx = Path(root, f"pack-{name}.idx")
+                    copied = pack_records(idx)
                 if copied is None:
                     whole = [self._raw_read(oid) for oid in pack_index_ids(idx)]
                     if any(kind not in TYPE_CODES for kind, _ in whole):
@@ -233,7 +242,7 @@ class _Packing(_Staging):
                 if weight >= max(SETTLE_MIN_OBJECTS, total // 2):
                     fresh.append(name)
                 elif (
-                    sum(map(len, own.values())) if own is not None else os.stat(f"{root}/pack-{name}.pack").st_size
+                    self._own_sizes[name] if own is not None else os.stat(f"{root}/pack-{name}.pack").st_size
                 ) > MERGE_LIMIT_BYTES:
                     # never merged here (too large): settled, or such packs would pile up outside the
                     # index, and each write past the limit would try to merge again

@@ -62,6 +62,7 @@ class _Refs(_Staging):
 
     _moved_to: dict[str, str | None]  # where this handle's last transactions left refs (hints)
     _packed: tuple[tuple[int, ...], mmap.mmap] | None  # packed-refs as last read: (stamp, content)
+    _ident_pinned: bool = False  # libgit2 told the reflog identity (_pin_reflog_ident)
 
     def ref_target(self, name: str) -> str | None:
         """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
@@ -260,6 +261,8 @@ class _Refs(_Staging):
         """
         if not updates:
             return
+        if not self._ident_pinned:
+            self._pin_reflog_ident()
         try:
             with self._r.transaction() as txn:
                 for name in sorted(updates):
@@ -286,6 +289,28 @@ class _Refs(_Staging):
         if len(self._moved_to) >= 256:
             self._moved_to.clear()
         self._moved_to.update((name, new) for name, (_expected, new) in updates.items())
+
+    def _pin_reflog_ident(self) -> None:
+        """Tell libgit2 once who moves this handle's refs (``git_repository_set_ident``).
+
+        Without it, every ref a transaction moves has libgit2 look up the identity of its
+        reflog entry (``git_reference__log_signature``: a config snapshot, ``user.name`` and
+        ``user.email`` looked up, a stat of each config file; ~50k instructions and 3 system
+        calls a move), whether a reflog is written or not (a bare repository writes none). The
+        identity pinned is the one that lookup finds: the configuration's ``user.name`` and
+        ``user.email``, else ``unknown``, as of the handle's first ref move (a later change of
+        the configuration is seen by the next handle).
+        """
+        self._ident_pinned = True
+        try:
+            who = self._r.default_signature
+            name, email = who.name, who.email
+        except (GitError, KeyError, ValueError, UnicodeError):
+            name, email = "unknown", "unknown"
+        try:
+            self._r.set_ident(name, email)
+        except (GitError, ValueError, TypeError):
+            pass  # libgit2 keeps looking it up per move: slower, the same identity
 
     def _lock_ref(self, txn: pygit2.transaction.ReferenceTransaction, name: str, expected: str | None) -> None:
         """Lock one ref of a transaction; a lock another writer holds (or just held) is a lost race.

@@ -59,6 +59,7 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._packs_written = self._packs_checked = self._odb_packs = 0
         self._pack_estimate = MAX_PACKS  # unknown: the first write lists the pack directory
         self._own_packs: dict[str, dict[bytes, bytes]] = {}
+        self._own_sizes: dict[str, int] = {}
         self._own_bytes = 0
         self._read_trees: dict[str, tuple[str, bytes]] = {}
         self._moved_to: dict[str, str | None] = {}

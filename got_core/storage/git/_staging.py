@@ -69,6 +69,7 @@ class _Staging(_Handle):
     _packs_written: int
     _odb_packs: int  # _packs_written when libgit2's object database was last opened afresh
     _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
+    _own_sizes: dict[str, int]  # pack name -> the bytes of its entries (as _own_packs)
     _own_bytes: int
     _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
 
@@ -110,7 +111,11 @@ class _Staging(_Handle):
         """Stage one object; its id, or None when this write goes loose (not staging)."""
         if not self._staging:
             return None
-        oid = object_id(kind, data)
+        return self._stage_known(object_id(kind, data), kind, data)
+
+    def _stage_known(self, oid: str, kind: str, data: bytes) -> str:
+        """Stage one object whose id the caller computed from these very bytes (a tree
+        :func:`~got_core.storage.packs.build_tree_objects` built and hashed): not hashed again."""
         if oid not in self._staged:
             self._staged[oid] = (kind, data)
             self._staged_bytes += len(data)
@@ -224,16 +229,18 @@ class _Staging(_Handle):
         """Remember the entries of pack ``name`` this handle wrote (None: forget it)."""
         old = self._own_packs.pop(name, None)
         if old is not None:
-            self._own_bytes -= sum(map(len, old.values()))
+            self._own_bytes -= self._own_sizes.pop(name)
         if records is None:
             return
         size = sum(map(len, records.values()))
         if size > _OWN_PACKS_MAX_BYTES:
             return
         while self._own_packs and self._own_bytes + size > _OWN_PACKS_MAX_BYTES:
-            oldest = self._own_packs.pop(next(iter(self._own_packs)))
-            self._own_bytes -= sum(map(len, oldest.values()))
+            oldest = next(iter(self._own_packs))
+            del self._own_packs[oldest]
+            self._own_bytes -= self._own_sizes.pop(oldest)
         self._own_packs[name] = records
+        self._own_sizes[name] = size
         self._own_bytes += size
 
     def _get(self, oid: str) -> pygit2.Object:
