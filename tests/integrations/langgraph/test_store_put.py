@@ -97,3 +97,41 @@ def test_puts_build_the_trees_libgit2_builds(tmp_path: Path) -> None:
             assert fsck_clean(tmp_path / f"{name}.git")[0]
             store.close()
     assert trees[0] == trees[1]
+
+
+def test_async_puts_share_one_worker_and_one_git_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every batch runs under the store's lock, so its async twin runs in the store's own worker
+    # thread: one libgit2 handle (``repo.git`` is per thread) keeps its caches and ref hints; on
+    # the code before, asyncio.to_thread spread concurrent aputs over the default executor's
+    # threads, each opening a handle of its own
+    import asyncio
+    import threading
+
+    from got_core.storage.git import GitRepo
+
+    gitdir = tmp_path / "a.git"
+    store = GitStore(gitdir)
+    store.put(("mem", "u"), "first", {"i": -1})
+    opened: list[str] = []
+    real_init = GitRepo.__init__
+
+    def spy(self: GitRepo, *args: object, **kwargs: object) -> None:
+        opened.append(threading.current_thread().name)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GitRepo, "__init__", spy)
+
+    async def main() -> list[object]:
+        for r in range(4):
+            await asyncio.gather(*(store.aput(("mem", f"u{j}"), f"k{r}", {"r": r, "j": j}) for j in range(8)))
+        return await asyncio.gather(*(store.aget(("mem", f"u{j}"), "k3") for j in range(8)))
+
+    items = asyncio.run(main())
+    assert len(opened) <= 1, opened  # one handle per default-executor thread used on the code before
+    assert [item.value for item in items] == [{"r": 3, "j": j} for j in range(8)]
+    monkeypatch.undo()
+    store.close()  # ends the worker; a later async call starts another
+    again = GitStore(gitdir)
+    assert asyncio.run(again.aget(("mem", "u5"), "k2")).value == {"r": 2, "j": 5}
+    assert len(_truth(gitdir)) == 1 + 4 * 8
+    again.close()
