@@ -1,11 +1,14 @@
-"""Big store commits as one pack: a batch of many puts (or a TTL sweep) writes one file.
+"""Store commits as one pack, their trees built from the writer's own copies.
 
 Written loose, a batch of a thousand puts is a thousand blob files plus a tree file per
 namespace it touches, and creating files is most of its cost (ARCHITECTURE §6). Here
-the blobs and the new trees go into one pack (:func:`got_core.storage.packs.write_pack`),
-the commit stays a loose object, and the ref moves through ``repo.update_ref`` as any
-write does. Small batches stay loose: a pack per single put would leave thousands of
-packs for readers to search until the next ``repo.maintenance()``.
+the blobs and the new trees go into one pack (:func:`got_core.storage.packs.write_pack`,
+which joins the ref move's own pack), and the ref moves through ``repo.update_ref`` as
+any write does. Every commit of the store is built this way, a single put too: the trees
+come from the raw trees this writer wrote lately and the namespace directories it parsed
+(:class:`BulkWriter`), so a put neither reads its base trees back from the object database
+nor parses its namespace's directory again. Only a repository whose objects are not SHA-1
+(where object ids cannot be computed here) goes through libgit2 (:meth:`BulkWriter.loose_builder`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from got_integrations.langgraph._layout import blob_sha
 
 __all__ = ["PACK_MIN", "PARSED_TREES", "TREE_CACHE_BYTES", "BulkWriter"]
 
-#: A commit changing at least this many item files is written as one pack.
+#: A commit changing at least this many item files is a bulk batch (:meth:`BulkWriter.wanted`
+#: without ``always``); the store's own commits ask with ``always`` (every size is built here).
 PACK_MIN = 64
 #: How many bytes of recently packed trees a writer keeps to build the next commit on.
 TREE_CACHE_BYTES = 32 << 20
@@ -64,7 +68,7 @@ class BulkWriter:
 
     def wanted(self, changes: Mapping[str, bytes | None], *, always: bool = False) -> bool:
         """Whether a commit of ``changes`` should be written by :meth:`builder` (``always``:
-        whatever its size, e.g. a TTL sweep, whose directories this writer's trees hold)."""
+        whatever its size, as the store's commits are; never in a repository that is not SHA-1)."""
         if len(changes) < PACK_MIN and not always:
             return False
         if self._enabled is None:

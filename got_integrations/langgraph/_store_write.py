@@ -199,10 +199,13 @@ class StoreWritesMixin:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given
         (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
         swept). A small commit's rows are held in memory until a read needs them in the file."""
-        # many files: one pack of blobs and trees instead of a file each (both check every path and size)
-        if self._bulk.wanted(changes, always=swept_at is not None):  # a sweep: from the writer's trees
+        # every commit, a single put too, builds its trees from the writer's copies (the trees it
+        # wrote lately, raw, and the namespace directories it parsed): the ref move writes one
+        # pack whatever builds it, and libgit2's handle would read each base tree back from the
+        # object database and parse the namespace's directory again (both check every path and size)
+        if self._bulk.wanted(changes, always=True):
             build = self._bulk.builder(changes, message, ids=ids)
-        else:
+        else:  # not a SHA-1 repository: libgit2 writes the objects
             build = self._bulk.loose_builder(changes, message)
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()

@@ -53,8 +53,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
@@ -113,6 +115,7 @@ DEFAULT_STORE_REF = "refs/got/store"
 
 #: The embedding call for a search query: a query -> its vector.
 _EmbedQuery = Callable[[str], list[float]]
+_WORKER_LOCK = threading.Lock()
 
 
 class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStore):
@@ -139,6 +142,7 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
     """
 
     supports_ttl = True
+    _async_worker: tuple[int, ThreadPoolExecutor] | None = None  # (the process that started it, the thread)
 
     def __init__(
         self,
@@ -313,11 +317,18 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch`: git work in a worker thread, embeddings through ``aembed_*``."""
+        """Async :meth:`batch`: git work in the store's worker thread, embeddings through ``aembed_*``.
+
+        The worker is the store's own single thread (started on first use), not the loop's
+        default executor: every batch runs under one lock anyway, so one thread loses nothing,
+        and it keeps one libgit2 handle (``repo.git`` is per thread) with its caches and the
+        hints of its last ref move; the hop also skips the context copy ``asyncio.to_thread``
+        makes (a batch reads no context variable).
+        """
         loop = asyncio.get_running_loop()
         embeddings = self.embeddings
         if embeddings is None:
-            return await asyncio.to_thread(self._batch, list(ops), None, None)
+            return await loop.run_in_executor(self._worker(), self._batch, list(ops), None, None)
 
         def embed_docs(texts: list[str]) -> list[list[float]]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_documents(texts), loop).result()
@@ -325,7 +336,17 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
         def embed_query(text: str) -> list[float]:
             return asyncio.run_coroutine_threadsafe(embeddings.aembed_query(text), loop).result()
 
-        return await asyncio.to_thread(self._batch, list(ops), embed_docs, embed_query)
+        return await loop.run_in_executor(self._worker(), self._batch, list(ops), embed_docs, embed_query)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """The store's worker thread (a forked child starts its own: it has none of its parent's threads)."""
+        worker = self._async_worker
+        if worker is None or worker[0] != os.getpid():
+            with _WORKER_LOCK:
+                worker = self._async_worker
+                if worker is None or worker[0] != os.getpid():
+                    worker = self._async_worker = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="got-store"))
+        return worker[1]
 
     @staticmethod
     def _check(ops: list[Op]) -> dict[str, PutOp]:
@@ -529,6 +550,10 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
     def close(self) -> None:
         """Stop the sweeper and release the index and the repository."""
         self.stop_ttl_sweeper(timeout=1)
+        with _WORKER_LOCK:
+            worker, self._async_worker = self._async_worker, None
+        if worker is not None and worker[0] == os.getpid():
+            worker[1].shutdown(wait=False)  # close may run in the event loop: the thread just ends
         self.index.close()
         if self._vectors is not None:
             self._vectors.close()
