@@ -178,9 +178,7 @@ def test_a_bad_type_tag_is_still_refused(tag: Any) -> None:
         encode_exact((tag, b"data"))
 
 
-def test_a_step_spells_no_path_of_an_earlier_savers_writes_ref(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_step_spells_no_path_of_an_earlier_savers_writes_ref(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
     parent = put(saver, 1, None)
     spelled = spy(monkeypatch, _pending, "writes_path")
