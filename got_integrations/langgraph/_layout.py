@@ -501,7 +501,15 @@ def message_summary(message: Any, limit: int = 60) -> str | None:
 
 def one_line(text: Any, limit: int = 72) -> str:
     """``text`` on one line, without NUL, cut to ``limit`` characters."""
-    text = " ".join(str(text).replace("\x00", " ").split())
+    text = str(text)
+    window = 4 * limit + 64
+    if limit > 0 and len(text) > window:
+        # a long text (a message's content): its first words decide what is shown. The words
+        # of a prefix are a prefix of the words, so when they fill the line, the line is theirs
+        head = " ".join(text[:window].replace("\x00", " ").split())
+        if len(head) > limit:
+            return head[: limit - 1] + "…"
+    text = " ".join(text.replace("\x00", " ").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
