@@ -208,8 +208,10 @@ def unframe(data: bytes, what: str = "a .bin file") -> tuple[str, bytes]:
 
 def encode_exact(typed: tuple[str, bytes]) -> dict[str, str]:
     """A serializer result inside JSON (type tag + base64)."""
-    frame(typed)  # validates the tag
-    return {"type": typed[0], "base64": base64.b64encode(bytes(typed[1])).decode("ascii")}
+    tag = typed[0]
+    if not isinstance(tag, str) or "\n" in tag or not tag.isascii():  # frame()'s check, without its copy
+        raise InvalidInputError(f"serializer type tag {tag!r:.40} is not a one-line ASCII name")
+    return {"type": tag, "base64": base64.b64encode(bytes(typed[1])).decode("ascii")}
 
 
 def decode_exact(data: Any, what: str = "a stored value") -> tuple[str, bytes]:
@@ -262,9 +264,36 @@ def join_msgpack_array(items: list[bytes]) -> bytes:
 
 
 # ---------------------------------------------------------------------------- readable renderings
+#: Types :func:`jsonable` returns as they are (exact types only: a subclass takes the general path).
+_PLAIN = frozenset({str, int, bool, type(None)})
+_MAX_DEPTH = 40
+
+
 def jsonable(value: Any, depth: int = 0) -> Any:
-    """A JSON-friendly view of a value, for people (the exact bytes are stored apart)."""
-    if depth > 40:
+    """A JSON-friendly view of a value, for people (the exact bytes are stored apart).
+
+    Plain JSON data (dicts of string keys, lists, strings, numbers) takes a fast path that
+    gives what the general one does (:func:`_jsonable`), without a call per string or number.
+    """
+    if depth < _MAX_DEPTH:  # a level below the depth limit: its elements are rendered, not cut
+        kind = type(value)
+        if kind in _PLAIN:
+            return value
+        if kind is dict:
+            depth += 1
+            return {
+                (k if type(k) is str else str(k)): (v if type(v) in _PLAIN else jsonable(v, depth))
+                for k, v in value.items()
+            }
+        if kind is list:
+            depth += 1
+            return [v if type(v) in _PLAIN else jsonable(v, depth) for v in value]
+    return _jsonable(value, depth)
+
+
+def _jsonable(value: Any, depth: int) -> Any:
+    """:func:`jsonable` of any value (the general path)."""
+    if depth > _MAX_DEPTH:
         return repr(value)[:200]
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -472,7 +501,15 @@ def message_summary(message: Any, limit: int = 60) -> str | None:
 
 def one_line(text: Any, limit: int = 72) -> str:
     """``text`` on one line, without NUL, cut to ``limit`` characters."""
-    text = " ".join(str(text).replace("\x00", " ").split())
+    text = str(text)
+    window = 4 * limit + 64
+    if limit > 0 and len(text) > window:
+        # a long text (a message's content): its first words decide what is shown. The words
+        # of a prefix are a prefix of the words, so when they fill the line, the line is theirs
+        head = " ".join(text[:window].replace("\x00", " ").split())
+        if len(head) > limit:
+            return head[: limit - 1] + "…"
+    text = " ".join(text.replace("\x00", " ").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -100,14 +100,15 @@ class _Flusher:
 
     def __init__(self, flush: Callable[[_Ns], None]) -> None:
         self._flush = flush
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # taken directly on the hot path (arm): no Condition.__enter__ call
+        self._cond = threading.Condition(self._lock)
         self._due: dict[int, tuple[float, _Ns]] = {}  # id(ns) -> (when, ns)
         self._thread: threading.Thread | None = None
         self._closed = False
         self._idle = False  # the thread waits for writes to be queued, nothing is due
 
     def arm(self, ns: _Ns) -> None:
-        with self._cond:
+        with self._lock:
             if id(ns) in self._due or self._closed:
                 return
             wake = not self._due  # the thread sleeps until something is due
@@ -422,9 +423,11 @@ class PendingOps:
             # a checkpoint this saver put has no writes in an earlier saver's ref: no ref read
             mine = request.checkpoint_id in ns.mine
             legacy.append(None if mine else self.repo.tip(ns.ref.writes))
-        for commit, path in ((tip, request.path), (legacy[0], writes_path(request.checkpoint_id, request.task_id))):
+        for commit, path in ((tip, request.path), (legacy[0], None)):
             if commit is None:
                 continue
+            if path is None:  # the earlier saver's file name: spelled only when its ref exists
+                path = writes_path(request.checkpoint_id, request.task_id)
             try:
                 raw = self.repo.read_file(commit, path)
             except UnknownRefError:

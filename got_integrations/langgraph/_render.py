@@ -82,10 +82,11 @@ def update_segments(
     writes covers lose their own ``.bin`` (the reader trusts the segment): a bucket
     directory holds about one file per element, so the tree each step rewrites stays small."""
     wanted = segment_ranges(len(typed))
-    paths = {segment_path(base, s, n) for s, n in wanted}
-    for s, n in segment_ranges(old_length):
-        if segment_path(base, s, n) not in paths:
-            remove(segment_path(base, s, n))
+    if old_length:  # ranges, not paths, are compared: a path is spelled only for a segment that goes
+        keep = set(wanted)
+        for s, n in segment_ranges(old_length):
+            if (s, n) not in keep:
+                remove(segment_path(base, s, n))
     for s, n in wanted:
         path = segment_path(base, s, n)
         if s + n <= first_changed and path in files:

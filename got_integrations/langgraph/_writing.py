@@ -133,15 +133,17 @@ class WriteOps(PendingOps):
             while keep < limit and value[keep] is prev_objs[keep]:
                 keep += 1
         rest = value[keep:]
-        head = builtins.list(prev_typed[:keep]) if keep and prev_typed is not None else []
+        head = prev_typed[:keep] if keep and prev_typed is not None else []  # a new list: extended in place
         if not rest:
             return head, keep
         whole = self._dumps(rest)
         if whole[0] == "msgpack":
             parts = split_msgpack_array(whole[1])
             if parts is not None and len(parts) == len(rest):
-                return head + [("msgpack", p) for p in parts], keep  # one serializer call for the new part
-        return head + [self._dumps(item) for item in rest], keep
+                head.extend([("msgpack", p) for p in parts])  # one serializer call for the new part
+                return head, keep
+        head.extend([self._dumps(item) for item in rest])
+        return head, keep
 
     def _plan(
         self, checkpoint: Checkpoint, new_versions: ChannelVersions, parent: str | None
@@ -467,17 +469,16 @@ class WriteOps(PendingOps):
         if not batch:
             return self.repo.update_ref(ns.ref.head, build)
         groups = self._groups(batch)
-        head = self.repo.ref(ns.ref.head)
+        # ref names spelled by ThreadRef from encoded ids: update_refs checks each one it moves
+        head = ns.ref.head
         carried_group = groups.pop(parent_id, None) if parent_id is not None and self._carry_writes else None
         carry_errors: dict[int, BaseException] = {}
         if carried_group is not None:
             # a pending/ tree of its own is not read: a reader merges what it holds with these
             files, carry_errors, _requests, _channels = self._writes_files(ns, None, carried_group)
             carry.update((path, data) for path, data in files.items())
-        refs = {cid: self.repo.ref(ns.ref.pending(cid)) for cid in groups}
-        carry_ref = (
-            self.repo.ref(ns.ref.pending(parent_id)) if carried_group is not None and parent_id is not None else ""
-        )
+        refs = {cid: ns.ref.pending(cid) for cid in groups}
+        carry_ref = ns.ref.pending(parent_id) if carried_group is not None and parent_id is not None else ""
         seen: dict[str, Publish | Keep] = {}
 
         def build_all(tips: dict[str, str | None]) -> dict[str, str | None] | Keep:

@@ -259,6 +259,9 @@ class GitCheckpointSaver(AsyncOps, HistoryOps, ReadOps, WriteOps, BaseCheckpoint
 
     def _ns(self, thread_id: Any, checkpoint_ns: Any) -> _Ns:
         key = (text_id(thread_id, "thread id"), text_id(checkpoint_ns or "", "checkpoint namespace"))
+        state = self._states.get(key)  # a dict read is atomic: the lock is only for adding one
+        if state is not None:
+            return state
         with self._states_lock:
             state = self._states.get(key)
             if state is None:
