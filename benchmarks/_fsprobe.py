@@ -54,20 +54,31 @@ def _ext4_journal(device: str) -> bool | None:
         return None
 
 
-def probe(where: Path, files: int = 64) -> dict[str, Any]:
-    """Median ms to create one new file under ``where`` now, and what file system that is."""
+def probe(where: Path, files: int = 64, *, inside: bool = False) -> dict[str, Any]:
+    """Median ms to create one new file under ``where`` now, and what file system that is.
+
+    The files go into a new directory under ``where``; with ``inside`` into ``where`` itself
+    (e.g. a repository's ``objects/pack``: a new directory's inodes may come from another block
+    group than the ones a repository's own directories use, and so miss what its writes meet).
+    """
     device, point, kind = _mount_of(where)
     where.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="fsprobe-", dir=where))
+    scratch = where if inside else Path(tempfile.mkdtemp(prefix="fsprobe-", dir=where))
+    made: list[Path] = []
     took = []
     try:
         for i in range(files):
+            path = scratch / f".fsprobe-{os.getpid()}-{i}"
             t0 = time.perf_counter()
-            fd = os.open(scratch / f"f{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             took.append(time.perf_counter() - t0)
+            made.append(path)
             os.close(fd)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        for path in made:
+            path.unlink(missing_ok=True)
+        if not inside:
+            shutil.rmtree(scratch, ignore_errors=True)
     return {
         "device": device,
         "mount": point,

@@ -738,15 +738,23 @@ def main(argv: list[str] | None = None) -> int:
             for level in levels:
                 setup = bench.grow(level, args.api_fill, progress)
                 before = probe(work)
+                packs = bench.got.path / "objects" / "pack"
+                in_repo = probe(packs, inside=True)  # the measured repository's own pack directory
                 row = bench.measure(level, progress)
                 row.update(setup)
                 row["file_system"] = {"before": before, "after": probe(work)}
+                row["file_system_in_repo"] = {"before": in_repo, "after": probe(packs, inside=True)}
                 rows.append(row)
                 console.print(
                     f"{level:,} nodes: write {row['write_vs_floor']:.2f}× floor, grep after write "
                     f"{row['grep_after_write_vs_steady']:.2f}× steady, search {row['search_after_write_vs_steady']:.2f}×"
                 )
                 console.print(f"{level:,} nodes: " + describe(before, row["file_system"]["after"]))
+                inner = row["file_system_in_repo"]
+                console.print(
+                    f"{level:,} nodes: creating a file in the measured repository's objects/pack took "
+                    f"{inner['before']['create_ms']:.3f} ms before, {inner['after']['create_ms']:.3f} ms after"
+                )
         if args.refs > 0 and rows:
             rows[-1].update(refs_listing(work, args.refs, args.ref_reads))
     finally:

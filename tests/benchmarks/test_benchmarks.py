@@ -147,6 +147,14 @@ def test_the_file_system_probe_names_the_mount_that_holds_the_directory(tmp_path
     assert f"at {target};" in line and "after it" in line
 
 
+def test_the_probe_can_time_a_repositorys_own_directory_and_leaves_it_as_it_was(tmp_path):
+    fsprobe = _fsprobe_module()
+    (tmp_path / "pack-a.idx").write_bytes(b"x")
+    found = fsprobe.probe(tmp_path, files=4, inside=True)
+    assert found["create_ms"] > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["pack-a.idx"]  # its own files only, all gone
+
+
 def test_the_probe_says_when_ext4_has_no_journal():
     fsprobe = _fsprobe_module()
     base = {"device": "/dev/x", "mount": "/", "create_ms": 1.0}
@@ -166,3 +174,6 @@ def test_a_write_benchmark_reports_the_file_systems_creation_cost(name, tmp_path
     rows = data if isinstance(data, list) else [data]
     probes = [r["file_system"] for r in rows]
     assert probes and all(p["before"]["create_ms"] > 0 and p["after"]["create_ms"] > 0 for p in probes)
+    if name == "substrate":  # and in the measured repository's own pack directory
+        assert all(r["file_system_in_repo"]["after"]["create_ms"] > 0 for r in rows)
+        assert "in the measured repository's objects/pack took" in " ".join(proc.stdout.split())
