@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -55,3 +56,13 @@ def stock(gitdir: Path | str, *args: str) -> str:
     proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=env)
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
+
+
+def store_items(gitdir: Path | str, ref: str = "refs/got/store") -> dict[tuple[tuple[str, ...], str], object]:
+    """(namespace, key) -> value of every item file on a GitStore's ref, read by the git binary."""
+    out: dict[tuple[tuple[str, ...], str], object] = {}
+    for entry in filter(None, git(gitdir, "ls-tree", "-r", "-z", ref).split("\x00")):
+        meta, _path = entry.split("\t", 1)
+        doc = json.loads(git(gitdir, "cat-file", "blob", meta.split()[2]))
+        out[(tuple(doc["namespace"]), doc["key"])] = doc["value"]
+    return out

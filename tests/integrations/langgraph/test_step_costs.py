@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from gitcli import fsck_clean
 from langgraph.checkpoint.base import empty_checkpoint
+from lgconf import running_config as cfg
 
 from got_core.storage.git._refs import _Refs
 from got_integrations.langgraph import GitCheckpointSaver, _pending
 
-RUNNING = "__pregel_runtime"  # the key LangGraph's loop puts in every config it hands a saver
 HEAD = "refs/got/threads/t/root/head"
 
 
@@ -37,15 +37,6 @@ def ref_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(_Refs, "ref_target", ref_target)
     return seen
-
-
-def cfg(checkpoint_id: str | None = None, running: bool = True) -> Any:
-    conf: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    if running:
-        conf[RUNNING] = 1
-    return {"configurable": conf}
 
 
 def put(saver: GitCheckpointSaver, n: int, parent: str | None) -> str:

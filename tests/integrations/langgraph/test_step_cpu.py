@@ -23,13 +23,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from lgconf import running_config as cfg
 
 from got_core.errors import InvalidInputError
 from got_core.storage import refnames
 from got_integrations.langgraph import GitCheckpointSaver, _layout, _pending, _render
 from got_integrations.langgraph._layout import encode_exact, jsonable, one_line, segment_ranges
-
-RUNNING = "__pregel_runtime"  # the key LangGraph's loop puts in every config it hands a saver
 
 
 @pytest.fixture(autouse=True)
@@ -49,15 +48,6 @@ def spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
 
     monkeypatch.setattr(module, name, counted)
     return calls
-
-
-def cfg(checkpoint_id: str | None = None, running: bool = True) -> Any:
-    conf: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    if running:
-        conf[RUNNING] = 1
-    return {"configurable": conf}
 
 
 def put(saver: GitCheckpointSaver, n: int, parent: str | None, **values: Any) -> str:

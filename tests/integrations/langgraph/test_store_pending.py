@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from gitcli import git
+from gitcli import git, store_items
 from langgraph.store.base import GetOp, PutOp
 
 from got_integrations.langgraph import GitStore
@@ -30,14 +30,8 @@ def _file_tip(store: GitStore) -> str | None:
     return row[0] if row else None
 
 
-def _truth(gitdir: Path) -> dict[tuple[tuple[str, ...], str], dict]:
-    """(namespace, key) -> value of every item on the store ref, read by the git binary."""
-    out = {}
-    for entry in filter(None, git(gitdir, "ls-tree", "-r", "-z", "refs/got/store").split("\x00")):
-        meta, _path = entry.split("\t", 1)
-        doc = json.loads(git(gitdir, "cat-file", "blob", meta.split()[2]))
-        out[(tuple(doc["namespace"]), doc["key"])] = doc["value"]
-    return out
+def _truth(gitdir: Path) -> dict[tuple[tuple[str, ...], str], object]:
+    return store_items(gitdir)
 
 
 def _answers(store: GitStore) -> dict[tuple[tuple[str, ...], str], dict]:

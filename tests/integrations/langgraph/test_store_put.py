@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from gitcli import fsck_clean, git
+from gitcli import fsck_clean, git, store_items
 from langgraph.store.base import PutOp
 
 from got_core.storage import packs
@@ -34,13 +34,8 @@ def _filled(gitdir: Path) -> GitStore:
     return store
 
 
-def _truth(gitdir: Path) -> dict[tuple[tuple[str, ...], str], dict]:
-    out = {}
-    for entry in filter(None, git(gitdir, "ls-tree", "-r", "-z", "refs/got/store").split("\x00")):
-        meta, _path = entry.split("\t", 1)
-        doc = json.loads(git(gitdir, "cat-file", "blob", meta.split()[2]))
-        out[(tuple(doc["namespace"]), doc["key"])] = doc["value"]
-    return out
+def _truth(gitdir: Path) -> dict[tuple[tuple[str, ...], str], object]:
+    return store_items(gitdir)
 
 
 def test_a_put_reads_no_tree_back_and_parses_no_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
