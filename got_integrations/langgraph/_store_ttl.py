@@ -19,6 +19,7 @@ from typing import Any
 from got_core.repo import ReasoningRepo
 from got_integrations.langgraph._store_doc import to_us, utc_now
 from got_integrations.langgraph._store_index import ItemIndex, Row
+from got_integrations.langgraph._store_write import redone
 
 __all__ = ["TTLSweeperMixin"]
 
@@ -37,6 +38,7 @@ class TTLSweeperMixin:
     _write_lock: threading.Lock
 
     repo: ReasoningRepo
+    ref: str
 
     def _commit(  # pragma: no cover - the host defines it
         self,
@@ -52,8 +54,13 @@ class TTLSweeperMixin:
         raise NotImplementedError
 
     def sweep_ttl(self) -> int:
-        """Delete every expired item in one commit (read from the expiry index); returns how many."""
-        with self._write_lock:
+        """Delete every expired item in one commit (read from the expiry index); returns how many.
+
+        Raises:
+            ConcurrentUpdateError: other writers kept moving the ref (see :func:`redone`).
+        """
+
+        def attempt() -> int:
             tip = self.index.fresh()
             now_us = to_us(utc_now(self.clock))
             expired = self.index.expired_by_namespace(now_us)
@@ -64,8 +71,13 @@ class TTLSweeperMixin:
                 for paths in expired.values():
                     changes.update(dict.fromkeys(paths))
                 swept = {ns: len(paths) for ns, paths in expired.items()}
+                # the expired set is the one at ``tip``: on a tip where another writer put one of
+                # them again, the sweep would delete a live item, so a moved ref means a new plan
                 self._commit(tip, changes, message, [], [], swept_at=now_us, swept=swept)
             return count
+
+        with self._write_lock:
+            return redone(attempt, self.ref)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future:
         """Sweep expired items periodically in a daemon thread.

@@ -14,12 +14,12 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.base import PutOp
 
-from got_core.errors import GotError, InvalidInputError
-from got_core.repo import ReasoningRepo
+from got_core.errors import ConcurrentUpdateError, GotError, InvalidInputError
+from got_core.repo import Publish, ReasoningRepo
 from got_integrations.langgraph._layout import LRU, blob_sha, one_line, parse_json
 from got_integrations.langgraph._store_bulk import BulkWriter
 from got_integrations.langgraph._store_doc import (
@@ -34,7 +34,7 @@ from got_integrations.langgraph._store_doc import (
 )
 from got_integrations.langgraph._store_index import ItemIndex, Row
 
-__all__ = ["EmbedDocs", "StoreWritesMixin"]
+__all__ = ["EmbedDocs", "StaleTipError", "StoreWritesMixin", "redone"]
 
 logger = logging.getLogger("got_integrations.langgraph.store")
 
@@ -43,6 +43,41 @@ SUMMARY_LINES = 200
 
 #: The embedding call a batch makes: texts -> vectors.
 EmbedDocs = Callable[[list[str]], list[list[float]]]
+
+#: How many times a batch is planned again because another writer moved the ref meanwhile.
+REPLANS = 1000
+
+T = TypeVar("T")
+
+
+class StaleTipError(Exception):
+    """The store ref moved after a batch read its state: the batch must be planned again.
+
+    A batch's changes are computed from the index at one tip (the items it refreshes, the
+    ``created_at`` it keeps, the expired items a sweep deletes). Applied on another tip they
+    would undo what the other writer did (a sweep deleting an item another process just put
+    again, a TTL refresh writing back an old value), so the builder refuses any tip but the
+    one the plan was made on, and :func:`redone` plans again on the new one. Never leaves
+    the store (internal, so not a ``GotError``).
+    """
+
+    def __init__(self, planned: str | None, current: str | None) -> None:
+        super().__init__(f"planned on {planned or 'nothing'}, the ref is at {current or 'nothing'}")
+        self.planned, self.current = planned, current
+
+
+def redone(attempt: Callable[[], T], ref: str) -> T:
+    """``attempt()``, called again each time it raises :class:`StaleTipError`.
+
+    Raises:
+        ConcurrentUpdateError: the ref kept moving for :data:`REPLANS` attempts.
+    """
+    for _ in range(REPLANS):
+        try:
+            return attempt()
+        except StaleTipError:
+            continue
+    raise ConcurrentUpdateError(f"{ref} kept moving while a store batch was planned; retry")
 
 
 class StoreWritesMixin:
@@ -198,15 +233,27 @@ class StoreWritesMixin:
     ) -> str:
         """One commit of ``changes`` on the store ref; the index learns it from the rows given
         (new ones and the deleted ones; for a TTL sweep at ``swept_at``, from the expiry it
-        swept). A small commit's rows are held in memory until a read needs them in the file."""
+        swept). A small commit's rows are held in memory until a read needs them in the file.
+
+        The commit's parent is ``tip``, the tip the changes were planned on, or nothing moves.
+
+        Raises:
+            StaleTipError: the ref is no longer at ``tip`` (the caller plans again: :func:`redone`).
+        """
         # every commit, a single put too, builds its trees from the writer's copies (the trees it
         # wrote lately, raw, and the namespace directories it parsed): the ref move writes one
         # pack whatever builds it, and libgit2's handle would read each base tree back from the
         # object database and parse the namespace's directory again (both check every path and size)
         if self._bulk.wanted(changes, always=True):
-            build = self._bulk.builder(changes, message, ids=ids)
+            inner = self._bulk.builder(changes, message, ids=ids)
         else:  # not a SHA-1 repository: libgit2 writes the objects
-            build = self._bulk.loose_builder(changes, message)
+            inner = self._bulk.loose_builder(changes, message)
+
+        def build(current: str | None) -> Publish:
+            if current != tip:  # another writer moved the ref after the batch read it: plan again
+                raise StaleTipError(tip, current)
+            return inner(current)
+
         commit, parent = self.repo.update_ref(self.ref, build, tip_hint=tip)
         self.index.forget_stamp()
         try:

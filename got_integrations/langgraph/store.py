@@ -105,7 +105,7 @@ from got_integrations.langgraph._store_index import ItemIndex, Row, row_of_doc
 from got_integrations.langgraph._store_migrate import LayoutMigrationMixin
 from got_integrations.langgraph._store_ttl import TTLSweeperMixin
 from got_integrations.langgraph._store_vectors import VectorCache, cosine, item_texts
-from got_integrations.langgraph._store_write import EmbedDocs, StoreWritesMixin
+from got_integrations.langgraph._store_write import EmbedDocs, StoreWritesMixin, redone
 
 __all__ = ["DEFAULT_STORE_REF", "GitStore", "InvalidStoreNameError"]
 
@@ -375,14 +375,14 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
 
     def _batch(self, ops: list[Op], embed_docs: EmbedDocs | None, embed_query: _EmbedQuery | None) -> list[Result]:
         puts = self._check(ops)
-        with self._write_lock:
+        held = all(isinstance(op, (GetOp, PutOp)) for op in ops)
+
+        def attempt() -> list[Result]:
             now = utc_now(self.clock)
-            if puts and not self._layout_checked:
-                self._migrate_layout()  # once per store object: legacy item files move first
             refresh: dict[str, Row] = {}
             # one snapshot for every read of the batch; gets and puts also see the rows of our
             # latest writes that the index holds in memory, so those need not reach the file
-            tip = self.index.fresh(held_rows=all(isinstance(op, (GetOp, PutOp)) for op in ops))
+            tip = self.index.fresh(held_rows=held)
             results = self._reads(ops, to_us(now), refresh, embed_docs, embed_query)
             # by namespace and key: an item of a legacy layout sits at another path
             existing = (
@@ -390,20 +390,29 @@ class GitStore(StoreWritesMixin, LayoutMigrationMixin, TTLSweeperMixin, BaseStor
                 if puts
                 else {}
             )
-            if puts or refresh:
+            if puts or refresh:  # planned on ``tip``: when another writer moved the ref, read and plan again
                 self._write(tip, puts, existing, refresh, now, embed_docs)
-        return results
+            return results
+
+        with self._write_lock:
+            if puts and not self._layout_checked:
+                self._migrate_layout()  # once per store object: legacy item files move first
+            return redone(attempt, self.ref)
 
     def _get_alone(self, op: GetOp) -> Item | None:
         """:meth:`_batch` of ``[op]``, a checked get: the held rows answer it when they can."""
-        with self._write_lock:
+
+        def attempt() -> Item | None:
             now = utc_now(self.clock)
             refresh: dict[str, Row] = {}
             tip = self.index.fresh(held_rows=True)
             item = self._get(op, to_us(now), refresh)
-            if refresh:
+            if refresh:  # a TTL refresh rewrites the file read at ``tip``: never on another tip
                 self._write(tip, {}, {}, refresh, now, None)
-        return item
+            return item
+
+        with self._write_lock:
+            return redone(attempt, self.ref)
 
     def _reads(
         self,
