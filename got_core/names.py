@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from typing import TypeVar
 
 from got_core.errors import InvalidNameError
+
+_V = TypeVar("_V")
 
 __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
     "MAX_PATH_COMPONENT_BYTES",
     "PLAIN_NAME",
+    "CheckedFiles",
     "check_path",
     "decode_component",
     "encode_component",
@@ -225,6 +230,17 @@ def _encodable(text: str) -> bool:
         return False
 
 
+#: Paths that passed :func:`check_path` lately -> their components (a tuple: nobody can change
+#: an answer in place). Only exact ``str`` keys up to :data:`_CHECKED_KEY_MAX` characters: a
+#: subclass could answer ``split`` or ``==`` differently, and the bound keeps the memory small
+#: (16k paths of at most 256 characters). The same paths are checked at every write of a
+#: repository (a checkpoint's files, a store item's directories); a path that fails is never
+#: kept, so it fails again, with the same error, every time.
+_CHECKED: dict[str, tuple[str, ...]] = {}
+_CHECKED_MAX = 1 << 14
+_CHECKED_KEY_MAX = 256
+
+
 def check_path(path: str, what: str = "path") -> tuple[str, ...]:
     """Validate a ``/``-separated tree path and return its components.
 
@@ -236,7 +252,12 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
         InvalidNameError: an absolute path, an unsafe component (see
             :func:`path_component_problem`) or a path over :data:`MAX_PATH_BYTES` bytes.
     """
-    if not isinstance(path, str):
+    exact = type(path) is str
+    if exact:
+        known = _CHECKED.get(path)
+        if known is not None:
+            return known
+    elif not isinstance(path, str):
         raise InvalidNameError(f"{what} must be text, not {type(path).__name__}")
     parts = tuple(path.split("/"))
     for part in parts:
@@ -246,7 +267,64 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
             raise InvalidNameError(f"{what} {shown!r} has {problem}; encode ids in paths with names.encode_component")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
+    if exact and len(path) <= _CHECKED_KEY_MAX:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[path] = parts
     return parts
+
+
+class CheckedFiles(Mapping[str, _V]):
+    """Files (tree path -> content) whose every path passed :func:`check_path`, with the
+    components the check split each into: read-only, so no path can join after the check.
+
+    ``RepoBase.file_payload`` answers one; ``GitRepo.build_tree`` given one takes the
+    components from it (:meth:`parts`) instead of checking each path a second time. A path
+    it has no components for (none: the mapping cannot change) is checked as any other.
+
+    Raises:
+        InvalidNameError: (on construction) a path :func:`check_path` refuses.
+    """
+
+    __slots__ = ("_files", "_parts")
+
+    def __init__(self, files: Mapping[str, _V], what: str = "path") -> None:
+        parts: dict[str, tuple[str, ...]] = {}
+        own = dict(files)
+        for path in own:
+            split = check_path(path, what)
+            if type(path) is str:  # a subclass could compare equal to a path it does not spell
+                parts[path] = split
+        self._files = own
+        self._parts = parts
+
+    def parts(self, path: str) -> tuple[str, ...] | None:
+        """The components of ``path`` as :func:`check_path` gave them, or None (not one of these files)."""
+        return self._parts.get(path) if type(path) is str else None
+
+    def __getitem__(self, path: str) -> _V:
+        return self._files[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._files
+
+    def keys(self) -> KeysView[str]:
+        return self._files.keys()
+
+    def items(self) -> ItemsView[str, _V]:
+        return self._files.items()
+
+    def values(self) -> ValuesView[_V]:
+        return self._files.values()
+
+    def __repr__(self) -> str:
+        return f"CheckedFiles({self._files!r})"
 
 
 _MOVED_TO_REFNAMES = ("check_ref_name", "branch_ref", "tag_ref")

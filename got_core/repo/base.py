@@ -27,7 +27,7 @@ from got_core.errors import (
     PayloadTooLargeError,
     UnknownRefError,
 )
-from got_core.names import check_path, encode_component, short_ref
+from got_core.names import CheckedFiles, check_path, encode_component, short_ref
 from got_core.signing import Signer
 from got_core.storage.git import BlobId, CommitData, GitRepo, enable_fsync
 from got_core.storage.index import DerivedIndex
@@ -420,15 +420,25 @@ class RepoBase:
         strict = explicit is not None or expected is not _MISSING
         return self.update_ref(name, build, retry=not strict)
 
-    def file_payload(self, changes: Mapping[str, bytes | str | None]) -> dict[str, bytes | BlobId | None]:
-        """Validated file contents for a tree (bytes, an existing blob, or None to delete).
+    def file_payload(self, changes: Mapping[str, bytes | str | None]) -> CheckedFiles[bytes | BlobId | None]:
+        """Validated file contents for a tree (bytes, an existing blob, or None to delete), as
+        :class:`~got_core.names.CheckedFiles`: every path checked once, here; ``build_tree``
+        takes the components it split them into. Answers ``changes`` itself when it is such a
+        payload already and every content is as this would make it (a builder's retry).
 
         Raises:
+            InvalidNameError: an unsafe path.
             InvalidInputError: content that is not bytes or valid text.
             PayloadTooLargeError: a file over ``max_file_bytes``.
         """
         if not isinstance(changes, Mapping):
             raise InvalidInputError(f"changes must be a mapping of path -> content, not {type(changes).__name__}")
+        limit = self.max_file_bytes
+        if type(changes) is CheckedFiles and all(
+            value is None or (type(value) is bytes and len(value) <= limit) or isinstance(value, BlobId)
+            for value in changes.values()
+        ):
+            return changes
         payload: dict[str, bytes | BlobId | None] = {}
         for path, value in changes.items():
             check_path(path)
@@ -436,10 +446,10 @@ class RepoBase:
                 payload[path] = value
                 continue
             data = to_bytes(value, path)
-            if len(data) > self.max_file_bytes:
-                raise PayloadTooLargeError(f"file {path}", len(data), self.max_file_bytes)
+            if len(data) > limit:
+                raise PayloadTooLargeError(f"file {path}", len(data), limit)
             payload[path] = data
-        return payload
+        return CheckedFiles(payload)  # its own check of each path is a lookup of the one above
 
     def prepare_commit(
         self,
@@ -458,9 +468,12 @@ class RepoBase:
             PayloadTooLargeError: a file over ``max_file_bytes``.
         """
         payload = self.file_payload(changes)
+        message = clean_text(message, "commit message")
         parents = [self.resolve(p) for p in (clean_revs(parents) or [])]
         base = self.git.commit_tree(parents[0]) if parents and not fresh_tree else None
-        return self.write_commit(self.git.build_tree(base, payload), parents, message)
+        # the tree was just built and the parents resolved: write_commit's checks of them would
+        # read them again
+        return self._new_commit(self.git.build_tree(base, payload), parents, message)
 
     def write_commit(self, tree: str, parents: Sequence[str], message: str) -> str:
         """A commit object by this repository's identity, clock and signer (no ref moves).

@@ -28,14 +28,16 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from got_core.errors import CorruptRepositoryError, StorageError
-from got_core.names import MAX_PATH_BYTES, check_path, path_component_problem
+from got_core.names import MAX_PATH_BYTES, CheckedFiles, check_path, path_component_problem
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.objects import TREE_MODE
 
 __all__ = [
+    "SMALL_TREES",
+    "SMALL_TREE_BYTES",
     "STORED_BLOB_BYTES",
     "STORED_TREE_ENTRY_BYTES",
     "TYPE_CODES",
@@ -459,6 +461,7 @@ def build_tree_objects(
     changes: Mapping[str, str | None],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None = None,
     ids: list[str] | None = None,
+    checked: CheckedFiles[Any] | None = None,
 ) -> tuple[str | None, list[tuple[str, bytes]]]:
     """``base_tree`` with ``changes`` (path -> blob id, or None to delete) applied.
 
@@ -469,7 +472,13 @@ def build_tree_objects(
     ``parsed`` (binary tree id -> its entries) keeps the trees read and built, for the
     next call of one writer: a long thread's next checkpoint starts from the trees of the
     last one (a directory of a thousand messages is not parsed again). Give each
-    repository its own: an entry stands for "this tree is in this repository".
+    repository its own: an entry stands for "this tree is in this repository". A
+    :class:`TreeCache` also keeps small trees (:data:`SMALL_TREE_BYTES`) by id, raw and
+    parsed, so the directories a writer rewrites at every commit (a checkpoint's root and
+    channel directories, a store's hash buckets) are neither read nor parsed again.
+
+    ``checked`` (the :class:`~got_core.names.CheckedFiles` the changes' paths came from)
+    gives the components of the paths it checked; any other path is checked here.
 
     ``ids`` (when given) receives the hex id of each returned object, in order: the build
     hashed each tree once already, so a caller staging them need not hash them again.
@@ -479,25 +488,100 @@ def build_tree_objects(
         CorruptRepositoryError: a base tree that is missing or not well formed.
     """
     out: list[tuple[str, bytes, bytes]] = []
-    root = _build(read_raw, base_tree, _checked_paths(changes), out, parsed)
+    root = _build(read_raw, base_tree, _checked_paths(changes, checked), out, parsed, getattr(parsed, "small", None))
     if ids is not None:
         ids.extend([digest.hex() for _kind, _data, digest in out])
     return root.hex() if root is not None else None, [(kind, data) for kind, data, _digest in out]
 
 
+#: Trees of at most this many raw bytes are kept by id in a :class:`TreeCache`'s ``small``
+#: (a checkpoint's root, channel and bucket directories, a store's hash buckets: 0.1-1 KiB).
+SMALL_TREE_BYTES = 2048
+#: How many small trees a :class:`TreeCache` keeps (1 MiB of raw trees at most, and their parses).
+SMALL_TREES = 512
+
+
+class _Small:
+    """One small tree a :class:`TreeCache` keeps: its raw bytes as read or built (its id is
+    the key: content never changes), and, once known, what :func:`uniform_tree_names` says
+    of it and its parsed entries (handed out as copies only: nobody changes them in place)."""
+
+    __slots__ = ("data", "entries", "uniform", "uniform_known")
+
+    def __init__(
+        self,
+        data: bytes,
+        entries: dict[bytes, tuple[bytes, bytes]] | None = None,
+        uniform: tuple[bytes, int, tuple[bytes, ...]] | None = None,
+        uniform_known: bool = False,
+    ) -> None:
+        self.data = data
+        self.entries = entries
+        self.uniform = uniform
+        self.uniform_known = uniform_known
+
+    def read(self, _oid: str) -> tuple[str, bytes]:
+        """A ``read_raw`` answering this tree's bytes (so a parse of them goes through ``_read_tree``)."""
+        return "tree", self.data
+
+
 class TreeCache(OrderedDict[bytes, dict[bytes, tuple[bytes, bytes]]]):
     """A ``parsed`` cache for :func:`build_tree_objects` that keeps up to ``limit`` trees
-    (instead of 64) of at least ``min_entries`` entries, evicting the oldest first.
+    (instead of 64) of at least ``min_entries`` entries, evicting the oldest first, and up to
+    :data:`SMALL_TREES` small trees (``small``: hex id -> raw bytes and parse).
 
     For a writer that rewrites many directories a commit (a store batch touching a thousand
     namespaces): the next commit starts from the trees of the last one and parses none of
     them. Give each repository its own (an entry stands for "this tree is in this repository").
+    Every entry is keyed by the tree's id, which names its content: an entry never goes stale.
     """
 
     def __init__(self, limit: int, min_entries: int = 32) -> None:
         super().__init__()
         self.limit = limit
         self.min_entries = min_entries
+        self.small: OrderedDict[str, _Small] = OrderedDict()
+
+
+def _keep_small(small: OrderedDict[str, _Small], oid: str, tree: _Small) -> None:
+    if len(small) >= SMALL_TREES:
+        try:
+            small.popitem(last=False)
+        except KeyError:  # another thread's trim came first
+            pass
+    small[oid] = tree
+
+
+def _raw_base(
+    read_raw: Callable[[str], tuple[str, bytes]], base: str, small: OrderedDict[str, _Small] | None
+) -> tuple[str, bytes, _Small | None]:
+    """(kind, content, its ``small`` entry or None) of the base tree ``base``: a small tree is
+    read once and then kept."""
+    if small is not None:
+        kept = small.get(base)
+        if kept is not None:
+            return "tree", kept.data, kept
+    kind, data = read_raw(base)
+    if small is None or kind != "tree" or len(data) > SMALL_TREE_BYTES:
+        return kind, data, None
+    kept = _Small(data)
+    _keep_small(small, base, kept)
+    return kind, data, kept
+
+
+def _base_entries(
+    read_raw: Callable[[str], tuple[str, bytes]], base: str, small: OrderedDict[str, _Small] | None
+) -> dict[bytes, tuple[bytes, bytes]]:
+    """The entries of the base tree ``base`` (a copy: the caller changes it), parsed by
+    ``_read_tree`` (which refuses a damaged tree, every time: a failed parse is not kept)."""
+    if small is None:
+        return _read_tree(read_raw, base)
+    kind, data, kept = _raw_base(read_raw, base, small)
+    if kept is None:  # a large tree (or not a tree: refused there), already read once
+        return _read_tree(lambda _oid: (kind, data), base)
+    if kept.entries is None:
+        kept.entries = _read_tree(kept.read, base)
+    return dict(kept.entries)
 
 
 class _Dir(NamedTuple):
@@ -508,17 +592,35 @@ class _Dir(NamedTuple):
     dirs: dict[str, _Dir]
 
 
-def _checked_paths(changes: Mapping[str, str | None]) -> _Dir:
+def _checked_paths(changes: Mapping[str, str | None], checked: CheckedFiles[Any] | None = None) -> _Dir:
     """``changes`` as a tree of directories, every path checked as ``names.check_path``
     checks it; a directory shared by many paths is checked (and walked) once, so building
     costs a step per changed file plus a step per directory level, not one per file and level.
+    A path ``checked`` holds the components of passed that check already: they are used as they are.
 
     Raises:
         InvalidNameError: an unsafe path (the error ``check_path`` gives).
     """
     root = _Dir({}, {})
     known: dict[str, _Dir] = {}  # directory path -> its node (already checked)
+    walked: dict[tuple[str, ...], _Dir] = {}  # checked directory components -> its node
     for path, value in changes.items():
+        split = checked.parts(path) if checked is not None else None
+        if split is not None:
+            if len(split) == 1:
+                root.files[split[0]] = value
+                continue
+            node = walked.get(split[:-1])
+            if node is None:
+                node = root
+                for part in split[:-1]:
+                    sub = node.dirs.get(part)
+                    if sub is None:
+                        sub = node.dirs[part] = _Dir({}, {})
+                    node = sub
+                walked[split[:-1]] = node
+            node.files[split[-1]] = value
+            continue
         head, sep, name = path.rpartition("/") if isinstance(path, str) else ("", "", path)
         node = known.get(head) if sep else None
         if (
@@ -669,12 +771,20 @@ def _build_uniform(
     changes: _Dir,
     out: list[tuple[str, bytes, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None,
-) -> tuple[bytes | None] | None:
-    """(the new tree's bytes, None when empty) when ``base`` is uniform and the changes keep
-    it so (blobs of its width in a blob directory, subdirectories of its width in a directory
-    of directories); else None, and nothing was built."""
-    kind, data = read_raw(base)
-    found = uniform_tree_names(data) if kind == "tree" else None
+    small: OrderedDict[str, _Small] | None = None,
+) -> tuple[bytes | None, tuple[bytes, int, list[bytes]]] | None:
+    """(the new tree's bytes, None when empty; its mode, width and names) when ``base`` is
+    uniform and the changes keep it so (blobs of its width in a blob directory,
+    subdirectories of its width in a directory of directories); else None, and nothing was built."""
+    kind, data, kept = _raw_base(read_raw, base, small)
+    if kept is not None and kept.uniform_known:
+        seen = kept.uniform
+        found = None if seen is None else (seen[0], seen[1], list(seen[2]))
+    else:
+        found = uniform_tree_names(data) if kind == "tree" else None
+        if kept is not None:
+            kept.uniform = None if found is None else (found[0], found[1], tuple(found[2]))
+            kept.uniform_known = True
     if found is None:
         return None
     mode, width, names = found
@@ -698,10 +808,10 @@ def _build_uniform(
             at = bisect.bisect_left(names, name)
             present = at < len(names) and names[at] == name
             sub_base = data[(at + 1) * stride - 20 : (at + 1) * stride].hex() if present else None
-            named[name] = _build(read_raw, sub_base, sub, out, parsed)
+            named[name] = _build(read_raw, sub_base, sub, out, parsed, small)
     spliced = _splice(data, mode, names, named)
     _remember_uniform(spliced, (mode, width, names))  # the next write starts from this tree
-    return (spliced or None,)
+    return spliced or None, (mode, width, names)
 
 
 def _looks_uniform(entries: dict[bytes, tuple[bytes, bytes]]) -> bool:
@@ -719,21 +829,33 @@ def _build(
     changes: _Dir,
     out: list[tuple[str, bytes, bytes]],
     parsed: dict[bytes, dict[bytes, tuple[bytes, bytes]]] | None = None,
+    small: OrderedDict[str, _Small] | None = None,
 ) -> bytes | None:
-    """The new tree's binary id (None: empty); new trees are appended to ``out`` (kind, content, binary id)."""
+    """The new tree's binary id (None: empty); new trees are appended to ``out`` (kind, content, binary id).
+
+    ``small`` (a :class:`TreeCache`'s) keeps the small trees read and built, by hex id."""
     known = parsed.get(bytes.fromhex(base)) if parsed is not None and base else None
+    if known is None and small is not None and base:
+        kept = small.get(base)
+        if kept is not None:
+            known = kept.entries  # parsed or built here: no splice (fewer than 32 entries) or parse
     if base and (known is None or _looks_uniform(known)):
         # a notes fan-out directory (n/256 entries at n notes) and the notes root take the note
         # by splicing: the cost of a memmove, not of parsing, sorting and joining every entry
-        spliced = _build_uniform(read_raw, base, changes, out, parsed)
+        spliced = _build_uniform(read_raw, base, changes, out, parsed, small)
         if spliced is not None:
-            data = spliced[0]
+            data, (mode, width, names) = spliced
             if data is None:
                 return None
             digest = hashlib.sha1(b"tree %d\0" % len(data) + data).digest()
             out.append(("tree", data, digest))
+            if small is not None and len(data) <= SMALL_TREE_BYTES:
+                _keep_small(small, digest.hex(), _Small(data, None, (mode, width, tuple(names)), True))
             return digest
-    entries = dict(known) if known is not None else (_read_tree(read_raw, base) if base else {})
+    if known is not None:
+        entries = dict(known)
+    else:
+        entries = _base_entries(read_raw, base, small) if base else {}
     for file, value in changes.files.items():
         name = file.encode("utf-8")
         if value is None:
@@ -744,7 +866,7 @@ def _build(
         name = folder.encode("utf-8")
         existing = entries.get(name)
         sub_base = existing[1][-20:].hex() if existing is not None and _is_tree(existing[1]) else None
-        new = _build(read_raw, sub_base, sub, out, parsed)
+        new = _build(read_raw, sub_base, sub, out, parsed, small)
         if new is None:
             entries.pop(name, None)
         else:
@@ -758,6 +880,9 @@ def _build(
         if len(parsed) >= getattr(parsed, "limit", 64):
             parsed.pop(next(iter(parsed)))
         parsed[digest] = entries
+    elif small is not None and len(data) <= SMALL_TREE_BYTES:
+        # the next commit of this writer starts from this tree: it is neither read nor parsed
+        _keep_small(small, digest.hex(), _Small(data, entries))
     return digest
 
 

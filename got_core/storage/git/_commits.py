@@ -32,6 +32,42 @@ def _parse_entry(entry: bytes) -> tuple[bytes, tuple[int, str]]:
     return name, (int(mode, 8) & 0o170000, oid.hex())
 
 
+#: (name, email) -> (raw name, raw email) as ``git_signature_new`` checked and trimmed them:
+#: an identity is checked once per process, not at every commit. Only exact ``str`` pairs that
+#: passed are kept (bounded); one libgit2 refuses is asked again, and refused again, each time.
+_PEOPLE: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+_PEOPLE_MAX = 256
+
+
+def _raw_person(who: Identity, gitdir: object) -> tuple[bytes, bytes]:
+    """(raw name, raw email) of ``who``, as libgit2 writes them into a commit.
+
+    Raises:
+        StorageError: libgit2 refuses the name or email (angle brackets, empty).
+    """
+    name, email = who.name, who.email
+    exact = type(name) is str and type(email) is str
+    if exact:
+        known = _PEOPLE.get((name, email))
+        if known is not None:
+            return known
+    try:
+        sig = pygit2.Signature(name, email, 0, 0)  # the time plays no part in the check
+    except (GitError, ValueError) as exc:
+        raise StorageError(f"cannot write a commit in {gitdir}: {exc}") from None
+    raw = (sig.raw_name, sig.raw_email)
+    if exact:
+        if len(_PEOPLE) >= _PEOPLE_MAX:
+            _PEOPLE.clear()
+        _PEOPLE[name, email] = raw
+    return raw
+
+
+def _plain_when(when: tuple[int, int]) -> bool:
+    """Whether a commit time is one ``pygit2.Signature`` takes as it is (a 32-bit time, an int offset)."""
+    return type(when[0]) is int and type(when[1]) is int and 0 <= when[0] < 1 << 32 and -(1 << 31) <= when[1] < 1 << 31
+
+
 def _commit_data(c: pygit2.Commit) -> CommitData:
     return CommitData(
         str(c.id),
@@ -60,21 +96,23 @@ class _Commits(_Staging):
         """Create a commit object (no ref moves); ``sign(payload) -> armored signature``.
 
         Inside a ref move the commit is staged (``_staging``): the bytes libgit2 would write,
-        formatted here, since libgit2 formats a commit only over a tree it can read.
+        formatted here, since libgit2 formats a commit only over a tree it can read; the
+        identities' raw names are libgit2's, checked once per identity (``_raw_person``).
         """
-        try:
-            # libgit2 checks and trims the name and email (no angle brackets, not empty)
-            a = pygit2.Signature(author.name, author.email, when[0], when[1])
-            c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
-        except (GitError, ValueError) as exc:
-            raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
         parent_ids: list[str | pygit2.Oid] = list(parents)
-        if self._staging and 0 <= when[0] < 1 << 32 and all(_FULL_SHA.fullmatch(str(p)) for p in parent_ids):
+        if (
+            self._staging
+            and len(when) == 2
+            and _plain_when(when)
+            and all(_FULL_SHA.fullmatch(str(p)) for p in parent_ids)
+        ):
+            a_name, a_email = _raw_person(author, self.gitdir)
+            c_name, c_email = _raw_person(committer, self.gitdir)
             raw = commit_object(
                 tree,
                 [str(p) for p in parent_ids],
-                (a.raw_name, a.raw_email, a.time, a.offset),
-                (c.raw_name, c.raw_email, c.time, c.offset),
+                (a_name, a_email, when[0], when[1]),
+                (c_name, c_email, when[0], when[1]),
                 message.encode("utf-8"),
             )
             if sign is not None:
@@ -83,6 +121,12 @@ class _Commits(_Staging):
             if oid is not None:
                 self._remember_tree(oid, tree)
                 return oid
+        try:
+            # libgit2 checks and trims the name and email (no angle brackets, not empty)
+            a = pygit2.Signature(author.name, author.email, when[0], when[1])
+            c = pygit2.Signature(committer.name, committer.email, when[0], when[1])
+        except (GitError, ValueError) as exc:
+            raise StorageError(f"cannot write a commit in {self.gitdir}: {exc}") from None
         try:
             if sign is None:
                 with _trusted_writes():

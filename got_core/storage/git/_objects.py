@@ -10,7 +10,14 @@ import pygit2
 from pygit2 import GitError
 
 from got_core.errors import CorruptRepositoryError, InvalidInputError, StorageError
-from got_core.names import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES, PLAIN_NAME, check_path, path_component_problem
+from got_core.names import (
+    MAX_PATH_BYTES,
+    MAX_PATH_COMPONENT_BYTES,
+    PLAIN_NAME,
+    CheckedFiles,
+    check_path,
+    path_component_problem,
+)
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
@@ -103,13 +110,16 @@ class _Objects(_Staging):
         """A new tree: ``base_tree`` with ``changes`` applied (path -> bytes, existing blob, or None to delete).
 
         Unchanged subtrees and blobs are reused by SHA, so a change costs only the
-        objects on its path (ARCHITECTURE §6).
+        objects on its path (ARCHITECTURE §6). Every path is checked (``names.check_path``),
+        except those of a :class:`~got_core.names.CheckedFiles`, which were on its construction.
         """
         if self._staging:
             return self._build_staged(base_tree, changes)
+        checked = changes if isinstance(changes, CheckedFiles) else None
         nested: dict[tuple[str, ...], bytes | BlobId | None] = {}
         for path, value in changes.items():
-            nested[check_path(path)] = value
+            parts = checked.parts(path) if checked is not None else None
+            nested[parts if parts is not None else check_path(path)] = value
         base = self._tree(base_tree, "base tree") if base_tree else None
         try:
             with _trusted_writes():
@@ -131,7 +141,8 @@ class _Objects(_Staging):
             else:
                 ids[path] = self.write_blob(value)
         tree_ids: list[str] = []
-        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids, self._built, tree_ids)
+        checked = changes if isinstance(changes, CheckedFiles) else None
+        root, trees = build_tree_objects(self._raw_read, base_tree or None, ids, self._built, tree_ids, checked)
         for (kind, data), oid in zip(trees, tree_ids, strict=True):
             self._stage_known(oid, kind, data)  # hashed once, by the build
         if root is None:

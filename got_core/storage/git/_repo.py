@@ -18,7 +18,7 @@ from got_core.storage.git._packing import MAX_PACKS, _Packing
 from got_core.storage.git._raw import _Raw
 from got_core.storage.git._refs import _Refs
 from got_core.storage.git._remotes import _Remotes
-from got_core.storage.packs import sha1_repository
+from got_core.storage.packs import TreeCache, sha1_repository
 
 
 class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
@@ -54,7 +54,8 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._staging = 0
         self._recent: dict[str, tuple[str, bytes]] = {}
         self._recent_bytes = 0
-        self._built: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
+        # trees built or looked into lately (64 large ones; small ones by id, raw and parsed)
+        self._built = TreeCache(64, 32)
         self._sha1 = sha1_repository(self.gitdir)
         self._packs_written = self._packs_checked = self._odb_packs = 0
         self._pack_estimate = MAX_PACKS  # unknown: the first write lists the pack directory
