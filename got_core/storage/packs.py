@@ -257,9 +257,9 @@ def assemble_pack(records: Mapping[bytes, bytes], crcs: dict[bytes, int] | None 
     if crcs is None:
         crc_list = [zlib.crc32(values[i]) for i in order]
     else:
-        for i in order:
-            if digests[i] not in crcs:
-                crcs[digests[i]] = zlib.crc32(values[i])
+        if not crcs.keys() >= records.keys():  # one set comparison in C when every CRC is known (a merge)
+            for digest in records.keys() - crcs.keys():
+                crcs[digest] = zlib.crc32(records[digest])
         crc_list = list(map(crcs.__getitem__, ids))
     if starts[count - 1 if count else 0] < 0x80000000:  # every entry starts below 2 GiB (the last one last)
         offsets = [starts[i] for i in order]

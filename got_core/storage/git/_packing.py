@@ -6,9 +6,13 @@ knows: a read of a brand-new object costs ~60 us with one pack, ~0.5 ms with 300
 ~2.4 ms with 1000). So once more than :data:`MAX_PACKS` packs hold the objects, the
 small ones are merged into one, as ``git repack --geometric=2`` chooses them: the
 packs that do not already form a progression in which each holds at least twice the
-objects of the one before. One process at a time does it (a try-lock: a writer that
-finds it taken goes on), objects are read through libgit2 (deltas of packs git wrote
-are resolved) and written with :func:`~got_core.storage.packs.write_pack`; the merged
+objects of the one before. One process at a time does it (a try-lock, a plain ``flock``
+where there is ``fcntl``: a writer that finds it taken goes on). Entries are copied as
+they are, with their CRC-32s: this handle's own from memory, another writer's checked
+once against their ``.idx`` (:func:`~got_core.storage.packs.pack_records`); only deltas
+(packs git wrote), tags and entries that fail the check are read through libgit2, which
+resolves and checks them, and packed again. A damaged object stops the merge with
+:class:`~got_core.errors.CorruptRepositoryError`, nothing written or removed. The merged
 pack is in place before the merged-away ones go, each ``.idx`` before its ``.pack``, so
 a reader in another process always finds every object (libgit2 and git take a pack
 that can no longer be opened as "not here" and re-list the directory).
@@ -244,12 +248,18 @@ class _Packing(_Staging):
                 else:
                     copy = pack_records(Path(root, f"pack-{name}.idx"))
                     copied, known, whole = copy.records, copy.crcs, copy.whole
-                for digest, record in copied.items():
-                    if digest not in records:
-                        records[digest] = record
-                        crc = known.get(digest)
-                        if crc is not None:
-                            crcs[digest] = crc
+                if len(known) == len(copied):  # a CRC for each entry (known's ids are copied's): in bulk
+                    # an id already there (an object two packs hold) takes this pack's entry and
+                    # CRC together, so each entry kept keeps its own CRC
+                    records.update(copied)
+                    crcs.update(known)
+                else:
+                    for digest, record in copied.items():
+                        if digest not in records:
+                            records[digest] = record
+                            crc = known.get(digest)
+                            if crc is not None:
+                                crcs[digest] = crc
                 if whole:  # deltas (packs git wrote) or damaged entries: read, checked and packed again
                     objects = [self._raw_read(digest.hex()) for digest in whole if digest not in records]
                     if any(kind not in TYPE_CODES for kind, _ in objects):
