@@ -410,3 +410,28 @@ def test_commits_of_every_size_below_a_kilobyte_are_read_back_by_git(tmp_path: P
     raw = git(repo.gitdir, "cat-file", "commit", "HEAD")
     assert 300 < len(raw) < 3000 and "round 2" in raw
     _verify_packs(repo.gitdir)
+
+
+def test_many_writes_through_merges_leave_packs_stock_git_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_packing, "SETTLE_MIN_OBJECTS", 48)  # settled packs and a multi-pack-index too
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    merges: list[int] = []
+    real = _packing._Packing._consolidate
+
+    def merge(self: Any, folder: Path, max_packs: int) -> int:
+        merges.append(real(self, folder, max_packs))
+        return merges[-1]
+
+    monkeypatch.setattr(_packing._Packing, "_consolidate", merge)
+    writes = 6 * _packing.MAX_PACKS
+    for i in range(writes):  # commits of 300 bytes to over a kilobyte
+        thought = "\n".join(f"step {k} of thought {i}: weigh the last option again" for k in range(i % 20))
+        repo.commit_node(Node(thought or f"thought {i}", scores={"s": i / 100}))
+    assert sum(1 for m in merges if m) >= 4  # merged packs merged again
+    _verify_packs(repo.gitdir)
+    git(repo.gitdir, "multi-pack-index", "verify")
+    assert git(repo.gitdir, "rev-list", "--count", "HEAD").strip() == str(writes)
+    sizes = {int(git(repo.gitdir, "cat-file", "-s", f"HEAD~{k}")) for k in range(20)}
+    assert min(sizes) < 512 <= max(sizes)  # both sides of the memLevel boundary
