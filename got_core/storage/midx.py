@@ -14,12 +14,13 @@ PNAM, OIDF, OIDL, OOFF and, for offsets past 2 GiB, LOFF; ``git multi-pack-index
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import struct
 from pathlib import Path
 
 from got_core.errors import CorruptRepositoryError, StorageError
-from got_core.storage.packs import write_read_only
+from got_core.storage.packs import fanout_table, write_read_only
 
 __all__ = ["MIDX_NAME", "index_entries", "midx_packs", "write_midx"]
 
@@ -98,39 +99,41 @@ def write_midx(gitdir: Path, packs: list[str], *, fsync: bool = True) -> None:
     """
     folder = Path(gitdir) / "objects" / "pack"
     names = sorted(set(packs))
+    tables = [index_entries(folder / f"pack-{name}.idx") for name in names]
+    # one pass per table, each in C (no Python step per entry and table): the packs' entries by
+    # id, the last pack by name first so that the first one holding an id wins; then sorted
     where: dict[bytes, tuple[int, int]] = {}
-    for number, name in enumerate(names):
-        ids, offsets = index_entries(folder / f"pack-{name}.idx")
-        for k, off in enumerate(offsets):
-            where.setdefault(ids[20 * k : 20 * k + 20], (number, off))
+    for number in range(len(tables) - 1, -1, -1):
+        ids, offsets = tables[number]
+        where.update(zip([ids[k : k + 20] for k in range(0, len(ids), 20)], zip(itertools.repeat(number), offsets)))
     oids = sorted(where)
     pnam = b"".join(f"pack-{n}.idx".encode() + b"\0" for n in names)
     pnam += b"\0" * (-len(pnam) % 4)
-    fanout = [0] * 256
-    for oid in oids:
-        fanout[oid[0]] += 1
-    for i in range(1, 256):
-        fanout[i] += fanout[i - 1]
-    ooff = bytearray()
-    loff = bytearray()
-    for oid in oids:
-        number, off = where[oid]
-        if off >= 0x80000000:
-            ooff += struct.pack(">II", number, 0x80000000 | (len(loff) // 8))
-            loff += struct.pack(">Q", off)
-        else:
-            ooff += struct.pack(">II", number, off)
-    chunks = [(b"PNAM", pnam), (b"OIDF", struct.pack(">256I", *fanout)), (b"OIDL", b"".join(oids)), (b"OOFF", ooff)]
+    if all(not offsets or max(offsets) < 0x80000000 for _, offsets in tables):
+        ooff = struct.pack(f">{2 * len(oids)}I", *itertools.chain.from_iterable(map(where.__getitem__, oids)))
+        loff = b""
+    else:  # an offset past 2 GiB: it goes to the 64-bit table, the entry names its place there
+        large = bytearray()
+        parts = []
+        for oid in oids:
+            number, off = where[oid]
+            if off >= 0x80000000:
+                parts.append(struct.pack(">II", number, 0x80000000 | (len(large) // 8)))
+                large += struct.pack(">Q", off)
+            else:
+                parts.append(struct.pack(">II", number, off))
+        ooff, loff = b"".join(parts), bytes(large)
+    chunks = [(b"PNAM", pnam), (b"OIDF", fanout_table(oids)), (b"OIDL", b"".join(oids)), (b"OOFF", ooff)]
     if loff:
-        chunks.append((b"LOFF", bytes(loff)))
+        chunks.append((b"LOFF", loff))
     head = b"MIDX" + bytes([1, 1, len(chunks), 0]) + struct.pack(">I", len(names))
     at = len(head) + 12 * (len(chunks) + 1)
-    table = b""
+    table = []
     for label, body in chunks:
-        table += label + struct.pack(">Q", at)
+        table.append(label + struct.pack(">Q", at))
         at += len(body)
-    table += b"\0\0\0\0" + struct.pack(">Q", at)
-    body = head + table + b"".join(bytes(b) for _, b in chunks)
+    table.append(b"\0\0\0\0" + struct.pack(">Q", at))
+    body = b"".join([head, *table, *(b for _, b in chunks)])
     body += hashlib.sha1(body).digest()
     try:
         write_read_only(os.fspath(folder), "midx", os.fspath(folder / MIDX_NAME), body, fsync=fsync)

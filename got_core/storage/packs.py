@@ -18,6 +18,7 @@ Only SHA-1 repositories: a caller falls back to loose writes elsewhere.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import itertools
 import os
@@ -41,10 +42,12 @@ __all__ = [
     "STORED_BLOB_BYTES",
     "STORED_TREE_ENTRY_BYTES",
     "TYPE_CODES",
+    "PackCopy",
     "TreeCache",
     "assemble_pack",
     "build_tree_objects",
     "commit_object",
+    "fanout_table",
     "install_pack",
     "object_id",
     "pack_bytes",
@@ -106,10 +109,14 @@ def _deflate(data: bytes) -> bytes:
 
 def _mem_level(size: int) -> int:
     """zlib's ``memLevel`` for deflating ``size`` bytes (its hash table and block buffer grow
-    with it): the cheapest measured here (CPU time, level 1, 2026-12): 2 below a kilobyte (a
-    store item: 11 us against 15 us at 1, whose 128-symbol blocks each build Huffman trees),
-    6 below 8 KB (a directory of 100 files: 88 us against 103 us at 8), 7 below 32 KB, then 8."""
-    return 2 if size < 1024 else 6 if size < 8192 else 7 if size < 32768 else 8
+    with it): the cheapest measured here (instructions under callgrind, level 1, 2026-12; below
+    1 KiB only commits and objects under 64 bytes are deflated, see :func:`_stored`): 2 below
+    512 bytes (a 323-byte node commit: 75k instructions against 76k at 3), 3 below a kilobyte
+    (its 512-symbol block buffer holds a whole commit of 512-1023 bytes, which at 2 is split
+    into blocks that each build Huffman trees: 800 bytes 119k against 139k, 1000 bytes 124k
+    against 147k; the same stream format, a few bytes smaller), 6 below 8 KB (a directory of
+    100 files: 88 us against 103 us at 8), 7 below 32 KB, then 8."""
+    return 2 if size < 512 else 3 if size < 1024 else 6 if size < 8192 else 7 if size < 32768 else 8
 
 
 #: A tree whose entries average fewer bytes than this is mostly object ids (a 20-byte id, a
@@ -226,13 +233,19 @@ def records_of(objects: Sequence[tuple[str, bytes]], ids: list[str] | None = Non
     return records
 
 
-def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
+def assemble_pack(records: Mapping[bytes, bytes], crcs: dict[bytes, int] | None = None) -> tuple[bytes, bytes]:
     """A version-2 pack of whole entries (binary id -> header and deflated content, no deltas)
     and its version-2 index.
 
-    Each table is built by one C-level pass (``map``, ``accumulate``, ``struct``), not a
-    Python loop per entry and per fan-out slot: most packs here hold about ten objects, and
-    the 256 fan-out slots alone cost more than they do when counted one by one.
+    ``crcs`` (binary id -> the CRC-32 of its entry), when given, supplies the CRCs already
+    known (a merge copies entries whose CRCs it checked against their pack's index, or that
+    this handle packed before): only the missing ones are computed, and they are added to it.
+    A CRC given must be the entry's own; the caller checked it.
+
+    Each table is built by one C-level pass (``map``, ``struct``, one bytes join), not a
+    Python loop per fan-out slot: most packs here hold about ten objects, and the 256 fan-out
+    slots cost more than they do when counted one by one (the fan-out is written as runs of
+    repeated counts, one per first byte present, see :func:`fanout_table`).
     """
     digests = list(records)
     values = list(records.values())
@@ -243,10 +256,13 @@ def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
     starts = list(itertools.accumulate(map(len, values), initial=12))
     order = sorted(range(count), key=digests.__getitem__)
     ids = [digests[i] for i in order]
-    counts = [0] * 256
-    for digest in ids:
-        counts[digest[0]] += 1
-    crcs = [zlib.crc32(values[i]) for i in order]
+    if crcs is None:
+        crc_list = [zlib.crc32(values[i]) for i in order]
+    else:
+        if not crcs.keys() >= records.keys():  # one set comparison in C when every CRC is known (a merge)
+            for digest in records.keys() - crcs.keys():
+                crcs[digest] = zlib.crc32(records[digest])
+        crc_list = list(map(crcs.__getitem__, ids))
     if starts[count - 1 if count else 0] < 0x80000000:  # every entry starts below 2 GiB (the last one last)
         offsets = [starts[i] for i in order]
         large: list[int] = []
@@ -262,9 +278,9 @@ def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
     index = b"".join(
         (
             b"\xfftOc" + struct.pack(">I", 2),
-            struct.pack(">256I", *itertools.accumulate(counts)),
+            fanout_table(ids),
             b"".join(ids),
-            struct.pack(f">{count}I", *crcs),
+            struct.pack(f">{count}I", *crc_list),
             struct.pack(f">{count}I", *offsets),
             struct.pack(f">{len(large)}Q", *large),
             checksum,
@@ -274,12 +290,57 @@ def assemble_pack(records: Mapping[bytes, bytes]) -> tuple[bytes, bytes]:
     return pack, index
 
 
-def pack_records(idx: Path) -> dict[bytes, bytes] | None:
-    """The whole entries of the pack beside ``idx`` (binary id -> header and deflated content),
-    each checked against the index's CRC, to copy into another pack without inflating them.
+def fanout_table(ids: Sequence[bytes]) -> bytes:
+    """The 256-slot fan-out table (big-endian 32-bit counts) of sorted binary ``ids``: slot ``b``
+    holds how many ids start with a byte up to ``b``.
 
-    None when the pack holds a delta or an annotated tag (as packs git wrote may): read
-    those objects whole instead.
+    A few ids (a move's pack) are written as runs: the slots below an id's first byte, not yet
+    written, hold the count of ids before it, so each distinct first byte costs one repeated
+    4-byte count, about ten steps for a pack of ten objects instead of 256 additions and a
+    256-argument ``struct.pack``. Many ids (a merge, a multi-pack-index) take one binary search
+    per slot, in C. The same bytes either way (the tests compare them with the slot-by-slot table).
+    """
+    if len(ids) > _FANOUT_RUNS_MAX:
+        return struct.pack(">256I", *map(functools.partial(bisect.bisect_left, ids), _SLOT_KEYS), len(ids))
+    parts = []
+    slot = 0  # the first slot not written yet
+    for n, digest in enumerate(ids):
+        first = digest[0]
+        if first > slot:
+            parts.append(n.to_bytes(4, "big") * (first - slot))
+            slot = first
+    parts.append(len(ids).to_bytes(4, "big") * (256 - slot))
+    return b"".join(parts)
+
+
+#: Up to this many ids a fan-out table is written as runs, above it by a search per slot.
+_FANOUT_RUNS_MAX = 512
+#: The least id of each first byte from 1 up: slot ``b`` counts the ids below ``_SLOT_KEYS[b]``.
+_SLOT_KEYS = [bytes([b]) for b in range(1, 256)]
+
+
+class PackCopy(NamedTuple):
+    """What :func:`pack_records` can copy from a pack as it is, and what must be read whole."""
+
+    #: binary id -> whole entry (header and deflated content), each checked against the index's CRC
+    records: dict[bytes, bytes]
+    #: binary id -> the index's CRC-32 of that entry (the copy's own, checked)
+    crcs: dict[bytes, int]
+    #: binary ids to read whole (resolved and packed again): deltas, annotated tags, and entries
+    #: whose bytes do not match the index's CRC
+    whole: list[bytes]
+
+
+def pack_records(idx: Path) -> PackCopy:
+    """The entries of the pack beside ``idx`` that can be copied into another pack as they are
+    (no inflating, no deflating, no CRC computed for the new index but the one that checks the
+    copy against this index's), and the ids of those that cannot.
+
+    An entry is copied when it is a whole commit, tree or blob (not a delta, as packs git wrote
+    may hold) and the CRC-32 of its bytes is the one the index lists; any other entry is listed
+    in ``whole``, for the caller to read through the object database (which resolves deltas and
+    checks each object's id) and pack again: a damaged entry is then a typed error there, or is
+    repaired from another copy of the same object.
 
     Raises:
         CorruptRepositoryError: the index or the pack is cut short or damaged.
@@ -297,20 +358,22 @@ def pack_records(idx: Path) -> dict[bytes, bytes] | None:
     crcs = struct.unpack_from(f">{count}I", index, base + 20 * count)
     offsets = struct.unpack_from(f">{count}I", index, base + 24 * count)
     if any(o & 0x80000000 for o in offsets):
-        return None  # over 2 GiB: never one of ours
-    order = sorted(range(count), key=lambda i: offsets[i])
+        return PackCopy({}, {}, ids)  # over 2 GiB: never one of ours
+    order = sorted(range(count), key=offsets.__getitem__)
     end = len(data) - 20
-    out: dict[bytes, bytes] = {}
+    records: dict[bytes, bytes] = {}
+    known: dict[bytes, int] = {}
+    whole: list[bytes] = []
     for k, i in enumerate(order):
         start = offsets[i]
         stop = offsets[order[k + 1]] if k + 1 < count else end
         record = data[start:stop]
-        if not record or (record[0] >> 4) & 7 not in (1, 2, 3):
-            return None  # a delta or a tag
-        if zlib.crc32(record) != crcs[i]:
-            raise CorruptRepositoryError(f"an object in {idx.with_suffix('.pack')} is damaged; run `got fsck`")
-        out[ids[i]] = record
-    return out
+        if not record or (record[0] >> 4) & 7 not in (1, 2, 3) or zlib.crc32(record) != crcs[i]:
+            whole.append(ids[i])  # a delta, a tag, or damaged bytes: read through the object database
+            continue
+        records[ids[i]] = record
+        known[ids[i]] = crcs[i]
+    return PackCopy(records, known, whole)
 
 
 class _Joined(threading.local):

@@ -6,9 +6,13 @@ knows: a read of a brand-new object costs ~60 us with one pack, ~0.5 ms with 300
 ~2.4 ms with 1000). So once more than :data:`MAX_PACKS` packs hold the objects, the
 small ones are merged into one, as ``git repack --geometric=2`` chooses them: the
 packs that do not already form a progression in which each holds at least twice the
-objects of the one before. One process at a time does it (a try-lock: a writer that
-finds it taken goes on), objects are read through libgit2 (deltas of packs git wrote
-are resolved) and written with :func:`~got_core.storage.packs.write_pack`; the merged
+objects of the one before. One process at a time does it (a try-lock, a plain ``flock``
+where there is ``fcntl``: a writer that finds it taken goes on). Entries are copied as
+they are, with their CRC-32s: this handle's own from memory, another writer's checked
+once against their ``.idx`` (:func:`~got_core.storage.packs.pack_records`); only deltas
+(packs git wrote), tags and entries that fail the check are read through libgit2, which
+resolves and checks them, and packed again. A damaged object stops the merge with
+:class:`~got_core.errors.CorruptRepositoryError`, nothing written or removed. The merged
 pack is in place before the merged-away ones go, each ``.idx`` before its ``.pack``, so
 a reader in another process always finds every object (libgit2 and git take a pack
 that can no longer be opened as "not here" and re-list the directory).
@@ -25,15 +29,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-import filelock
 from pygit2 import GitError
 
 from got_core.errors import CorruptRepositoryError, StorageError
 from got_core.storage.git._settings import fsync_enabled
 from got_core.storage.git._staging import _Staging
 from got_core.storage.midx import MIDX_NAME, midx_packs, write_midx
-from got_core.storage.packs import TYPE_CODES, assemble_pack, install_pack, pack_index_ids, pack_records, records_of
+from got_core.storage.packs import TYPE_CODES, assemble_pack, install_pack, pack_records, records_of
+
+try:
+    import fcntl
+except ImportError:  # Windows: filelock's lock (LockFileEx) instead
+    fcntl = None  # type: ignore[assignment]
 
 #: Packs tolerated before the small ones are merged.
 MAX_PACKS = 16
@@ -42,6 +51,7 @@ MERGE_LIMIT_BYTES = 32 << 20
 #: The smallest pack (in objects) that is settled: covered by the multi-pack-index, never merged here.
 SETTLE_MIN_OBJECTS = 1024
 _IDX_FIXED = 8 + 1024 + 40  # header, fan-out table and the two checksums of a v2 index
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
 def _weight(idx: str) -> int:
@@ -71,8 +81,9 @@ class _Packing(_Staging):
     _pack_estimate: int
     #: (stamp, names) of the multi-pack-index read last
     _covered: tuple[tuple[int, int, int], frozenset[str]] | None = None
-    #: the try-lock of merging packs (``<gitdir>/got/packs.lock``), made at the first merge
-    _packs_lock: filelock.FileLock | None = None
+    #: the try-lock of merging packs (``<gitdir>/got/packs.lock``) where there is no ``fcntl``
+    #: (filelock's lock object, made at the first merge)
+    _packs_lock: Any = None
 
     def maybe_consolidate(self) -> int:
         """After this handle wrote packs: merge small packs when there are too many.
@@ -96,7 +107,10 @@ class _Packing(_Staging):
             return 0
         covered = self._settled_names(root, names)
         count = sum(1 for n in names if n.endswith(".idx") and n[5:-4] not in covered)
-        merged = self.consolidate_packs() if count > MAX_PACKS else 0
+        try:
+            merged = self.consolidate_packs() if count > MAX_PACKS else 0
+        except CorruptRepositoryError:
+            merged = 0  # this write is done and whole; the damaged pack is left to `got fsck` / `got gc`
         self._pack_estimate = count - merged
         return merged
 
@@ -116,28 +130,75 @@ class _Packing(_Staging):
         return covered
 
     def consolidate_packs(self, max_packs: int = MAX_PACKS) -> int:
-        """Merge the small packs into one (see the module doc); returns how many were merged away.
+        """Merge the small packs into one (see the module doc); returns how many were merged away
+        (0: nothing to do, or another process is at it).
 
         Raises:
             StorageError: the merged pack cannot be written (nothing was removed).
+            CorruptRepositoryError: an object of a pack to merge is damaged (nothing was
+                written or removed; ``got fsck`` names it).
         """
-        folder = self.gitdir / "objects" / "pack"
+        held = self._lock_packs()
+        if held is None:
+            return 0  # another process consolidates, or the lock cannot be made
+        try:
+            return self._consolidate(self.gitdir / "objects" / "pack", max_packs)
+        finally:
+            self._unlock_packs(held)
+
+    def _lock_packs(self) -> Any:
+        """Take the try-lock of merging packs, ``<gitdir>/got/packs.lock``; what
+        :meth:`_unlock_packs` releases, or None when another process holds it (or it cannot be made).
+
+        Where there is ``fcntl`` (POSIX) it is a plain ``flock`` on a descriptor of the lock file,
+        the lock filelock takes there, without its machinery (a lock object per path, its
+        bookkeeping, thread-local state, a retry loop, ``O_TRUNC`` and a ``fstat``): an open, a
+        ``flock`` and, at the release, an unlock and a close. Elsewhere filelock's lock.
+        """
+        folder = f"{os.fspath(self.gitdir)}/got"
+        if fcntl is None:
+            return self._lock_packs_filelock(folder)
+        path = f"{folder}/packs.lock"
+        try:
+            try:
+                fd = os.open(path, _LOCK_FLAGS, 0o644)
+            except FileNotFoundError:  # no got/ yet
+                os.makedirs(folder, exist_ok=True)
+                fd = os.open(path, _LOCK_FLAGS, 0o644)
+        except OSError:
+            return None  # a read-only or vanished directory: no merge this time
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another process (EWOULDBLOCK), or no locks here
+            os.close(fd)
+            return None
+        return fd
+
+    def _lock_packs_filelock(self, folder: str) -> Any:
+        import filelock  # only where there is no fcntl
+
         try:
             lock = self._packs_lock
             if lock is None:  # made once per handle: filelock resolves its path and registers it
-                lock_dir = self.gitdir / "got"
-                lock_dir.mkdir(exist_ok=True)
-                lock = self._packs_lock = filelock.FileLock(str(lock_dir / "packs.lock"))
+                os.makedirs(folder, exist_ok=True)
+                lock = self._packs_lock = filelock.FileLock(f"{folder}/packs.lock")
             lock.acquire(timeout=0)
         except filelock.Timeout:
-            return 0  # another process consolidates
+            return None
         except OSError:
             self._packs_lock = None  # the directory went away or is read-only: made again next time
-            return 0
-        try:
-            return self._consolidate(folder, max_packs)
-        finally:
-            lock.release()
+            return None
+        return lock
+
+    @staticmethod
+    def _unlock_packs(held: Any) -> None:
+        if isinstance(held, int):
+            try:  # unlocked before the close: a child forked meanwhile shares the descriptor's lock
+                fcntl.flock(held, fcntl.LOCK_UN)
+            finally:
+                os.close(held)
+        else:
+            held.release()
 
     def _consolidate(self, folder: Path, max_packs: int) -> int:
         root = os.fspath(folder)
@@ -175,24 +236,39 @@ class _Packing(_Staging):
             return 0
         chosen = [name for _, name in packs[:split]]
         records: dict[bytes, bytes] = {}
+        crcs: dict[bytes, int] = {}  # the CRCs known of the entries in records: not computed again
         try:
             for name in chosen:
-                # packs this handle wrote lately are read from memory; ours on disk are copied
-                # entry by entry, no inflating
+                # packs this handle wrote lately are read from memory, their CRCs with them; the
+                # others' entries are copied as they are, checked against their index's CRCs
                 copied = self._own_packs.get(name)
-                if copied is None:
-                    idx = Path(root, f"pack-{name}.idx")
-                    copied = pack_records(idx)
-                if copied is None:
-                    whole = [self._raw_read(oid) for oid in pack_index_ids(idx)]
-                    if any(kind not in TYPE_CODES for kind, _ in whole):
+                if copied is not None:
+                    known = self._own_crcs.get(name) or {}
+                    whole: list[bytes] = []
+                else:
+                    copy = pack_records(Path(root, f"pack-{name}.idx"))
+                    copied, known, whole = copy.records, copy.crcs, copy.whole
+                if len(known) == len(copied):  # a CRC for each entry (known's ids are copied's): in bulk
+                    # an id already there (an object two packs hold) takes this pack's entry and
+                    # CRC together, so each entry kept keeps its own CRC
+                    records.update(copied)
+                    crcs.update(known)
+                else:
+                    for digest, record in copied.items():
+                        if digest not in records:
+                            records[digest] = record
+                            crc = known.get(digest)
+                            if crc is not None:
+                                crcs[digest] = crc
+                if whole:  # deltas (packs git wrote) or damaged entries: read, checked and packed again
+                    objects = [self._raw_read(digest.hex()) for digest in whole if digest not in records]
+                    if any(kind not in TYPE_CODES for kind, _ in objects):
                         return 0  # annotated tags are not packed here: `got gc` folds such packs
-                    copied = records_of(whole)
-                for digest, record in copied.items():
-                    records.setdefault(digest, record)
-        except (CorruptRepositoryError, OSError, GitError):
-            return 0  # a pack vanished or is damaged: leave it to `got gc`
-        pack, index = assemble_pack(records)
+                    for digest, record in records_of(objects).items():
+                        records.setdefault(digest, record)
+        except (OSError, GitError):
+            return 0  # a pack vanished while we read it (another repack): try next time
+        pack, index = assemble_pack(records, crcs)
         merged_name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         merged = 0
         for name in chosen:
@@ -209,7 +285,7 @@ class _Packing(_Staging):
                 except OSError:
                     break
             merged += 1
-        self._own_pack(merged_name, records)  # it may be merged again, with the next small ones
+        self._own_pack(merged_name, records, crcs)  # it may be merged again, with the next small ones
         return merged
 
     def _settle(self, root: str, names: set[str]) -> set[str]:

@@ -61,6 +61,7 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._pack_estimate = MAX_PACKS  # unknown: the first write lists the pack directory
         self._own_packs: dict[str, dict[bytes, bytes]] = {}
         self._own_sizes: dict[str, int] = {}
+        self._own_crcs: dict[str, dict[bytes, int]] = {}
         self._own_bytes = 0
         self._read_trees: dict[str, tuple[str, bytes]] = {}
         self._moved_to: dict[str, str | None] = {}

@@ -70,6 +70,7 @@ class _Staging(_Handle):
     _odb_packs: int  # _packs_written when libgit2's object database was last opened afresh
     _own_packs: dict[str, dict[bytes, bytes]]  # pack name -> its entries (binary id -> record)
     _own_sizes: dict[str, int]  # pack name -> the bytes of its entries (as _own_packs)
+    _own_crcs: dict[str, dict[bytes, int]]  # pack name -> the CRC-32s of its entries (as _own_packs)
     _own_bytes: int
     _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
 
@@ -181,10 +182,11 @@ class _Staging(_Handle):
         objects = list(self._staged.values())
         # the ids are known (staging hashed each object): only the entries are built here
         records = {bytes.fromhex(oid): pack_entry(kind, data) for oid, (kind, data) in self._staged.items()}
-        pack, index = assemble_pack(records)
+        crcs: dict[bytes, int] = {}  # filled by the assembly: kept for the next merge, not computed again
+        pack, index = assemble_pack(records, crcs)
         name = install_pack(self.gitdir, pack, index, fsync=fsync_enabled())
         self._packs_written += 1
-        self._own_pack(name, records)
+        self._own_pack(name, records, crcs)
         if self._packs_written - self._odb_packs >= ODB_RENEW_PACKS:
             self.forget_packs()
         # what a move wrote is what the next reads and the next move's builder ask for (its
@@ -225,9 +227,11 @@ class _Staging(_Handle):
         self._r.set_odb(odb)
         self._odb_packs = self._packs_written
 
-    def _own_pack(self, name: str, records: dict[bytes, bytes] | None) -> None:
-        """Remember the entries of pack ``name`` this handle wrote (None: forget it)."""
+    def _own_pack(self, name: str, records: dict[bytes, bytes] | None, crcs: dict[bytes, int] | None = None) -> None:
+        """Remember the entries of pack ``name`` this handle wrote (None: forget it), and the
+        CRC-32s of those entries its index lists (``crcs``), which a merge copies with them."""
         old = self._own_packs.pop(name, None)
+        self._own_crcs.pop(name, None)
         if old is not None:
             self._own_bytes -= self._own_sizes.pop(name)
         if records is None:
@@ -238,8 +242,11 @@ class _Staging(_Handle):
         while self._own_packs and self._own_bytes + size > _OWN_PACKS_MAX_BYTES:
             oldest = next(iter(self._own_packs))
             del self._own_packs[oldest]
+            self._own_crcs.pop(oldest, None)
             self._own_bytes -= self._own_sizes.pop(oldest)
         self._own_packs[name] = records
+        if crcs is not None:
+            self._own_crcs[name] = crcs
         self._own_sizes[name] = size
         self._own_bytes += size
 
