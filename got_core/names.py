@@ -234,8 +234,10 @@ def _encodable(text: str) -> bool:
 #: an answer in place). Only exact ``str`` keys up to :data:`_CHECKED_KEY_MAX` characters: a
 #: subclass could answer ``split`` or ``==`` differently, and the bound keeps the memory small
 #: (16k paths of at most 256 characters). The same paths are checked at every write of a
-#: repository (a checkpoint's files, a store item's directories); a path that fails is never
-#: kept, so it fails again, with the same error, every time.
+#: repository (a checkpoint's files, a store item's directories); a path that passed keeps its
+#: directory too (a prefix of a path that passed passes), so a new file in a known directory
+#: costs the check of its name. A path that fails is never kept, so it fails again, with the
+#: same error, every time.
 _CHECKED: dict[str, tuple[str, ...]] = {}
 _CHECKED_MAX = 1 << 14
 _CHECKED_KEY_MAX = 256
@@ -257,6 +259,14 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
         known = _CHECKED.get(path)
         if known is not None:
             return known
+        head, sep, name = path.rpartition("/")
+        above = _CHECKED.get(head) if sep else None
+        if above is not None and len(path) <= _CHECKED_KEY_MAX and path_component_problem(name) is None:
+            # a new file in a directory that passed: only its name is new (and 256 characters
+            # are within MAX_PATH_BYTES in any encoding)
+            parts = (*above, name)
+            _keep_checked(path, parts)
+            return parts
     elif not isinstance(path, str):
         raise InvalidNameError(f"{what} must be text, not {type(path).__name__}")
     parts = tuple(path.split("/"))
@@ -268,10 +278,16 @@ def check_path(path: str, what: str = "path") -> tuple[str, ...]:
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidNameError(f"{what} is over {MAX_PATH_BYTES} bytes; use shorter names")
     if exact and len(path) <= _CHECKED_KEY_MAX:
-        if len(_CHECKED) >= _CHECKED_MAX:
-            _CHECKED.clear()
-        _CHECKED[path] = parts
+        _keep_checked(path, parts)
+        if len(parts) > 1:  # its directory passed too (every component, and shorter)
+            _keep_checked(path[: -len(parts[-1]) - 1], parts[:-1])
     return parts
+
+
+def _keep_checked(path: str, parts: tuple[str, ...]) -> None:
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[path] = parts
 
 
 class CheckedFiles(Mapping[str, _V]):

@@ -901,7 +901,7 @@ def _build(
     if known is None and small is not None and base:
         kept = small.get(base)
         if kept is not None:
-            known = kept.entries  # parsed or built here: no splice (fewer than 32 entries) or parse
+            known = kept.entries  # parsed or built here: not parsed again (nor spliced, under 32 entries)
     if base and (known is None or _looks_uniform(known)):
         # a notes fan-out directory (n/256 entries at n notes) and the notes root take the note
         # by splicing: the cost of a memmove, not of parsing, sorting and joining every entry

@@ -75,20 +75,22 @@ def test_a_commit_checks_each_new_path_once_and_a_known_one_not_at_all(
 ) -> None:
     # on the code before, commit_files checked every path three times (file_payload, again in
     # prepare_commit's file_payload, again as build_tree grouped the paths): 3 checks of each
-    # component, at every commit, whatever paths the repository had seen
+    # component, at every commit, whatever paths the process had checked before
     repo = RepoBase.init(tmp_path / "r.git")
     top, sub = fresh("dir"), fresh("sub")
     files = {f"{top}/{sub}/f{i}.json": b"%d" % i for i in range(4)} | {f"{top}/note.md": b"n"}
     seen = count_component_checks(monkeypatch)
     repo.commit_files("main", files, "first\n")
-    components = sum(len(p.split("/")) for p in files)
-    assert len(seen) == components  # each component of each new path judged once
+    # each new path judged once: the first in top/sub whole (3 components), the next three by
+    # their names alone (their directory passed), top/note.md whole (2); 36 before
+    assert seen == [top, sub, "f0.json", "f1.json", "f2.json", "f3.json", top, "note.md"]
     seen.clear()
     repo.commit_files("main", {p: v + b"!" for p, v in files.items()}, "second\n")
     assert seen == []  # the same paths again: nothing judged
-    new = f"{top}/{sub}/{fresh('g')}.json"
+    name = f"{fresh('g')}.json"
+    new = f"{top}/{sub}/{name}"
     repo.commit_files("main", {new: b"g"}, "third\n")
-    assert len(seen) == 3
+    assert seen == [name]
     monkeypatch.undo()
     assert git(repo.gitdir, "show", f"main:{new}") == "g"
     assert fsck_clean(repo.gitdir)[0]
@@ -166,6 +168,16 @@ def test_a_path_that_fails_its_check_fails_every_time(bad: str) -> None:
     assert bad not in names._CHECKED
     with pytest.raises(InvalidNameError):
         names.CheckedFiles({bad: b"x"})
+
+
+@pytest.mark.parametrize("name", ["..", ".git", "", "x\\y", "Git~1", "a" * 256])
+def test_a_bad_name_in_a_directory_that_passed_is_refused(name: str) -> None:
+    folder = f"{fresh('ok')}/dir"
+    check_path(f"{folder}/fine.json")  # the directory passed: it is kept
+    assert folder in names._CHECKED
+    for _ in range(2):
+        with pytest.raises(InvalidNameError):
+            check_path(f"{folder}/{name}")
 
 
 def test_a_kept_check_is_a_tuple_and_only_for_exact_strings() -> None:
