@@ -51,7 +51,11 @@ MERGE_LIMIT_BYTES = 32 << 20
 #: The smallest pack (in objects) that is settled: covered by the multi-pack-index, never merged here.
 SETTLE_MIN_OBJECTS = 1024
 _IDX_FIXED = 8 + 1024 + 40  # header, fan-out table and the two checksums of a v2 index
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+#: the lock file's open: never through a symbolic link (the repository may be hostile: a link would
+#: make us create a file elsewhere), never blocking on a FIFO put there, closed in a child's exec
+_LOCK_FLAGS = (
+    os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _weight(idx: str) -> int:
