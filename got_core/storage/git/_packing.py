@@ -155,9 +155,11 @@ class _Packing(_Staging):
         :meth:`_unlock_packs` releases, or None when another process holds it (or it cannot be made).
 
         Where there is ``fcntl`` (POSIX) it is a plain ``flock`` on a descriptor of the lock file,
-        the lock filelock takes there, without its machinery (a lock object per path, its
-        bookkeeping, thread-local state, a retry loop, ``O_TRUNC`` and a ``fstat``): an open, a
-        ``flock`` and, at the release, an unlock and a close. Elsewhere filelock's lock.
+        the lock filelock takes there, so processes of older versions exclude this one and back,
+        without filelock's machinery: four system calls (an open, a ``flock`` and, at the release,
+        an unlock and a close) where filelock 4.3 makes 46 for a reused lock object (a ``getpid``
+        per debug log call, a stat of each parent directory, a ``mkdir`` and ``fstat`` checks).
+        Elsewhere filelock's lock.
         """
         folder = f"{os.fspath(self.gitdir)}/got"
         if fcntl is None:
