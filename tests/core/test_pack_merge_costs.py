@@ -435,3 +435,42 @@ def test_many_writes_through_merges_leave_packs_stock_git_verifies(
     assert git(repo.gitdir, "rev-list", "--count", "HEAD").strip() == str(writes)
     sizes = {int(git(repo.gitdir, "cat-file", "-s", f"HEAD~{k}")) for k in range(20)}
     assert min(sizes) < 512 <= max(sizes)  # both sides of the memLevel boundary
+
+
+def test_without_fcntl_the_merge_lock_is_filelock_s_made_once_per_handle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import filelock
+
+    made: list[str] = []
+    real = filelock.FileLock
+
+    def making(*args: Any, **kwargs: Any) -> Any:
+        made.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(filelock, "FileLock", making)
+    monkeypatch.setattr(_packing, "fcntl", None)  # as on Windows
+    g = GitRepo(tmp_path / "r.git")
+    for n in range(10):
+        _move(g, "refs/heads/main", n)
+    assert g.consolidate_packs() == 10
+    for n in range(10, 20):
+        _move(g, "refs/heads/main", n)
+    assert g.consolidate_packs() > 0
+    assert made == [str(g.gitdir / "got" / "packs.lock")]
+    _verify_packs(g.gitdir)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="no O_NOFOLLOW here")
+def test_a_symbolic_link_in_place_of_the_merge_lock_is_never_followed(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "r.git")
+    for n in range(10):
+        _move(g, "refs/heads/main", n)
+    (g.gitdir / "got").mkdir(exist_ok=True)
+    target = tmp_path / "elsewhere.lock"
+    (g.gitdir / "got" / "packs.lock").symlink_to(target)
+    before = _pack_files(g.gitdir)
+    assert g.consolidate_packs() == 0  # no lock, no merge: and nothing made at the link's target
+    assert not target.exists() and _pack_files(g.gitdir) == before
+    assert fsck_clean(g.gitdir)[0]
