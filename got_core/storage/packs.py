@@ -655,6 +655,17 @@ class _Dir(NamedTuple):
     dirs: dict[str, _Dir]
 
 
+def _descend(root: _Dir, parts: tuple[str, ...]) -> _Dir:
+    """The changes of directory ``parts`` below ``root`` (made, empty, where missing)."""
+    node = root
+    for part in parts:
+        sub = node.dirs.get(part)
+        if sub is None:
+            sub = node.dirs[part] = _Dir({}, {})
+        node = sub
+    return node
+
+
 def _checked_paths(changes: Mapping[str, str | None], checked: CheckedFiles[Any] | None = None) -> _Dir:
     """``changes`` as a tree of directories, every path checked as ``names.check_path``
     checks it; a directory shared by many paths is checked (and walked) once, so building
@@ -675,13 +686,7 @@ def _checked_paths(changes: Mapping[str, str | None], checked: CheckedFiles[Any]
                 continue
             node = walked.get(split[:-1])
             if node is None:
-                node = root
-                for part in split[:-1]:
-                    sub = node.dirs.get(part)
-                    if sub is None:
-                        sub = node.dirs[part] = _Dir({}, {})
-                    node = sub
-                walked[split[:-1]] = node
+                node = walked[split[:-1]] = _descend(root, split[:-1])
             node.files[split[-1]] = value
             continue
         head, sep, name = path.rpartition("/") if isinstance(path, str) else ("", "", path)
@@ -692,12 +697,7 @@ def _checked_paths(changes: Mapping[str, str | None], checked: CheckedFiles[Any]
             or (len(path) > MAX_PATH_BYTES // 4 and len(path.encode("utf-8")) > MAX_PATH_BYTES)
         ):
             parts = check_path(path)  # raises for an unsafe path; else the first of its directory
-            node = root
-            for part in parts[:-1]:
-                sub = node.dirs.get(part)
-                if sub is None:
-                    sub = node.dirs[part] = _Dir({}, {})
-                node = sub
+            node = _descend(root, parts[:-1])
             if sep:
                 known[head] = node
             name = parts[-1]

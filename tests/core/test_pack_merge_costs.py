@@ -232,10 +232,8 @@ def _lock_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return calls
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX: the lock is a flock")
-def test_the_merge_try_lock_is_one_open_two_flocks_and_a_close_and_no_filelock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _filelocks_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the ``filelock.FileLock`` objects made from now on (a spy; they still lock)."""
     import filelock
 
     made: list[str] = []
@@ -246,6 +244,14 @@ def test_the_merge_try_lock_is_one_open_two_flocks_and_a_close_and_no_filelock(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(filelock, "FileLock", making)
+    return made
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX: the lock is a flock")
+def test_the_merge_try_lock_is_one_open_two_flocks_and_a_close_and_no_filelock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _filelocks_made(monkeypatch)
     g = GitRepo(tmp_path / "r.git")
     for n in range(3):
         _move(g, "refs/heads/main", n)
@@ -440,16 +446,7 @@ def test_many_writes_through_merges_leave_packs_stock_git_verifies(
 def test_without_fcntl_the_merge_lock_is_filelock_s_made_once_per_handle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import filelock
-
-    made: list[str] = []
-    real = filelock.FileLock
-
-    def making(*args: Any, **kwargs: Any) -> Any:
-        made.append(str(args[0]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(filelock, "FileLock", making)
+    made = _filelocks_made(monkeypatch)
     monkeypatch.setattr(_packing, "fcntl", None)  # as on Windows
     g = GitRepo(tmp_path / "r.git")
     for n in range(10):

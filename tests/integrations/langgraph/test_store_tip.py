@@ -55,6 +55,17 @@ def _once(action: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
+def _before_write(store: GitStore, action: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run ``action`` each time ``store`` is about to commit a batch it has planned."""
+    real = store._write
+
+    def then_write(*args: Any, **kw: Any) -> None:
+        action()
+        real(*args, **kw)
+
+    monkeypatch.setattr(store, "_write", then_write)
+
+
 def test_a_sweep_never_deletes_an_item_another_writer_put_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,14 +100,7 @@ def test_a_ttl_refresh_never_writes_back_a_value_another_writer_replaced(
     clock = Clock()
     a, b = _pair(gitdir, clock, ttl={"refresh_on_read": True})
     a.put(NS, "k", {"v": "old"}, ttl=10.0)
-    replace = _once(lambda: b.put(NS, "k", {"v": "new"}, ttl=10.0))
-    real = a._write
-
-    def replaced_then_write(*args: Any, **kw: Any) -> None:
-        replace()
-        real(*args, **kw)
-
-    monkeypatch.setattr(a, "_write", replaced_then_write)
+    _before_write(a, _once(lambda: b.put(NS, "k", {"v": "new"}, ttl=10.0)), monkeypatch)
     item = a.get(NS, "k")  # reads "old", then refreshes its TTL
     monkeypatch.undo()
     assert item is not None and item.value == {"v": "new"}  # the batch was read again on the new tip
@@ -112,18 +116,11 @@ def test_a_put_keeps_the_created_at_of_the_item_another_writer_created(
     gitdir = tmp_path / "c.git"
     clock = Clock()
     a, b = _pair(gitdir, clock)
-    create = _once(lambda: b.put(NS, "k", {"v": "b"}))
-    real = a._write
-
-    def created_then_write(*args: Any, **kw: Any) -> None:
-        create()
-        real(*args, **kw)
-
-    monkeypatch.setattr(a, "_write", created_then_write)
+    _before_write(a, _once(lambda: b.put(NS, "k", {"v": "b"})), monkeypatch)
     a.put(NS, "k", {"v": "a"})  # planned when "k" did not exist
     monkeypatch.undo()
-    created_by_b = b.get(NS, "k")
-    assert created_by_b is not None and created_by_b.value == {"v": "a"}
+    seen_by_b = b.get(NS, "k")
+    assert seen_by_b is not None and seen_by_b.value == {"v": "a"}
     fresh = GitStore(gitdir).get(NS, "k")
     assert fresh is not None
     assert fresh.value == {"v": "a"}
@@ -141,14 +138,12 @@ def test_a_ref_that_keeps_moving_raises_a_typed_error_and_loses_nothing(
     a, b = _pair(gitdir, clock)
     monkeypatch.setattr(_store_write, "REPLANS", 3)
     count = [0]
-    real = a._write
 
-    def always_moved(*args: Any, **kw: Any) -> None:
+    def another_put() -> None:
         count[0] += 1
         b.put(NS, f"other{count[0]}", {"n": count[0]})
-        real(*args, **kw)
 
-    monkeypatch.setattr(a, "_write", always_moved)
+    _before_write(a, another_put, monkeypatch)
     with pytest.raises(ConcurrentUpdateError):
         a.put(NS, "k", {"v": "a"})
     monkeypatch.undo()
