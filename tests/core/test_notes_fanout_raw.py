@@ -12,7 +12,9 @@ notes trees, hostile ones included, at every write.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import random
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -21,7 +23,7 @@ import pytest
 from got_core import ReasoningRepo
 from got_core.errors import CorruptRepositoryError
 from got_core.repo.notes import publish_notes
-from got_core.storage import notes_fanout
+from got_core.storage import notes_fanout, packs
 from got_core.storage.git import GitRepo
 from got_core.storage.git._staging import NOTES_TREES_MAX_BYTES, ReadTrees
 from got_core.storage.packs import build_tree_objects, object_id
@@ -259,3 +261,63 @@ def test_only_notes_directories_are_kept(tmp_path: Path) -> None:
     kept: dict[str, bytes] = {}
     notes_fanout.keep_written_dirs(store.objects.get, root, {"ab", "cd", "ee"}, 40, kept.__setitem__)
     assert kept == {good: store.read(good)[1]}
+
+
+def regex_uniform(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
+    """main's scan of a uniform tree (one regular expression over every entry): the reference."""
+    mode = next((m for m in (b"100644", b"40000") if data.startswith(m + b" ")), None)
+    if mode is None:
+        return None
+    head = len(mode) + 1
+    width = data.find(b"\0", head) - head
+    stride = head + width + 21
+    if width <= 0 or len(data) % stride:
+        return None
+    names = re.compile(re.escape(mode) + rb" ([^\x00/]{%d})\x00[\s\S]{20}" % width).findall(data)
+    if len(names) * stride != len(data) or any(a >= b for a, b in itertools.pairwise(names)):
+        return None
+    return mode, width, names
+
+
+def test_the_uniform_scan_agrees_with_mains_on_random_and_damaged_trees() -> None:
+    """Trees of one mode and one name width (notes directories, notes roots) and every way of
+    not being one: another mode, a name too short or long, a NUL or '/' in a name, names out of
+    order or twice, a byte too many or too few, an id holding NULs. The scan (columns checked,
+    names cut by struct, also past its one-format limit) answers what main's regex did."""
+    rng = random.Random(17)
+    checked = 0
+    for _ in range(2000):
+        mode = rng.choice((b"100644", b"40000"))
+        width = rng.choice((2, 38, 62, 3))
+        count = rng.choice((1, 2, 5, 40, 256, packs._UNPACK_MAX + 3)) if rng.random() < 0.97 else 0
+        names = sorted({rng.randbytes(width).hex()[:width].encode() for _ in range(count)})
+        ids = [rng.randbytes(20).replace(b"\x05", b"\0").replace(b"\x06", b"/") for _ in names]
+        entries = [mode + b" " + n + b"\0" + i for n, i in zip(names, ids, strict=True)]
+        damage = rng.randrange(9)
+        if entries and damage == 1:
+            at = rng.randrange(len(entries))
+            entries[at] = rng.choice((b"100755", b"40000", b"100644", b"160000")) + entries[at][len(mode) :]
+        elif entries and damage == 2:
+            at = rng.randrange(len(entries))
+            name = entries[at][len(mode) + 1 : len(mode) + 1 + width]
+            pos = rng.randrange(width)
+            bad = name[:pos] + rng.choice((b"/", b"\0", b"g", b"A")) + name[pos + 1 :]
+            entries[at] = entries[at].replace(name, bad, 1)
+        elif len(entries) > 1 and damage == 3:
+            i, j = rng.sample(range(len(entries)), 2)
+            entries[i], entries[j] = entries[j], entries[i]
+        elif entries and damage == 4:
+            entries.insert(rng.randrange(len(entries)), entries[rng.randrange(len(entries))])
+        elif entries and damage == 5:
+            at = rng.randrange(len(entries))
+            name = entries[at][len(mode) + 1 : len(mode) + 1 + width]
+            entries[at] = entries[at].replace(
+                name, name + rng.choice((b"a", b"")) if rng.random() < 0.5 else name[:-1], 1
+            )
+        data = b"".join(entries)
+        if damage == 6 and data:
+            data = data[:-1] if rng.random() < 0.5 else data + b"\0"
+        expected = regex_uniform(data)
+        assert packs._uniform_tree_names(data) == expected, (damage, data[:80])
+        checked += expected is not None
+    assert 300 < checked < 2000
