@@ -20,7 +20,10 @@ twice (two spellings) that is not being written, the second is left as it is.
 
 :func:`fanout_changes` returns the changes to hand :func:`~got_core.storage.packs.build_tree_objects`;
 large directories are read through :func:`~got_core.storage.packs.uniform_tree_names`
-(no entry parsed, the answer kept for the build that follows).
+(no entry parsed, the answer kept for the build that follows), and a directory of notes
+only stays raw: a write that leaves it flat moves none of its notes, so none is decoded.
+:func:`written_dirs` and :func:`keep_written_dirs` let a handle keep the notes directories
+its last write built (by id), for the next write into them.
 """
 
 from __future__ import annotations
