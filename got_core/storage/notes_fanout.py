@@ -331,42 +331,45 @@ def fanout_changes(read_raw: ReadRaw, base: str | None, notes: Mapping[str, str]
     return changes
 
 
+#: A notes directory smaller than this is not kept for the next write into it: libgit2 reads
+#: it cheaply (a root this small means a few notes, in directories smaller still).
+KEEP_MIN_BYTES = 1024
+
+
 def written_dirs(changes: Iterable[str]) -> set[str]:
-    """The directories (below the root) a notes write with these changed paths rewrote."""
-    out: set[str] = set()
-    for path in changes:
-        parts = path.split("/")[:-1]
-        out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-    return out
+    """The directories of the notes root (``ab``) a notes write with these changed paths
+    rewrote: a write comes back to one every ~256 writes (to ``ab/cd/`` every ~65,536)."""
+    return {path[: path.index("/")] for path in changes if "/" in path}
 
 
 def keep_written_dirs(
     in_memory: Callable[[str], tuple[str, bytes] | None], base: str, dirs: Iterable[str], width: int, keep: Keep
 ) -> None:
-    """Tell ``keep`` of the notes directories at ``dirs`` (paths) of the notes tree ``base``
+    """Tell ``keep`` of the directories ``dirs`` (names in the root) of the notes tree ``base``
     that ``in_memory`` holds (the trees the last write built): the next write into one of them
-    then reads it from that cache, not from the object database. Only directories that pass
-    :func:`_notes_shape` are kept; one not in memory, or not of that shape, is skipped."""
-    for path in sorted(dirs):
-        oid: str | None = base
-        prefix = ""
-        for part in path.split("/"):
-            found = in_memory(oid) if oid is not None else None
-            shape = _notes_shape(found[1], len(prefix), width) if found is not None and found[0] == "tree" else None
-            if found is None or shape is None or shape[0] != b"40000":
-                oid = None
-                break
-            _mode, _size, names = shape
-            name = part.encode("ascii")
-            at = bisect.bisect_left(names, name)
-            if at == len(names) or names[at] != name:
-                oid = None
-                break
-            stride = _DIR_HEAD + 2 + 21
-            oid = found[1][(at + 1) * stride - 20 : (at + 1) * stride].hex()
-            prefix += part
-        if oid is None:
+    then reads it from that cache, not from the object database. Only trees of at least
+    :data:`KEEP_MIN_BYTES` that pass :func:`_notes_shape` (a notes directory taken whole) are
+    kept; one not in memory, smaller, or of another shape is skipped."""
+    found = in_memory(base)
+    if found is None or found[0] != "tree" or len(found[1]) < KEEP_MIN_BYTES:
+        return
+    root = found[1]
+    shape = _notes_shape(root, 0, width)
+    if shape is None or shape[0] != b"40000":
+        return
+    names = shape[2]
+    stride = _DIR_HEAD + 2 + 21
+    for name in dirs:
+        raw_name = name.encode("ascii")
+        at = bisect.bisect_left(names, raw_name)
+        if at == len(names) or names[at] != raw_name:
             continue
-        found = in_memory(oid)
-        if found is not None and found[0] == "tree" and _notes_shape(found[1], len(prefix), width) is not None:
-            keep(oid, found[1])
+        oid = root[(at + 1) * stride - 20 : (at + 1) * stride].hex()
+        held = in_memory(oid)
+        if (
+            held is not None
+            and held[0] == "tree"
+            and len(held[1]) >= KEEP_MIN_BYTES
+            and _notes_shape(held[1], 2, width) is not None
+        ):
+            keep(oid, held[1])

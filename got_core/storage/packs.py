@@ -809,7 +809,7 @@ def _uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     else:
         names = [name for (name,) in struct.iter_unpack(f"{head}x{width}s21x", data)]
     joined = b"".join(names)
-    if b"\0" in joined or b"/" in joined or not all(map(operator.lt, names, itertools.islice(names, 1, None))):
+    if joined.find(b"\0") >= 0 or joined.find(b"/") >= 0 or not all(map(operator.lt, names, names[1:])):
         return None  # a name git refuses, or names not strictly sorted
     return mode, width, names
 

@@ -249,18 +249,28 @@ def test_the_notes_directories_kept_are_bounded_and_a_hit_leaves() -> None:
     assert trees.get(f"{0:040x}") is None
 
 
-def test_only_notes_directories_are_kept(tmp_path: Path) -> None:
-    """What the next write looks for in memory is kept only when it is a notes directory taken
-    whole (notes only, or fan-out directories only): another tree at that path is not."""
+def test_only_notes_directories_are_kept() -> None:
+    """What the next write looks for in memory is kept only when it is a directory of the
+    root, a notes directory taken whole (notes only, or fan-out directories only) and of at
+    least 1 KiB: a tree of another shape, a small one, one not in memory is not."""
     store = Store()
     rng = random.Random(9)
     blob = rand_hex(rng, 40)
-    good = store.tree({rand_hex(rng, 38): blob for _ in range(3)})
-    mixed = store.tree({rand_hex(rng, 38): blob, "readme": blob})
-    root = store.tree({"ab": good, "cd": mixed, **{d + "0": good for d in "0123456789ef"}})
+    good = store.tree({rand_hex(rng, 38): blob for _ in range(20)})
+    mixed = store.tree({**{rand_hex(rng, 38): blob for _ in range(20)}, "readme": blob})
+    small = store.tree({rand_hex(rng, 38): blob})
+    gone = store.tree({rand_hex(rng, 38): blob for _ in range(21)})
+    spread = {f"{i:02x}": small for i in range(0, 256, 5)}
+    root = store.tree({**spread, "ab": good, "cd": mixed, "ef": gone, "00": small})
+    memory = dict(store.objects)
+    del memory[gone]
     kept: dict[str, bytes] = {}
-    notes_fanout.keep_written_dirs(store.objects.get, root, {"ab", "cd", "ee"}, 40, kept.__setitem__)
+    notes_fanout.keep_written_dirs(memory.get, root, {"ab", "cd", "ef", "00", "77"}, 40, kept.__setitem__)
     assert kept == {good: store.read(good)[1]}
+    small_root = store.tree({"ab": good, "cd": small})  # a root under 1 KiB: a few notes, nothing kept
+    notes_fanout.keep_written_dirs(store.objects.get, small_root, {"ab"}, 40, kept.__setitem__)
+    assert list(kept) == [good]
+    assert notes_fanout.written_dirs(["ab/cd/ef", "ab/12", "cd/34", "99" * 20]) == {"ab", "cd"}
 
 
 def regex_uniform(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
