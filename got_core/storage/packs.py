@@ -805,9 +805,9 @@ def _uniform_tree_names(data: bytes) -> tuple[bytes, int, list[bytes]] | None:
     if data[head + width :: stride].count(0) != count:
         return None
     if count <= _UNPACK_MAX:
-        names = list(struct.unpack(f"{head}x{width}s21x" * count, data))
+        names = list(struct.unpack(f"<{f'{head}x{width}s21x' * count}", data))
     else:
-        names = [name for (name,) in struct.iter_unpack(f"{head}x{width}s21x", data)]
+        names = [name for (name,) in struct.iter_unpack(f"<{head}x{width}s21x", data)]
     joined = b"".join(names)
     if joined.find(b"\0") >= 0 or joined.find(b"/") >= 0 or not all(map(operator.lt, names, names[1:])):
         return None  # a name git refuses, or names not strictly sorted

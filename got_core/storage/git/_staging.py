@@ -57,14 +57,14 @@ class ReadTrees:
 
     ``recent``: the last :data:`_READ_TREES` trees read from the object database (a tree read
     raw is read again in the same write: a note's lookups, then the build of its notes tree).
-    ``notes``: the notes directories the handle's notes writes built (each a tree of a notes
-    directory taken whole, ``notes_fanout._notes_shape``), :data:`NOTES_TREES_MAX_BYTES` at
-    most, least recently used first: at 10k notes a write's ``ab/`` was written ~256 writes
-    earlier, long gone from the objects of the last flushes, and libgit2 would inflate it from
-    its pack and hash it again. A write that reads one replaces it, so a hit moves it to
-    ``recent`` (where the build that follows finds it) instead of keeping it here.
-    ``written``: the notes directories (paths) the last notes write changed, looked for in
-    the next write's base (:meth:`got_core.storage.git.GitRepo.notes_fanout_changes`).
+    ``notes``: the directories of the notes root (``ab/``) the handle's notes writes built
+    (each of at least 1 KiB and a notes directory taken whole, ``notes_fanout.keep_written_dirs``),
+    :data:`NOTES_TREES_MAX_BYTES` at most, the oldest dropped first: at 10k notes a write's
+    ``ab/`` was written ~256 writes earlier, long gone from the objects of the last flushes, and
+    libgit2 would inflate it from its pack and hash it again. A write that reads one replaces
+    it, so a hit moves it to ``recent`` (where the build that follows finds it) instead of
+    keeping it here. ``written``: the directories of the root the last notes write changed,
+    looked for in the next write's base (:meth:`got_core.storage.git.GitRepo.notes_fanout_changes`).
     """
 
     __slots__ = ("notes", "notes_bytes", "recent", "written")
