@@ -360,9 +360,10 @@ class _Objects(_Staging):
             return {}
         trees = self._read_trees
         if base is not None and trees.written:
-            # the root's directories the last notes write built are in memory now (its flush): kept
-            # by id, so the write that comes back to one reads it from there (ARCHITECTURE §6)
-            keep_written_dirs(self._in_memory, base, trees.written, len(next(iter(notes))), trees.keep_notes)
+            # the root's directories the last notes write built are among the objects of the last
+            # flushes (written, on disk): kept by id, so the write that comes back to one reads it
+            # from there (ARCHITECTURE §6); nothing only staged is kept
+            keep_written_dirs(self._recent.get, base, trees.written, len(next(iter(notes))), trees.keep_notes)
         changes = fanout_changes(self._raw_read, base, notes)
         trees.written = written_dirs(changes)
         return changes
