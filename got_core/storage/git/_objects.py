@@ -21,7 +21,7 @@ from got_core.names import (
 from got_core.storage.git._handle import EMPTY_TREE, BlobId
 from got_core.storage.git._settings import _trusted_writes
 from got_core.storage.git._staging import _Staging
-from got_core.storage.notes_fanout import fanout_changes
+from got_core.storage.notes_fanout import fanout_changes, keep_written_dirs, written_dirs
 from got_core.storage.packs import build_tree_objects, read_tree_entries, uniform_tree_names
 
 _BLOB = pygit2.GIT_FILEMODE_BLOB
@@ -356,7 +356,17 @@ class _Objects(_Staging):
         Raises:
             CorruptRepositoryError: a notes directory on the way is missing or damaged.
         """
-        return fanout_changes(self._raw_read, base, notes)
+        if not notes:
+            return {}
+        trees = self._read_trees
+        if base is not None and trees.written:
+            # the root's directories the last notes write built are among the objects of the last
+            # flushes (written, on disk): kept by id, so the write that comes back to one reads it
+            # from there (ARCHITECTURE §6); nothing only staged is kept
+            keep_written_dirs(self._recent.get, base, trees.written, len(next(iter(notes))), trees.keep_notes)
+        changes = fanout_changes(self._raw_read, base, notes)
+        trees.written = written_dirs(changes)
+        return changes
 
     def tree_names(self, tree: str, path: str = "") -> list[tuple[str, bool]]:
         """Entries directly under ``path``: (name, is_tree); the same entries :meth:`tree_files` lists."""

@@ -18,6 +18,7 @@ from got_core.storage.git._packing import MAX_PACKS, _Packing
 from got_core.storage.git._raw import _Raw
 from got_core.storage.git._refs import _Refs
 from got_core.storage.git._remotes import _Remotes
+from got_core.storage.git._staging import ReadTrees
 from got_core.storage.packs import TreeCache, sha1_repository
 
 
@@ -63,7 +64,7 @@ class GitRepo(_Objects, _Commits, _Refs, _Merge, _Remotes, _Raw, _Packing):
         self._own_sizes: dict[str, int] = {}
         self._own_crcs: dict[str, dict[bytes, int]] = {}
         self._own_bytes = 0
-        self._read_trees: dict[str, tuple[str, bytes]] = {}
+        self._read_trees = ReadTrees()
         self._moved_to: dict[str, str | None] = {}
         self._packed: tuple[tuple[int, ...], mmap.mmap] | None = None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,8 +43,65 @@ _STAGED_MAX_BYTES = 64 << 20
 _OWN_PACKS_MAX_BYTES = 4 << 20
 #: Packs this handle writes between two fresh object databases (:meth:`_Staging.forget_packs`).
 ODB_RENEW_PACKS = 32
+#: Large trees read raw lately that are kept (the next read of the same write).
+_READ_TREES = 8
+#: Notes directories this handle's notes writes built lately, kept for the next write into
+#: them: at most this many bytes (4 MiB holds every ``ab/`` of a notes tree to ~150k notes).
+NOTES_TREES_MAX_BYTES = 4 << 20
 
 _ACTIVE = threading.local()  # the handles staging in this thread (for :func:`flush_staged_writes`)
+
+
+class ReadTrees:
+    """Raw trees kept by id (ids name content: an entry can never go stale), for ``_raw_read``.
+
+    ``recent``: the last :data:`_READ_TREES` trees read from the object database (a tree read
+    raw is read again in the same write: a note's lookups, then the build of its notes tree).
+    ``notes``: the directories of the notes root (``ab/``) the handle's notes writes built
+    (each of at least 1 KiB and a notes directory taken whole, ``notes_fanout.keep_written_dirs``),
+    :data:`NOTES_TREES_MAX_BYTES` at most, the oldest dropped first: at 10k notes a write's
+    ``ab/`` was written ~256 writes earlier, long gone from the objects of the last flushes, and
+    libgit2 would inflate it from its pack and hash it again. A write that reads one replaces
+    it, so a hit moves it to ``recent`` (where the build that follows finds it) instead of
+    keeping it here. ``written``: the directories of the root the last notes write changed,
+    looked for in the next write's base (:meth:`got_core.storage.git.GitRepo.notes_fanout_changes`).
+    """
+
+    __slots__ = ("notes", "notes_bytes", "recent", "written")
+
+    def __init__(self) -> None:
+        self.recent: dict[str, tuple[str, bytes]] = {}
+        self.notes: OrderedDict[str, bytes] = OrderedDict()
+        self.notes_bytes = 0
+        self.written: set[str] = set()
+
+    def get(self, oid: str) -> tuple[str, bytes] | None:
+        """(kind, content) of a kept tree, else None."""
+        found = self.recent.get(oid)
+        if found is not None:
+            return found
+        data = self.notes.pop(oid, None)
+        if data is None:
+            return None
+        self.notes_bytes -= len(data)
+        answer = "tree", data
+        self.keep_read(oid, answer)
+        return answer
+
+    def keep_read(self, oid: str, answer: tuple[str, bytes]) -> None:
+        """Keep a tree just read (the last :data:`_READ_TREES`)."""
+        if len(self.recent) >= _READ_TREES:
+            self.recent.pop(next(iter(self.recent)))
+        self.recent[oid] = answer
+
+    def keep_notes(self, oid: str, data: bytes) -> None:
+        """Keep a notes directory a write built (the caller checked it is one; its bytes are that id's)."""
+        if oid in self.notes or len(data) > NOTES_TREES_MAX_BYTES // 8:
+            return
+        self.notes[oid] = data
+        self.notes_bytes += len(data)
+        while self.notes_bytes > NOTES_TREES_MAX_BYTES:
+            self.notes_bytes -= len(self.notes.popitem(last=False)[1])
 
 
 def _enabled() -> bool:
@@ -72,7 +130,7 @@ class _Staging(_Handle):
     _own_sizes: dict[str, int]  # pack name -> the bytes of its entries (as _own_packs)
     _own_crcs: dict[str, dict[bytes, int]]  # pack name -> the CRC-32s of its entries (as _own_packs)
     _own_bytes: int
-    _read_trees: dict[str, tuple[str, bytes]]  # large trees read raw lately (ids name content)
+    _read_trees: ReadTrees  # trees read raw lately, notes directories written lately (ids name content)
 
     @contextmanager
     def staged_writes(self) -> Iterator[None]:
@@ -152,11 +210,7 @@ class _Staging(_Handle):
             ) from None
         answer = _TYPE_NAMES.get(int(kind), "unknown"), data
         if answer[0] == "tree" and len(data) <= _RECENT_MAX_BYTES // 8:
-            # a tree read raw is read again in the same write (a note's lookups, then the build
-            # of its notes tree): the last few are kept
-            if len(self._read_trees) >= 8:
-                self._read_trees.pop(next(iter(self._read_trees)))
-            self._read_trees[oid] = answer
+            self._read_trees.keep_read(oid, answer)
         return answer
 
     def _raw_header(self, oid: str) -> tuple[str, int] | None:
