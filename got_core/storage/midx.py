@@ -75,8 +75,12 @@ def index_entries(idx: Path) -> tuple[bytes, list[int]]:
 
 
 def _has_large(words: bytes) -> bool:
-    """Whether some offset word names the 64-bit table (its high bit set); in C."""
-    return bool(words) and max(words[0::4]) >= 0x80
+    """Whether some offset word names the 64-bit table (its high bit set): the words' first bytes
+    with every byte under 0x80 deleted leave something; one C pass, no comparison per entry."""
+    return bool(words[0::4].translate(None, _LOW))
+
+
+_LOW = bytes(range(0x80))
 
 
 def midx_packs(gitdir: Path) -> list[str]:
