@@ -123,8 +123,10 @@ def write_midx(gitdir: Path, packs: list[str], *, fsync: bool = True) -> None:
     settle right after ``got gc`` covers every object of the repository, 400k at 100k store
     items: 0.5-0.8 s entry by entry, a put's worth of time for every store write that pays it).
     Over one pack, the index's own id table is the OIDL chunk and OOFF is its offset words
-    interleaved with pack number 0: no object per entry at all (an index's order is the one
-    libgit2 searches that pack with, so this file is no worse than the index it is built from).
+    interleaved with pack number 0: no object per entry at all. Its order is not checked (a
+    check per entry would cost more than the whole write): libgit2 searches that pack with the
+    same order, so this file is no worse than the index it is built from, and a repository that
+    can damage one can as well put a damaged multi-pack-index there (``git fsck`` names both).
     Over several, see :func:`_merged_columns`. Offsets past 2 GiB (packs git wrote) go entry
     by entry to the 64-bit table.
 
