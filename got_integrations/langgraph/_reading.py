@@ -33,6 +33,7 @@ from got_integrations.langgraph._layout import (
     BUCKET,
     CARRIED,
     THREADS_REF,
+    Listing,
     check_checkpoint_doc,
     check_writes_doc,
     decode_exact,
@@ -101,10 +102,12 @@ class ReadOps:
         target = git.ref_target(name)
         return git.peel_to_commit(target) if target else None
 
-    def _tree(self, commit: str) -> dict[str, str]:
+    def _tree(self, commit: str) -> Listing:
+        """The files of a checkpoint commit (a :class:`Listing`: read it with ``get``), listed
+        once per process."""
         files = self._files.get(commit)
         if files is None:
-            files = self.repo.list_files(commit)
+            files = Listing(self.repo.list_files(commit))
             self._files.put(commit, files, len(files) + 1)
         return files
 
@@ -346,7 +349,7 @@ class ReadOps:
                 if files is None:
                     paths = builtins.list(self.repo.list_files(child, CARRIED))
                 else:
-                    paths = [p for p in files if p.startswith(CARRIED + "/")]
+                    paths = [p for p, sha in files.items() if sha is not None and p.startswith(CARRIED + "/")]
                 self._carried.put(child, paths)
             if paths:
                 out.append(child)

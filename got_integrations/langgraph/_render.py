@@ -72,7 +72,7 @@ def update_segments(
     typed: list[Any],
     first_changed: int,
     old_length: int,
-    files: dict[str, str],
+    files: Mapping[str, str | None],
     put: Callable[[str, bytes], None],
     remove: Callable[[str], None],
 ) -> None:
@@ -89,7 +89,7 @@ def update_segments(
                 remove(segment_path(base, s, n))
     for s, n in wanted:
         path = segment_path(base, s, n)
-        if s + n <= first_changed and path in files:
+        if s + n <= first_changed and files.get(path) is not None:
             continue
         put(path, pack_segment(typed[s : s + n]))
         for i in range(s, s + n):
