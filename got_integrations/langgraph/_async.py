@@ -86,8 +86,12 @@ class AsyncOps:
             else:
                 _hand_back(loop, _set_result, future, result)
 
-        workers[1].submit(run)
-        return await future
+        job = workers[1].submit(run)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            job.cancel()  # not started yet: it never runs, as with run_in_executor's chained future
+            raise
 
     def _close_workers(self) -> None:
         """Let the worker threads end (without waiting: ``close`` may run in the event loop).

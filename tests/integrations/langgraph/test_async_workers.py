@@ -89,3 +89,36 @@ async def test_closing_the_saver_lets_its_worker_threads_end_and_a_later_call_st
     state = await graph.aget_state(config)
     assert [m.content for m in state.values["messages"]] == ["question", "answer 1"]
     saver.close()
+
+
+async def test_a_call_cancelled_before_a_worker_takes_it_never_runs(tmp_path: Path) -> None:
+    """A task cancelled while its saver call still waits for a worker (every worker busy): the
+    call is dropped, as ``run_in_executor`` drops it, and does not run later."""
+    from got_integrations.langgraph._async import WORKERS
+
+    saver = GitCheckpointSaver.from_path(tmp_path / "r.git")
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def busy() -> None:
+        started.release()
+        release.wait()
+
+    blockers = [asyncio.ensure_future(saver._in_worker(busy)) for _ in range(WORKERS)]
+    for _ in range(WORKERS):  # every worker holds a blocker
+        await asyncio.to_thread(started.acquire)
+    ran: list[int] = []
+    late = asyncio.ensure_future(saver._in_worker(ran.append, 1))
+    await asyncio.sleep(0)  # the call is submitted, queued behind the blockers
+    late.cancel()
+    try:
+        await late
+    except asyncio.CancelledError:
+        pass
+    release.set()
+    await asyncio.gather(*blockers)
+    after = asyncio.ensure_future(saver._in_worker(ran.append, 2))  # queued behind the cancelled one, if it were kept
+    await after
+    assert ran == [2]
+    assert late.cancelled()
+    saver.close()
