@@ -37,7 +37,6 @@ from got_core.storage.packs import read_tree_entries, uniform_tree_names
 
 __all__ = ["fanout_changes", "keep_written_dirs", "written_dirs"]
 
-_HEX = frozenset("0123456789abcdef")
 _HEX_BYTES = frozenset(b"0123456789abcdef")
 _HEX_DIGITS = b"0123456789abcdef"  # ``not s.translate(None, _HEX_DIGITS)``: every byte of s is one
 _DIR_HEAD = len(b"40000 ")
