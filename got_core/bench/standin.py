@@ -319,12 +319,11 @@ class StandInOpenAIServer:
             return self
         handler = type("_Handler", (_Handler,), {"stand_in": self})
         try:
-            self._httpd = ThreadingHTTPServer((self.host, self._port), handler)
+            self._httpd = _Server((self.host, self._port), handler)
         except OSError as exc:
             raise ConfigError(
                 f"the stand-in server cannot listen on {self.host}:{self._port} ({exc}); choose another --port or 0"
             ) from None
-        self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="got-standin-server", daemon=True)
         self._thread.start()
         return self
@@ -384,6 +383,17 @@ def _apply_limits(text: str, request: dict[str, Any]) -> tuple[str, str]:
         spans = [m.end() for m in re.finditer(r"\S+", text)]
         text, finish = text[: spans[limit - 1]], "length"
     return text, finish
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, quiet about clients that went away (a client that timed out closes its socket)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
+            return  # the client gave up on this request: nothing went wrong here
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
