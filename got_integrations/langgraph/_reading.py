@@ -62,6 +62,9 @@ __all__ = ["ReadOps", "Typed"]
 Typed = tuple[str, bytes]
 #: A cold read looks up to this many list elements of one bucket up by path; a longer run lists the bucket.
 _BY_PATH = 16
+#: A cold read looks up to this many segments of a list up by path; more are read from a listing of the
+#: ``segments/`` directory (a lookup by path costs a few entries of a listing: callgrind, 10 segments).
+_SEGMENTS_BY_PATH = 4
 
 
 class ReadOps:
@@ -260,19 +263,19 @@ class ReadOps:
         """The element encodings of a list channel: segments where the checkpoint has them,
         element files for the rest (ARCHITECTURE §4: ``<channel>/segments/``).
 
-        A cold read looks the segments up by path together with the few elements after the last
-        one (one ``tree_entries`` pass); a list of more than :data:`_BY_PATH` segments (or a
-        claimed length no tree holds) lists the ``segments/`` directory instead (its real
-        entries), and a run of more than :data:`_BY_PATH` elements without a segment (an older
-        saver's checkpoint) lists their bucket directory. The commit's tree is read once for all
-        of it.
+        A cold read of a list of up to :data:`_SEGMENTS_BY_PATH` segments looks them up by path
+        together with the few elements after the last one (one ``tree_entries`` pass); a list of
+        more (or a claimed length no tree holds) lists the ``segments/`` directory instead (its
+        real entries) and looks the elements after the last segment up by path, and a run of more
+        than :data:`_BY_PATH` elements without a segment (an older saver's checkpoint) lists their
+        bucket directory. The commit's tree is read once for all of it.
         """
         files = self._files.get(commit)  # the whole listing, when this process has it
         ranges = segment_ranges(length)
         elements: dict[str, str | None] = {}  # element path -> blob, for the runs looked up so far
         tail = length  # the elements from here on were looked up with the segments (cold read)
         listing: Mapping[str, str | None] | None = files
-        if files is None and 0 < len(ranges) <= _BY_PATH:
+        if files is None and 0 < len(ranges) <= _SEGMENTS_BY_PATH:
             # a few segments: looked up by path with the elements after the last one (fewer than
             # SEGMENT), all in one pass over the commit's tree; no directory is listed
             end = ranges[-1][0] + ranges[-1][1]
