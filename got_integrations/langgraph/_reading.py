@@ -2,12 +2,13 @@
 documents, channel values, pending writes, ``get_tuple`` and ``list``, threads and namespaces.
 
 A cold read (a new process, nothing cached) of the latest checkpoint of a long thread
-reads the ``head`` ref, the commit, ``checkpoint.json`` and, for a list channel, its
-``segments/`` directory: one blob per full bucket of 100 elements and one per 10 in the
-open bucket, then the few elements after the last segment (at most 9). A 1,000-message
-thread is about 20 object reads, not 1,000. Segments are what the reader trusts for the
-elements they cover (an element's own ``.bin`` is written only where no segment held it
-then); a checkpoint without segments (an older saver wrote it) is read element by element.
+reads the ``head`` ref, the commit (once: its tree comes from the same lookup),
+``checkpoint.json`` and, for a list channel, its segments: one blob per full bucket of 100
+elements and one per 10 in the open bucket, looked up by path with the few elements after
+the last segment (at most 9). A 1,000-message thread is about 20 object reads, not 1,000.
+Segments are what the reader trusts for the elements they cover (an element's own ``.bin``
+is written only where no segment held it then); a checkpoint without segments (an older
+saver wrote it) is read element by element.
 Each object is read from the object database once (``test_saver_cost.py`` counts the reads).
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -61,6 +62,9 @@ __all__ = ["ReadOps", "Typed"]
 Typed = tuple[str, bytes]
 #: A cold read looks up to this many list elements of one bucket up by path; a longer run lists the bucket.
 _BY_PATH = 16
+#: A cold read looks up to this many segments of a list up by path; more are read from a listing of the
+#: ``segments/`` directory (a lookup by path costs a few entries of a listing: callgrind, 10 segments).
+_SEGMENTS_BY_PATH = 4
 
 
 class ReadOps:
@@ -101,6 +105,18 @@ class ReadOps:
         git = self.repo.git
         target = git.ref_target(name)
         return git.peel_to_commit(target) if target else None
+
+    def _head_tip(self, ns: _Ns) -> str | None:
+        """The commit ``head`` points to (:meth:`_ref_tip`), its root tree noted from the same lookup
+        of the commit (the read that follows needs it: a cold read then looks the commit up once)."""
+        git = self.repo.git
+        target = git.ref_target(ns.ref.head)
+        found = git.commit_and_tree(target) if target else None
+        if found is None:
+            return None
+        commit, tree = found
+        self._roots.put(commit, tree)
+        return commit
 
     def _tree(self, commit: str) -> Listing:
         """The files of a checkpoint commit (a :class:`Listing`: read it with ``get``), listed
@@ -247,16 +263,29 @@ class ReadOps:
         """The element encodings of a list channel: segments where the checkpoint has them,
         element files for the rest (ARCHITECTURE §4: ``<channel>/segments/``).
 
-        A cold read lists the ``segments/`` directory (its real entries, whatever length the
-        checkpoint claims) and looks the few elements after the last segment up by path; a run
-        of more than :data:`_BY_PATH` elements without a segment (an older saver's checkpoint)
-        lists their bucket directory instead. The commit's tree is read once for all of it.
+        A cold read of a list of up to :data:`_SEGMENTS_BY_PATH` segments looks them up by path
+        together with the few elements after the last one (one ``tree_entries`` pass); a list of
+        more (or a claimed length no tree holds) lists the ``segments/`` directory instead (its
+        real entries) and looks the elements after the last segment up by path, and a run of more
+        than :data:`_BY_PATH` elements without a segment (an older saver's checkpoint) lists their
+        bucket directory. The commit's tree is read once for all of it.
         """
         files = self._files.get(commit)  # the whole listing, when this process has it
         ranges = segment_ranges(length)
-        if files is not None or not ranges:
-            listing = files
-        else:
+        elements: dict[str, str | None] = {}  # element path -> blob, for the runs looked up so far
+        tail = length  # the elements from here on were looked up with the segments (cold read)
+        listing: Mapping[str, str | None] | None = files
+        if files is None and 0 < len(ranges) <= _SEGMENTS_BY_PATH:
+            # a few segments: looked up by path with the elements after the last one (fewer than
+            # SEGMENT), all in one pass over the commit's tree; no directory is listed
+            end = ranges[-1][0] + ranges[-1][1]
+            after = [elem_path(base, k) + ".bin" for k in range(end, length)]
+            listing = self.repo.git.tree_entries(
+                self._root(commit), [segment_path(base, s, c) for s, c in ranges] + after
+            )
+            elements.update((p, listing[p]) for p in after)
+            tail = end
+        elif files is None and ranges:  # many (or a claimed length no tree holds): the real entries
             listing = self.repo.git.tree_files(self._root(commit), segments_dir(base))
         segments: dict[int, tuple[int, str, str]] = {}
         for start, count in ranges:
@@ -265,7 +294,6 @@ class ReadOps:
             if sha is not None:
                 segments[start] = (count, path, sha)
         starts = sorted(segments)
-        elements: dict[str, str | None] = {}  # element path -> blob, for the runs looked up so far
         looked = 0  # elements below this index were looked up (cold read)
         out: builtins.list[Typed] = []
         i = 0
@@ -279,7 +307,9 @@ class ReadOps:
             if files is not None:
                 elem = files.get(path)
             else:
-                if i >= looked:  # the run of elements from i to the next segment or bucket
+                if i == tail and i >= looked:  # the elements after the last segment: looked up with it
+                    looked = length
+                elif i >= looked:  # the run of elements from i to the next segment or bucket
                     nxt = bisect.bisect_right(starts, i)
                     looked = min(length, (i // BUCKET + 1) * BUCKET, starts[nxt] if nxt < len(starts) else length)
                     elements.update(self._element_ids(commit, base, i, looked))
@@ -431,7 +461,7 @@ class ReadOps:
                 return None
             # the lines as they are now: a child another process put may carry this checkpoint's writes
             return self._tuple(ns, commit, config, at_head=commit == self._sync_lines(ns))
-        commit = self._ref_tip(ns.ref.head)
+        commit = self._head_tip(ns)
         return None if commit is None else self._tuple(ns, commit, None, at_head=True)
 
     def list(

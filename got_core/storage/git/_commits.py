@@ -154,6 +154,26 @@ class _Commits(_Staging):
         tree = self._trees.get(oid)
         return tree if tree is not None else str(self._commit(oid).tree_id)
 
+    def commit_and_tree(self, oid: str) -> tuple[str, str] | None:
+        """(commit SHA, its tree SHA) of the commit an object (a commit or an annotated tag) points to,
+        or None: ``peel_to_commit`` and :meth:`commit_tree` from one lookup of the object.
+        """
+        tree = self._trees.get(oid)
+        if tree is not None:
+            return oid, tree
+        found = self._in_memory(oid) if isinstance(oid, str) else None
+        if found is not None and found[0] == "commit":
+            return oid, self.commit_tree(oid)
+        self._flush_for_libgit2()
+        try:
+            obj = self._lookup(oid)
+            if obj is None:
+                return None
+            commit = obj if isinstance(obj, pygit2.Commit) else obj.peel(pygit2.Commit)
+            return str(commit.id), str(commit.tree_id)
+        except (GitError, ValueError, AttributeError, pygit2.InvalidSpecError):
+            return None
+
     def read_commit(self, oid: str) -> CommitData:
         """A commit as :class:`CommitData`.
 

@@ -407,8 +407,8 @@ def test_a_cold_get_tuple_reads_the_commit_once_and_lists_no_element_directory(t
     assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
     # the commit is read once (its tip read peels it, the tree comes from that object), not once per file
     assert spy.objects.count(head) <= 2, spy.objects
-    # only the segments directory is listed; the five elements after it are looked up by path
-    assert spy.listed == ["m/segments"], spy.listed
+    # nothing is listed: the two segments and the five elements after them are looked up by path
+    assert spy.listed == [], spy.listed
     # commit, root tree (per lookup pass), checkpoint.json, the segments tree, 2 segments, 5 elements;
     # the code before read the commit five times and listed the bucket directory: 20 lookups
     assert len(spy.objects) <= 14, spy.objects
@@ -437,7 +437,66 @@ def test_a_cold_read_of_a_checkpoint_without_segments_lists_its_buckets(tmp_path
     spy = Lookups(monkeypatch)
     assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
     # a long run without segments lists its bucket (bucket 0: 100 elements); the 30 of bucket 1 too
-    assert spy.listed == ["m/segments", "m/000", "m/001"], spy.listed
+    # (the four segments the length implies were looked up by path, and none was there)
+    assert spy.listed == ["m/000", "m/001"], spy.listed
+
+
+def test_a_cold_get_tuple_looks_the_commit_and_root_up_once_per_pass(tmp_path, monkeypatch):
+    # the commit's tree comes from the lookup that peeled head (not a second lookup of the commit),
+    # and a short list's segment and the elements after it are one pass over the root tree
+    saver = GitCheckpointSaver.from_path(tmp_path / "once.git")
+    line = Line(saver)
+    items = [f"message {i}" for i in range(12)]  # segment 0+10, then two element files
+    line.put(m=items[:11])
+    line.put(m=items)
+    head = saver.repo.tip(HEAD)
+    root = saver.repo.git.commit_tree(head)
+    saver.close()
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "once.git")
+    spy = Lookups(monkeypatch)
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    assert spy.objects.count(head) == 1, spy.objects  # 2 before: peeled, then read again for its tree
+    # checkpoint.json's pass and the list's pass; 3 before (the segments listing was a pass of its own)
+    assert spy.objects.count(root) == 2, spy.objects
+    assert spy.listed == [], spy.listed
+    # commit, root (x2), checkpoint.json, the segment, two elements: 10 lookups before
+    assert len(spy.objects) == 7, spy.objects
+
+
+def test_a_cold_read_of_many_segments_lists_their_directory(tmp_path, monkeypatch):
+    # more segments than are worth looking up one by one (five): the directory is listed, and the
+    # elements after the last segment are looked up by path
+    saver = GitCheckpointSaver.from_path(tmp_path / "many.git")
+    line = Line(saver)
+    items = [f"i{i}" for i in range(55)]
+    line.put(m=items)
+    saver.close()
+    assert len(segment_ranges(len(items))) == 5
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "many.git")
+    spy = Lookups(monkeypatch)
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
+    assert spy.listed == ["m/segments"], spy.listed
+
+
+def test_a_cold_read_of_a_list_with_a_missing_segment_reads_its_elements(tmp_path):
+    # a segment gone (as an older saver left it, elements only): its elements are read instead,
+    # and the elements after the last segment still come from the one pass that looked them up
+    saver = GitCheckpointSaver.from_path(tmp_path / "gap.git")
+    line = Line(saver)
+    items = [f"item {i}" for i in range(25)]
+    line.put(m=items)
+    head = saver.repo.tip(HEAD)
+    path = segment_path("m", 10, 10)
+    changes: dict[str, Any] = {path: None}
+    for k, typed in enumerate(unpack_segment(saver.repo.read_file(head, path), 10, path)):
+        changes[f"m/000/{10 + k:06d}.bin"] = frame(typed)
+    saver.repo.commit_files(HEAD, changes, "drop a segment\n", expected=head)
+    saver.close()
+
+    cold = GitCheckpointSaver.from_path(tmp_path / "gap.git")
+    assert cold.get_tuple(CFG).checkpoint["channel_values"]["m"] == items
 
 
 def test_a_claimed_length_no_tree_holds_is_refused_after_one_listing(tmp_path, monkeypatch):
