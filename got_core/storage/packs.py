@@ -152,7 +152,35 @@ def _stored(kind: str, data: bytes) -> bool:
         return True
     if kind == "commit":
         return False
-    return size < STORED_BLOB_BYTES or (kind == "tree" and size < STORED_TREE_ENTRY_BYTES * data.count(b"\0"))
+    if size < STORED_BLOB_BYTES:
+        return True
+    return kind == "tree" and (size < STORED_TREE_ENTRY_BYTES * data.count(b"\0") or _id_named_blobs(data))
+
+
+#: A tree of blobs named by object ids (a notes fan-out directory: ``100644`` entries named by
+#: the 38 hex digits left of a commit id, or 36 or 40) is stored up to this size (256 such entries).
+STORED_ID_TREE_BYTES = 17 << 10
+#: The shortest entry name :func:`_id_named_blobs` takes for an id's hex digits.
+_ID_NAME_MIN = 32
+
+
+def _id_named_blobs(data: bytes) -> bool:
+    """Whether ``data`` (a tree of at most :data:`STORED_ID_TREE_BYTES`) is laid out as ``100644``
+    entries whose names all have one width of at least :data:`_ID_NAME_MIN` characters: a
+    notes fan-out directory, rewritten at every note. Hex names and ids shrink by a fifth
+    when deflated (2.6 KB to 2.0 KB for the 40 notes of a directory at 10k notes), for ~440k
+    instructions a write against ~10k to store it; ``git repack`` deltifies the old versions
+    (each differs from the next by one entry), so gc leaves almost none of them stored. The
+    layout is checked (the first mode, then each entry's space and NUL at the stride), not each
+    name: a tree that merely looks so is stored, which is always valid, just larger."""
+    if len(data) > STORED_ID_TREE_BYTES or not data.startswith(b"100644 "):
+        return False
+    width = data.find(b"\0", 7) - 7
+    stride = width + 28
+    if width < _ID_NAME_MIN or len(data) % stride:
+        return False
+    count = len(data) // stride
+    return data[6::stride].count(b" ") == count and data[7 + width :: stride].count(0) == count
 
 
 #: The largest stored deflate block (RFC 1951 3.2.4: a 16-bit length).
