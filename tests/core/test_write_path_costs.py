@@ -3,6 +3,7 @@ fails on the code before the change it names."""
 
 from __future__ import annotations
 
+import mmap
 import random
 import zlib
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from gitcli import fsck_clean, git
 
+from got_core.errors import StorageError
 from got_core.repo import ReasoningRepo
 from got_core.storage import packs
 from got_core.storage.packs import build_tree_objects, write_pack
@@ -62,3 +64,69 @@ def test_other_trees_over_a_kibibyte_are_still_deflated(tmp_path: Path) -> None:
         top = trees[-1][1]
         assert len(top) > packs.STORED_BLOB_BYTES and not packs._stored("tree", top)
     repo.close()
+
+
+def test_a_new_tag_s_path_check_searches_a_sparse_index_of_packed_refs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each new ref (a node write's tag) asks whether refs live under its name: a Python binary
+    # search of the whole kept packed-refs copy every time (~140k instructions at 10k refs); now
+    # a binary search of one record name per 4 KB (C) and one find between two of them
+    from got_core.storage import refscan
+    from got_core.storage.git import _refs
+
+    monkeypatch.setattr(_refs, "_RACY_NS", 0)
+    monkeypatch.setattr(_refs, "_RACY_FINE_NS", 0)
+    rng = random.Random(8)
+    repo = ReasoningRepo.init(tmp_path / "r.git")
+    gitdir = repo.gitdir
+    oid = repo.commit_files("master", {"f.txt": "x\n"}, "one")
+    names = sorted(
+        {f"refs/tags/t{i:05d}" for i in range(0, 3000, 2)}
+        | {"refs/tags/held/inside", "refs/tags/t00100x/y", "refs/tags/t02999/z", "refs/tags/t00000/a"}
+    )
+    lines = ["# pack-refs with: peeled fully-peeled sorted "]
+    for name in names:
+        lines.append(f"{oid} {name}")
+        if rng.random() < 0.1:
+            lines.append("^" + oid)  # peeled lines among the records
+    (gitdir / "packed-refs").write_text("\n".join(lines) + "\n")
+    seeks: list[bytes] = []
+    real = refscan._packed_seek
+
+    def counting(m: object, lo: int, want: bytes) -> int | None:
+        seeks.append(want)
+        return real(m, lo, want)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(refscan, "_packed_seek", counting)
+    git_repo = repo.git
+    queries = [f"refs/tags/t{i:05d}/" for i in range(3001)]
+    queries += ["refs/tags/held/", "refs/tags/t00100x/", "refs/tags/", "refs/", "refs/tags/a/", "refs/tags/zzz/", "z/"]
+    for query in queries:
+        assert git_repo._packed_has(query) == any(name.startswith(query) for name in names), query
+    assert seeks == []  # one binary search of the copy per question (3,008) on the code before
+    for k in range(20):
+        repo.tag(f"new{k}", oid)
+    with pytest.raises(StorageError, match="refs exist under refs/tags/held/"):
+        repo.tag("held", oid)
+    assert seeks == []
+    assert fsck_clean(gitdir)[0]
+    repo.close()
+
+
+def test_a_packed_refs_not_laid_out_as_git_writes_it_is_searched_as_before(tmp_path: Path) -> None:
+    # an unsorted file, or a record that is not "<40 hex> <name>", gets no sparse index: the
+    # copy's own search (and its plain scan) answers, as before
+    from got_core.storage.git import _refs
+
+    for text in (
+        "# pack-refs with: peeled\n" + "1" * 40 + " refs/tags/b/c\n" + "1" * 40 + " refs/tags/a\n",
+        "# pack-refs with: peeled sorted \n" + "1" * 39 + "  refs/tags/a/b\n",
+        "1" * 40 + " refs/tags/a/b\n",
+    ):
+        path = tmp_path / "packed-refs"
+        path.write_text(text)
+        with open(path, "rb") as f:
+            copy = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        assert _refs._sample_records(copy) is None
+        copy.close()
