@@ -130,3 +130,34 @@ def test_a_packed_refs_not_laid_out_as_git_writes_it_is_searched_as_before(tmp_p
             copy = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         assert _refs._sample_records(copy) is None
         copy.close()
+
+
+def test_the_stored_rule_is_the_old_one_but_for_notes_fanout_directories() -> None:
+    # a uniform tree (the notes root, a fan-out directory) is judged by its layout, without
+    # counting its NULs; every other decision is the one made before
+    rng = random.Random(9)
+
+    def before(kind: str, data: bytes) -> bool:
+        size = len(data)
+        if size < packs.STORED_BYTES:
+            return True
+        if kind == "commit":
+            return False
+        return size < packs.STORED_BLOB_BYTES or (kind == "tree" and size < 34 * data.count(b"\0"))
+
+    def entry(mode: bytes, name: bytes) -> bytes:
+        return mode + b" " + name + b"\0" + rng.randbytes(20)
+
+    for trial in range(400):
+        count = rng.choice([1, 5, 20, 40, 100, 256, 300])
+        width = rng.choice([2, 8, 12, 31, 32, 38, 40])
+        mode = rng.choice([b"100644", b"40000"])
+        names = sorted({rng.randbytes(width).hex()[:width].encode() for _ in range(count)})
+        entries = [entry(mode, name) for name in names]
+        if trial % 4 == 0:  # not uniform: one entry of another width or mode
+            entries[len(entries) // 2] = entry(b"100755" if mode == b"40000" else b"40000", b"x" * (width + 1))
+        data = b"".join(entries)
+        id_dir = trial % 4 != 0 and mode == b"100644" and width >= 32 and len(data) <= packs.STORED_ID_TREE_BYTES
+        assert packs._stored("tree", data) == (before("tree", data) or id_dir), (trial, count, width, mode)
+        assert packs._stored("blob", data) == before("blob", data)
+        assert packs._stored("commit", data) == before("commit", data)
