@@ -161,3 +161,39 @@ def test_the_stored_rule_is_the_old_one_but_for_notes_fanout_directories() -> No
         assert packs._stored("tree", data) == (before("tree", data) or id_dir), (trial, count, width, mode)
         assert packs._stored("blob", data) == before("blob", data)
         assert packs._stored("commit", data) == before("commit", data)
+
+
+@pytest.mark.parametrize("step", [1, 64, 300, 4096])
+def test_the_sparse_index_answers_as_a_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    from got_core.storage.git import _refs
+
+    monkeypatch.setattr(_refs, "PACKED_SAMPLE_BYTES", step)
+    rng = random.Random(step)
+    parts = ["a", "b", "ab", "a-b", "tags", "x_1", "z", "t0", "t00"]
+    path = tmp_path / "packed-refs"
+    for trial in range(150):
+        names = sorted(
+            {"refs/" + "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(0, 80))}
+        )
+        lines = ["# pack-refs with: peeled fully-peeled sorted "]
+        for name in names:
+            lines.append(rng.randbytes(20).hex() + " " + name)
+            if rng.random() < 0.3:
+                lines.append("^" + rng.randbytes(20).hex())
+        path.write_text("\n".join(lines) + ("\n" if trial % 3 else ""))
+        with open(path, "rb") as f:
+            copy = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        sampled = _refs._sample_records(copy)
+        if sampled is None:  # a header alone, without its newline: the copy's own search answers
+            assert not names and trial % 3 == 0
+            copy.close()
+            continue
+        queries = {"refs/", "refs/zz/", "refs/a-", "a/", ""} | {n[: rng.randint(5, len(n))] for n in names}
+        queries |= {n + "/" for n in names} | {n[:-1] for n in names}
+        for query in sorted(queries):
+            want = query.encode()
+            assert _refs._sampled_prefix(copy, *sampled, want) == any(n.startswith(query) for n in names), (
+                trial,
+                query,
+            )
+        copy.close()
