@@ -3,6 +3,7 @@ libgit2's locks), stale locks, packing; and libgit2's ref-name rule."""
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import re
@@ -34,6 +35,8 @@ PACKED_KEEP_BYTES = 16 << 20
 #: xfs, btrfs, tmpfs: a clock tick of a few ms) get 100 ms.
 _RACY_NS = 2_000_000_000
 _RACY_FINE_NS = 100_000_000
+#: The sparse index of a kept ``packed-refs`` (:func:`_sample_records`) names one record per this many bytes.
+PACKED_SAMPLE_BYTES = 4096
 
 
 def is_valid_ref_name(name: str) -> bool:
@@ -57,12 +60,66 @@ def is_valid_ref_name(name: str) -> bool:
         return False
 
 
+def _sample_records(m: mmap.mmap) -> tuple[list[bytes], list[int]] | None:
+    """A sparse index of a sorted ``packed-refs`` copy: the names and offsets of its first
+    record and of one record per :data:`PACKED_SAMPLE_BYTES` after it (~180 at 10k refs).
+
+    None when the header does not say ``sorted`` or a sampled record is not ``<40 hex> <name>``
+    (the caller searches the copy as before). A question is then a binary search of the names
+    (C) and one ``find`` within a few KB (:func:`_sampled_prefix`), where the search of the whole
+    copy ran ~14 Python steps of finds and slices: ~140k instructions at 10k refs, the price of
+    every node write's new tag.
+    """
+    end = len(m)
+    if m[:1] != b"#":
+        return None
+    nl = m.find(b"\n")
+    if nl < 0 or b" sorted" not in m[:nl]:
+        return None
+    names: list[bytes] = []
+    starts: list[int] = []
+    at = nl + 1
+    while at < end:
+        while m[at : at + 1] == b"^":  # a peeled line belongs to the record before it
+            nl = m.find(b"\n", at)
+            at = end if nl < 0 else nl + 1
+        if at >= end:
+            break
+        nl = m.find(b"\n", at)
+        stop = end if nl < 0 else nl
+        if stop - at < 42 or m[at + 40 : at + 41] != b" " or m.find(b" ", at, at + 40) >= 0:
+            return None
+        names.append(m[at + 41 : stop])
+        starts.append(at)
+        nl = m.find(b"\n", at + PACKED_SAMPLE_BYTES)  # the next sample: the line after that one
+        at = end if nl < 0 else nl + 1
+    return names, starts
+
+
+def _sampled_prefix(m: mmap.mmap, names: list[bytes], starts: list[int], want: bytes) -> bool:
+    """Whether a record's name in the sorted copy ``m`` starts with ``want``, by its sparse index.
+
+    The first name at or after ``want`` lies after the last sample before it and no later than
+    the first sample at or after it: ``" " + want`` is looked for there (a name follows the
+    record's one space; ids and peeled lines hold none)."""
+    at = bisect.bisect_left(names, want)
+    lo = starts[at - 1] if at else (starts[0] if starts else len(m))
+    if at < len(starts):
+        nl = m.find(b"\n", starts[at])
+        hi = len(m) if nl < 0 else nl
+    else:
+        hi = len(m)
+    return m.find(b" " + want, lo, hi) >= 0
+
+
 class _Refs(_Staging):
     """Reading refs and moving them in ref transactions."""
 
     _moved_to: dict[str, str | None]  # where this handle's last transactions left refs (hints)
     _packed: tuple[tuple[int, ...], mmap.mmap] | None  # packed-refs as last read: (stamp, content)
     _ident_pinned: bool = False  # libgit2 told the reflog identity (_pin_reflog_ident)
+    #: a sparse index of the kept packed-refs (:func:`_sample_records`): (stamp, names, starts)
+    _packed_samples: tuple[tuple[int, ...], list[bytes], list[int]] | None = None
 
     def ref_target(self, name: str) -> str | None:
         """Direct target SHA of a ref (symbolic refs resolved), or None when absent."""
@@ -364,7 +421,8 @@ class _Refs(_Staging):
         kept while its stamp (device, inode, size, mtime, ctime) stays the same.
 
         Every new ref's creation asks this (a tag per node write): the file is opened and
-        mapped once per change, not per write. Any rewrite gives the file a new ctime (git and
+        mapped once per change, not per write, and searched by a sparse index of its
+        records (:func:`_sample_records`). Any rewrite gives the file a new ctime (git and
         libgit2 replace it, a new inode too); one within the timestamp granularity of the last
         could keep the stamp, so a file changed more recently than that (:data:`_RACY_NS`,
         :data:`_RACY_FINE_NS`) is read afresh.
@@ -379,8 +437,12 @@ class _Refs(_Staging):
         want = prefix.encode("utf-8", "surrogateescape")
         kept = self._packed
         if kept is not None and kept[0] == stamp:
+            samples = self._packed_samples
+            if samples is not None and samples[0] == stamp:
+                return _sampled_prefix(kept[1], samples[1], samples[2], want)
             return _packed_prefix(kept[1], want)
         self._packed = None
+        self._packed_samples = None
         fine = st.st_mtime_ns % 1_000_000_000 or st.st_ctime_ns % 1_000_000_000
         racy = _RACY_FINE_NS if fine else _RACY_NS
         if not 0 < st.st_size <= PACKED_KEEP_BYTES or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < racy:
@@ -399,7 +461,11 @@ class _Refs(_Staging):
         copy.write(data)
         copy.seek(0)  # an mmap's find starts at its position by default
         self._packed = (stamp, copy)
-        return _packed_prefix(copy, want)
+        sampled = _sample_records(copy)
+        if sampled is None:  # not sorted, or a record not laid out as git writes it: the copy's own search
+            return _packed_prefix(copy, want)
+        self._packed_samples = (stamp, *sampled)
+        return _sampled_prefix(copy, sampled[0], sampled[1], want)
 
     def _ref_op(self, name: str, expected: str | None, op: Callable[[], None], *, check_value: bool = True) -> None:
         """Run one ref write; a failure is a lost race when the state says so, else retried once.
