@@ -145,6 +145,10 @@ def test_resolve_a_conflict_in_the_browser(browser, serve, built, tmp_path):
     area.send_keys("Convert to SI units, then answer in the units asked for.\n")
     browser.find_element(By.CSS_SELECTOR, "button[data-merge=alice]").click()
     wait_text(browser, "p.ok", "merged")
+    # the merge moved refs, so the next live poll re-renders the page: the outcome must stay on it
+    browser.execute_async_script("render().then(arguments[arguments.length - 1])")
+    assert browser.find_elements(By.ID, "no-merges")  # re-rendered: the resolved merge is gone from the list
+    assert any("merged: alice" in e.text for e in browser.find_elements(By.CSS_SELECTOR, "p.ok"))
     content = git(repo_dir, "show", "memory:lessons/units.md")
     assert content == "Convert to SI units, then answer in the units asked for.\n"
     parents = git(repo_dir, "log", "-1", "--format=%P", "memory").split()

@@ -5,7 +5,7 @@
 
 const TOKEN = document.querySelector('meta[name="got-token"]').content;
 const SVG = "http://www.w3.org/2000/svg";
-const state = { info: null, version: null, compare: [], audit: null };
+const state = { info: null, version: null, compare: [], audit: null, resolved: null };
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -315,6 +315,9 @@ async function pageMerges(p) {
   const d = await api("merges", { repo });
   const writable = state.info.allow_write;
   const out = [h("h1", {}, "Merges awaiting review"), writable ? null : h("p", { class: "note" }, "Read-only: start with `got ui --allow-write` to resolve.")];
+  // the last resolve's outcome, kept across live re-renders: the merge itself changes the refs, so the
+  // next poll re-renders this page (the merge gone from it) and would wipe a message kept in the old page
+  if (state.resolved && state.resolved.repo === repo) out.push(h("p", { class: state.resolved.className, id: "resolved" }, state.resolved.text));
   if (!d.merges.length) out.push(h("p", { class: "muted", id: "no-merges" }, "nothing is waiting for review"));
   for (const m of d.merges) {
     const picks = {};
@@ -329,8 +332,11 @@ async function pageMerges(p) {
     const msg = h("p", { class: "muted" });
     const button = h("button", { disabled: !writable, class: "primary", "data-merge": m.name, onclick: async () => {
       const decisions = Object.fromEntries(Object.entries(picks).map(([k, f]) => [k, f()]));
-      try { const r = await post("merges/resolve?repo=" + encodeURIComponent(repo), { name: m.name, into: m.into, decisions }); msg.textContent = `merged: ${r.status} ${short(r.commit)}`; msg.className = "ok"; }
-      catch (e) { msg.textContent = e.message; msg.className = "error"; }
+      try {
+        const r = await post("merges/resolve?repo=" + encodeURIComponent(repo), { name: m.name, into: m.into, decisions });
+        msg.textContent = `merged: ${m.name} → ${m.into}: ${r.status} ${short(r.commit)}`; msg.className = "ok";
+        state.resolved = { repo, text: msg.textContent, className: "ok" };
+      } catch (e) { msg.textContent = e.message; msg.className = "error"; }
     } }, "Resolve");
     out.push(section(`${m.name} → ${m.into}`, h("p", { class: "meta" }, "commit ", h("span", { class: "mono" }, m.commit)), blocks, h("div", { class: "toolbar" }, button, msg)));
   }
@@ -403,7 +409,7 @@ async function poll() {
   }
 }
 
-window.addEventListener("hashchange", () => { state.compare = []; render(); });
+window.addEventListener("hashchange", () => { state.compare = []; state.resolved = null; render(); });
 window.addEventListener("DOMContentLoaded", async () => {
   state.info = await api("info");
   state.version = state.info.version;
